@@ -1,0 +1,66 @@
+"""Shared CLI plumbing: one-line errors, exit status 2, no clobbering."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+import pytest
+from click.testing import CliRunner
+
+from moetrace.commands._common import UserError, check_output_path, handle_errors
+from moetrace.trace.model import TraceFormatError
+
+
+@click.command()
+@click.argument("what")
+@handle_errors
+def _boom(what: str) -> None:
+    if what == "format":
+        raise TraceFormatError("t.json", "expected an object", position="byte 17")
+    if what == "user":
+        raise UserError("evil\x1b[31m name [bold]x[/bold]")
+    if what == "missing":
+        open("/nonexistent/definitely/not/here")  # noqa: SIM115
+    click.echo("fine")
+
+
+@pytest.mark.parametrize(
+    ("what", "line"),
+    [
+        ("format", "moetrace: error: t.json: byte 17: expected an object"),
+        ("user", "moetrace: error: evil\\x1b[31m name [bold]x[/bold]"),
+        ("missing", "moetrace: error: /nonexistent/definitely/not/here: no such file or directory"),
+    ],
+)
+def test_bad_input_is_one_line_and_exit_2(what: str, line: str) -> None:
+    result = CliRunner().invoke(_boom, [what])
+    assert result.exit_code == 2
+    assert result.stderr.strip().splitlines() == [line]
+    assert "Traceback" not in result.output
+
+
+def test_good_input_exits_0() -> None:
+    result = CliRunner().invoke(_boom, ["ok"])
+    assert result.exit_code == 0
+    assert result.stdout == "fine\n"
+
+
+def test_output_path_refuses_to_overwrite(tmp_path: Path) -> None:
+    existing = tmp_path / "a.json"
+    existing.write_text("keep me")
+    with pytest.raises(UserError, match="already exists"):
+        check_output_path(existing, force=False)
+    assert check_output_path(existing, force=True) == existing
+    assert existing.read_text() == "keep me"
+    assert check_output_path("-", force=False) is None
+    with pytest.raises(UserError, match="no such directory"):
+        check_output_path(tmp_path / "nope" / "b.json", force=False)
+
+
+def test_cli_help_lists_the_main_commands() -> None:
+    from moetrace.cli import main
+
+    result = CliRunner().invoke(main, ["--help"])
+    assert result.exit_code == 0
+    assert "moetrace demo" in result.output
