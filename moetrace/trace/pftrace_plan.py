@@ -1,0 +1,368 @@
+"""The layout of a moetrace `.pftrace`, shared by the official and the vectorised encoder.
+
+A `PftracePlan` fixes everything both encoders must agree on byte for byte: the descriptor
+packets (built with the `perfetto` protos), the interning tables, the per-event field arrays
+and the global packet order (time, then END before BEGIN, parent BEGIN before child BEGIN,
+child END before parent END). The two encoders only differ in how they serialise the hot
+BEGIN/END/INSTANT/COUNTER packets.
+
+Layout: one process track per rank (tracks with a null rank grouped by pid), explicitly
+ordered under a root ordering descriptor; one named child track per moetrace track, ordered
+by `sort_index` with sibling merging disabled; one counter track per (track, counter name).
+Each moetrace track's row is kept as JSON in its TrackDescriptor `description` (it sits on
+the track it describes and the UI shows it as the track's description); the trace `meta` is
+kept in a Chrome metadata packet (`chrome_events.metadata`, shown by Perfetto's metadata page,
+no fake track or event needed).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import polars as pl
+from perfetto.protos.perfetto.trace import perfetto_trace_pb2 as pb
+
+from moetrace.trace.model import DEP_KINDS, Trace
+
+SEQUENCE_ID = 1
+"""`trusted_packet_sequence_id` of every packet: one writer, one interning scope."""
+SEQ_INCREMENTAL_STATE_CLEARED = 1
+SEQ_NEEDS_INCREMENTAL_STATE = 2
+META_NAME = "moetrace"
+"""Name of the Chrome metadata entry that holds the writer tag and the trace `meta`."""
+FORMAT_VERSION = 1
+ANNOTATION_NAMES = ("id", "kind", "flops", "bytes", "args")
+"""Debug annotations of every slice, interned with iids 1..5 in this order."""
+PROCESS_UUID_BASE = 1 << 40
+COUNTER_UUID_BASE = 1 << 41
+FLOW_KIND_BITS = 3
+"""A flow id is (dep row + 1) << 3 | dep kind code: direction and kind survive the trip."""
+PID_LIMIT = 1 << 31
+"""Perfetto pids are int32 in ProcessDescriptor; larger or non-numeric pids get a small int."""
+
+# Hot packet kinds in `PftracePlan.packet_kind`.
+END, BEGIN, INSTANT, COUNTER = 0, 1, 2, 3
+
+
+@dataclass
+class PftracePlan:
+    """Everything needed to encode a trace; arrays are per event / per counter row."""
+
+    head: list[pb.TracePacket]
+    # events (only those on known lanes), in frame row order
+    ts: np.ndarray  # uint64 view of int64 ns
+    end: np.ndarray  # uint64 view of ts + dur
+    lane_uuid: np.ndarray  # uint64
+    name_iid: np.ndarray  # uint64
+    cat_iid: np.ndarray  # uint64, 0 = no category
+    event_id: np.ndarray  # uint64
+    kind: pl.Series  # String, nullable
+    flops: np.ndarray  # float64
+    flops_set: np.ndarray  # bool
+    bytes_: np.ndarray  # float64
+    bytes_set: np.ndarray  # bool
+    args: pl.Series  # String, nullable
+    out_row: np.ndarray  # event row of each outgoing flow, sorted by (row, flow id)
+    out_flow: np.ndarray  # uint64 flow ids
+    in_row: np.ndarray
+    in_flow: np.ndarray
+    # counters, in frame row order
+    counter_ts: np.ndarray  # uint64
+    counter_uuid: np.ndarray  # uint64
+    counter_value: np.ndarray  # float64
+    # hot packets in file order
+    packet_kind: np.ndarray  # int8: END, BEGIN, INSTANT, COUNTER
+    packet_row: np.ndarray  # event row (END/BEGIN/INSTANT) or counter row (COUNTER)
+
+
+def _as_u64(values: np.ndarray) -> np.ndarray:
+    """int64 ns -> uint64 two's complement, how the uint64 `timestamp` field stores them."""
+    return np.ascontiguousarray(values, dtype=np.int64).view(np.uint64)
+
+
+def _intern(values: pl.Series) -> tuple[list[str], np.ndarray]:
+    """Distinct non-null strings (sorted, iids 1..n) and each row's iid (0 for null)."""
+    table = sorted(values.drop_nulls().unique().to_list())
+    lookup = pl.DataFrame(
+        {
+            "v": pl.Series(table, dtype=pl.String),
+            "iid": np.arange(1, len(table) + 1, dtype=np.uint64),
+        }
+    )
+    iid = (
+        values.to_frame("v")
+        .join(lookup, on="v", how="left", maintain_order="left")["iid"]
+        .fill_null(0)
+        .to_numpy()
+        .astype(np.uint64)
+    )
+    return table, iid
+
+
+def group_pids(keys: list[str | None]) -> list[int]:
+    """A unique positive int32 pid per process group, given each group's original pid text.
+
+    Decimal pids in [1, 2^31) keep their value when no earlier group took it; the others
+    (above 2^31, negative, non-numeric, null) get the smallest free ints, so no two
+    groups ever share a Perfetto pid.
+    """
+    used: set[int] = set()
+    chosen: list[int | None] = []
+    for key in keys:
+        value: int | None = None
+        if key is not None and key.strip().isdigit():
+            number = int(key)
+            if 0 < number < PID_LIMIT and number not in used:
+                value = number
+                used.add(number)
+        chosen.append(value)
+    free = 1
+    out: list[int] = []
+    for value in chosen:
+        if value is None:
+            while free in used:
+                free += 1
+            value = free
+            used.add(free)
+        out.append(value)
+    return out
+
+
+def _lane_name(row: dict[str, Any]) -> str:
+    if row["thread_name"]:
+        return str(row["thread_name"])
+    if row["unit"] is not None and row["tid"] is not None:
+        return f"{row['unit']} {row['tid']}"
+    if row["tid"] is not None:
+        return f"tid {row['tid']}"
+    return f"track {row['track']}"
+
+
+def _packet(ts: int) -> pb.TracePacket:
+    packet = pb.TracePacket()
+    packet.timestamp = ts
+    packet.trusted_packet_sequence_id = SEQUENCE_ID
+    return packet
+
+
+def _descriptors(trace: Trace, tracks: pl.DataFrame, t0: int) -> list[pb.TracePacket]:
+    """Root ordering descriptor, process tracks, lane tracks and counter tracks."""
+    out: list[pb.TracePacket] = []
+    root = _packet(t0)
+    root.track_descriptor.uuid = 0
+    root.track_descriptor.process_ordering = pb.TrackDescriptor.PROCESS_ORDERING_EXPLICIT
+    out.append(root)
+    rows = tracks.with_columns(
+        pl.when(pl.col("rank").is_not_null())
+        .then(pl.format("rank {}", pl.col("rank")))
+        .otherwise(pl.format("pid {}", pl.col("pid").fill_null("?")))
+        .alias("_group")
+    ).sort(
+        [pl.col("rank").is_null(), "rank", pl.col("sort_index").is_null(), "sort_index", "track"]
+    )
+    groups = rows["_group"].unique(maintain_order=True).to_list()
+    first = rows.unique("_group", keep="first", maintain_order=True)
+    process_uuid = {g: PROCESS_UUID_BASE + i for i, g in enumerate(groups)}
+    pids = group_pids(first["pid"].to_list())
+    lanes_of: dict[str, int] = {}
+    for i, row in enumerate(first.iter_rows(named=True)):
+        group = row["_group"]
+        packet = _packet(t0)
+        desc = packet.track_descriptor
+        desc.uuid = process_uuid[group]
+        desc.process.pid = pids[i]
+        if row["rank"] is not None:
+            desc.process.process_name = group
+        else:
+            desc.process.process_name = row["process_name"] or group
+        desc.child_ordering = pb.TrackDescriptor.EXPLICIT
+        desc.sibling_order_rank = i
+        desc.description = json.dumps({"group": group, "pid": row["pid"], "rank": row["rank"]})
+        out.append(packet)
+    track_group: dict[int, str] = {}
+    for row in rows.iter_rows(named=True):
+        group = row["_group"]
+        track_group[row["track"]] = group
+        rank_in_group = lanes_of.get(group, 0)
+        lanes_of[group] = rank_in_group + 1
+        packet = _packet(t0)
+        desc = packet.track_descriptor
+        desc.uuid = int(row["track"]) + 1
+        desc.parent_uuid = process_uuid[group]
+        desc.name = _lane_name(row)
+        desc.sibling_order_rank = rank_in_group
+        desc.sibling_merge_behavior = pb.TrackDescriptor.SIBLING_MERGE_BEHAVIOR_NONE
+        fields = {k: v for k, v in row.items() if not k.startswith("_")}
+        desc.description = json.dumps({"moetrace_track": fields}, ensure_ascii=False)
+        out.append(packet)
+    series = counter_series(trace.counters)
+    for i, row in enumerate(series.iter_rows(named=True)):
+        group = track_group.get(row["track"])
+        packet = _packet(t0)
+        desc = packet.track_descriptor
+        desc.uuid = COUNTER_UUID_BASE + i
+        if group is not None:
+            desc.parent_uuid = process_uuid[group]
+            rank_in_group = lanes_of.get(group, 0)
+            lanes_of[group] = rank_in_group + 1
+            desc.sibling_order_rank = rank_in_group
+        desc.name = row["name"] if row["name"] is not None else f"counter {row['track']}"
+        desc.sibling_merge_behavior = pb.TrackDescriptor.SIBLING_MERGE_BEHAVIOR_NONE
+        desc.counter.SetInParent()
+        desc.description = json.dumps(
+            {"moetrace_counter": {"track": row["track"], "name": row["name"]}}, ensure_ascii=False
+        )
+        out.append(packet)
+    return out
+
+
+def counter_series(counters: pl.DataFrame) -> pl.DataFrame:
+    """Distinct (track, name) counter series in the order their tracks get uuids."""
+    return (
+        counters.select("track", "name")
+        .unique(maintain_order=True)
+        .sort("track", pl.col("name").is_null(), "name", maintain_order=True)
+    )
+
+
+def _meta_packet(trace: Trace, t0: int) -> pb.TracePacket:
+    packet = _packet(t0)
+    entry = packet.chrome_events.metadata.add()
+    entry.name = META_NAME
+    payload = {"writer": "moetrace", "version": FORMAT_VERSION, "meta": trace.meta}
+    entry.json_value = json.dumps(payload, default=str, ensure_ascii=False)
+    return packet
+
+
+def _flows(trace: Trace, ids: np.ndarray) -> tuple[np.ndarray, ...]:
+    """Outgoing and incoming flow (event row, flow id) pairs, sorted by row then id.
+
+    Deps whose ends are not written (missing events) are dropped: they cannot be drawn.
+    """
+    deps = trace.deps
+    empty = np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.uint64)
+    if deps.height == 0 or len(ids) == 0:
+        return (*empty, *empty)
+    order = np.argsort(ids, kind="stable")
+    sorted_ids = ids[order]
+
+    def rows_of(col: str) -> tuple[np.ndarray, np.ndarray]:
+        wanted = deps[col].to_numpy().astype(np.int64)
+        pos = np.clip(np.searchsorted(sorted_ids, wanted), 0, len(ids) - 1)
+        return order[pos], sorted_ids[pos] == wanted
+
+    src, src_ok = rows_of("src")
+    dst, dst_ok = rows_of("dst")
+    ok = src_ok & dst_ok
+    code = deps["kind"].to_physical().fill_null(DEP_KINDS.index("flow")).to_numpy()
+    flow = ((np.arange(deps.height, dtype=np.uint64) + 1) << FLOW_KIND_BITS) | code.astype(
+        np.uint64
+    )
+    src, dst, flow = src[ok], dst[ok], flow[ok]
+    o = np.lexsort((flow, src))
+    i = np.lexsort((flow, dst))
+    return src[o], flow[o], dst[i], flow[i]
+
+
+def make_plan(trace: Trace) -> PftracePlan:
+    """Lay out `trace` as Perfetto packets (see the module docstring)."""
+    ev = trace.events
+    known = trace.tracks["track"]
+    orphans = ev.filter(~pl.col("track").is_in(known.implode()))["track"].unique().sort()
+    tracks = pl.concat(
+        [trace.tracks, pl.DataFrame({"track": orphans}).cast({"track": pl.UInt32})],
+        how="diagonal_relaxed",
+    ).cast(trace.tracks.schema)
+    ts64 = ev["ts"].to_numpy().astype(np.int64)
+    dur64 = ev["dur"].to_numpy().astype(np.int64)
+    counters = trace.counters
+    all_times = np.concatenate([ts64, counters["ts"].to_numpy().astype(np.int64)])
+    t0 = int(_as_u64(all_times.min(keepdims=True))[0]) if len(all_times) else 0
+    names, name_iid = _intern(ev["name"].fill_null(""))
+    cats, cat_iid = _intern(ev["cat"])
+    interned = _packet(t0)
+    interned.sequence_flags = SEQ_INCREMENTAL_STATE_CLEARED
+    for iid, cat in enumerate(cats, start=1):
+        entry = interned.interned_data.event_categories.add()
+        entry.iid, entry.name = iid, cat
+    for iid, name in enumerate(names, start=1):
+        entry = interned.interned_data.event_names.add()
+        entry.iid, entry.name = iid, name
+    for iid, name in enumerate(ANNOTATION_NAMES, start=1):
+        entry = interned.interned_data.debug_annotation_names.add()
+        entry.iid, entry.name = iid, name
+    head = [interned, *_descriptors(trace, tracks, t0), _meta_packet(trace, t0)]
+
+    ids = ev["id"].to_numpy().astype(np.int64)
+    out_row, out_flow, in_row, in_flow = _flows(trace, ids)
+    series = counter_series(counters)
+    counter_uuid = counters.select("track", "name").join(
+        series.with_row_index("_i"),
+        on=["track", "name"],
+        how="left",
+        nulls_equal=True,
+        maintain_order="left",
+    )["_i"].to_numpy().astype(np.uint64) + np.uint64(COUNTER_UUID_BASE)
+    flops, bytes_ = ev["flops"], ev["bytes"]
+    plan = PftracePlan(
+        head=head,
+        ts=_as_u64(ts64),
+        end=_as_u64(ts64 + dur64),
+        lane_uuid=ev["track"].to_numpy().astype(np.uint64) + np.uint64(1),
+        name_iid=name_iid,
+        cat_iid=cat_iid,
+        event_id=ids.astype(np.uint64),
+        kind=ev["kind"].cast(pl.String),
+        flops=flops.fill_null(0.0).to_numpy().astype(np.float64),
+        flops_set=flops.is_not_null().to_numpy(),
+        bytes_=bytes_.fill_null(0.0).to_numpy().astype(np.float64),
+        bytes_set=bytes_.is_not_null().to_numpy(),
+        args=ev["args"],
+        out_row=out_row,
+        out_flow=out_flow,
+        in_row=in_row,
+        in_flow=in_flow,
+        counter_ts=_as_u64(counters["ts"].to_numpy().astype(np.int64)),
+        counter_uuid=counter_uuid,
+        counter_value=counters["value"].fill_null(float("nan")).to_numpy().astype(np.float64),
+        packet_kind=np.zeros(0, dtype=np.int8),
+        packet_row=np.zeros(0, dtype=np.int64),
+    )
+    plan.packet_kind, plan.packet_row = packet_order(ts64, dur64, counters["ts"].to_numpy())
+    return plan
+
+
+def packet_order(
+    ts: np.ndarray, dur: np.ndarray, counter_ts: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """Kinds and rows of the hot packets in file order.
+
+    Sorted by time; at equal times ENDs come first, then BEGINs/INSTANTs, then counters.
+    BEGINs follow the model's nesting order (longer first, then row order), ENDs the
+    reverse of it, so parents open before and close after their children.
+    """
+    n = len(ts)
+    ts = np.asarray(ts, dtype=np.int64)
+    dur = np.asarray(dur, dtype=np.int64)
+    begin_rank = np.empty(n, dtype=np.int64)
+    begin_rank[np.lexsort((np.arange(n), -dur, ts))] = np.arange(n)
+    sliced = np.flatnonzero(dur > 0)
+    nc = len(counter_ts)
+    time = np.concatenate([ts + dur * 0, (ts + dur)[sliced], np.asarray(counter_ts, np.int64)])
+    phase = np.concatenate(
+        [np.ones(n, np.int64), np.zeros(len(sliced), np.int64), np.full(nc, 2, np.int64)]
+    )
+    tie = np.concatenate([begin_rank, -begin_rank[sliced], np.arange(nc, dtype=np.int64)])
+    kind = np.concatenate(
+        [
+            np.where(dur > 0, BEGIN, INSTANT).astype(np.int8),
+            np.full(len(sliced), END, np.int8),
+            np.full(nc, COUNTER, np.int8),
+        ]
+    )
+    row = np.concatenate([np.arange(n, dtype=np.int64), sliced, np.arange(nc, dtype=np.int64)])
+    order = np.lexsort((tie, phase, time))
+    return kind[order], row[order]

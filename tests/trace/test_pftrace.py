@@ -1,0 +1,324 @@
+"""Perfetto .pftrace writer and reader: round trips, byte identity of the fast path, layout."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import polars as pl
+import pytest
+from perfetto.protos.perfetto.trace import perfetto_trace_pb2 as pb
+
+from moetrace.trace.model import Trace, TraceFormatError
+from moetrace.trace.pftrace import encode_pftrace, read_pftrace, write_pftrace
+
+
+def sample_trace() -> Trace:
+    """Nested slices, instants (one at a parent's start), a negative ts, flows of every kind,
+    counters, args, flops/bytes, string and >2^32 pids, a rankless host track."""
+    return Trace.from_frames(
+        events={
+            "id": [10, 11, 12, 13, 14, 15, 16, 17],
+            "track": [0, 0, 0, 1, 1, 2, 3, 0],
+            "name": ["ProfilerStep#1", "forward", "aten::mm", "gemm", "mark", "x", "y", "done"],
+            "cat": ["user_annotation", None, "cpu_op", "kernel", None, None, "cat", None],
+            "kind": ["marker", "host", "host", "compute", "other", "comm", "memory", "other"],
+            "ts": [0, 0, 10, 5, 5, -3, 40, 100],
+            "dur": [100, 50, 20, 10, 0, 7, 5, 0],
+            "flops": [None, None, 1e9, 2.5e12, None, None, None, None],
+            "bytes": [None, 3.0, None, 4096.0, None, None, None, None],
+            "args": ['{"a": 1}', None, '{"Input Dims": [[2, 3]]}', None, None, None, "{}", None],
+        },
+        tracks={
+            "track": [0, 1, 2, 3],
+            "rank": [0, 0, None, None],
+            "pid": ["1234", "0", "4376751100", "Spans"],
+            "tid": ["7", "stream 7", "9", "Spans"],
+            "process_name": ["python3", "GPU 0", "Ascend Hardware", "Spans"],
+            "thread_name": ["main", None, "Stream 9", "Spans"],
+            "unit": ["cpu", "stream", "aic", "cpu"],
+            "sort_index": [1, 0, None, 5],
+        },
+        deps={"src": [12, 11, 13], "dst": [13, 15, 16], "kind": ["launch", "data", "sync"]},
+        counters={
+            "track": [0, 0, 1],
+            "name": ["mem", "mem", "util"],
+            "ts": [0, 10, 5],
+            "value": [1.0, 2.5, 0.5],
+        },
+        meta={"format": "chrome-json", "flavor": "kineto", "peak_flops": 1e15, "warnings": ["w"]},
+        compute_depth=True,
+    )
+
+
+def packets(data: bytes) -> list[pb.TracePacket]:
+    return list(pb.Trace.FromString(data).packet)
+
+
+def assert_round_trip(trace: Trace, back: Trace) -> None:
+    """Equal frames, after putting the source in the reader's canonical row order."""
+    assert back.tracks.equals(trace.tracks.sort("track"))
+    assert back.events.equals(trace.events.sort("id"))
+    assert back.deps.equals(trace.deps)
+    key = ["track", pl.col("name").is_null(), "name", "ts"]
+    assert back.counters.equals(trace.counters.sort(key, maintain_order=True))
+
+
+@pytest.mark.parametrize("fast", [False, True])
+def test_round_trip_restores_every_frame_and_meta(tmp_path: Path, fast: bool) -> None:
+    trace = sample_trace()
+    assert trace.problems() == []
+    path = tmp_path / "t.pftrace"
+    write_pftrace(trace, path, fast=fast)
+    back = read_pftrace(path)
+    assert_round_trip(trace, back)
+    assert back.meta["format"] == "pftrace"
+    assert back.meta["flavor"] == "kineto"
+    assert back.meta["peak_flops"] == 1e15
+    assert back.meta["warnings"] == ["w"]
+    assert back.meta["source"] == [str(path)]
+    assert back.problems() == []
+
+
+def test_fast_path_is_byte_identical_to_the_official_builder() -> None:
+    trace = sample_trace()
+    official = encode_pftrace(trace, fast=False)
+    assert encode_pftrace(trace, fast=True) == official
+    # The official bytes are what the builder writes: a Trace message per packet.
+    whole = pb.Trace.FromString(official)
+    assert b"".join(pb.Trace(packet=[p]).SerializeToString() for p in whole.packet) == official
+
+
+def test_slices_are_begin_end_pairs_instants_and_interned() -> None:
+    data = encode_pftrace(sample_trace())
+    pk = packets(data)
+    events = [p for p in pk if p.HasField("track_event")]
+    types = [p.track_event.type for p in events]
+    counters = types.count(pb.TrackEvent.TYPE_COUNTER)
+    assert counters == 3
+    assert types.count(pb.TrackEvent.TYPE_INSTANT) == 2  # "mark" and "done" (dur 0)
+    assert types.count(pb.TrackEvent.TYPE_SLICE_BEGIN) == 6
+    assert types.count(pb.TrackEvent.TYPE_SLICE_END) == 6
+    interned = pk[0].interned_data
+    assert pk[0].sequence_flags == 1
+    names = {e.iid: e.name for e in interned.event_names}
+    assert sorted(names.values()) == sorted(sample_trace().events["name"].to_list())
+    for p in events:
+        if p.track_event.type in (pb.TrackEvent.TYPE_SLICE_BEGIN, pb.TrackEvent.TYPE_INSTANT):
+            assert not p.track_event.HasField("name")  # only the interned iid travels
+            assert p.track_event.name_iid in names
+            assert p.sequence_flags == 2
+
+
+def test_packet_order_at_equal_timestamps() -> None:
+    """At ts 0 step (longer) opens before forward; at 50 forward closes; the instant at 5
+    follows gemm's BEGIN; packets are sorted by time."""
+    pk = [p for p in packets(encode_pftrace(sample_trace())) if p.HasField("track_event")]
+    times = [p.timestamp if p.timestamp < 1 << 63 else p.timestamp - (1 << 64) for p in pk]
+    assert times == sorted(times)
+    te = [p.track_event for p in pk]
+    opened = [t.name_iid for t in te if t.type == pb.TrackEvent.TYPE_SLICE_BEGIN]
+    names = {
+        e.iid: e.name for e in packets(encode_pftrace(sample_trace()))[0].interned_data.event_names
+    }
+    order = [names[i] for i in opened]
+    assert order.index("ProfilerStep#1") < order.index("forward")
+    # per track, END closes the innermost open slice: replay the stacks
+    stacks: dict[int, list[int]] = {}
+    for t in te:
+        if t.type == pb.TrackEvent.TYPE_SLICE_BEGIN:
+            stacks.setdefault(t.track_uuid, []).append(t.name_iid)
+        elif t.type == pb.TrackEvent.TYPE_SLICE_END:
+            assert stacks[t.track_uuid], "END without an open slice"
+            stacks[t.track_uuid].pop()
+    assert all(not s for s in stacks.values())
+
+
+def test_equal_start_and_end_nesting_order() -> None:
+    """Two slices share start and end: the model nests the later row inside the earlier one;
+    the outer BEGIN comes first and the inner END first."""
+    trace = Trace.from_frames(
+        events={
+            "id": [0, 1, 2],
+            "track": [0, 0, 0],
+            "name": ["outer", "inner", "tail"],
+            "kind": ["host"] * 3,
+            "ts": [0, 0, 10],
+            "dur": [10, 10, 0],
+        },
+        tracks={"track": [0], "unit": ["cpu"]},
+        compute_depth=True,
+    )
+    assert trace.events["depth"].to_list() == [0, 1, 0]  # the model: input order breaks ties
+    pk = [p for p in packets(encode_pftrace(trace)) if p.HasField("track_event")]
+    seq = [(p.track_event.type, p.timestamp) for p in pk]
+    b, e, i = (
+        pb.TrackEvent.TYPE_SLICE_BEGIN,
+        pb.TrackEvent.TYPE_SLICE_END,
+        pb.TrackEvent.TYPE_INSTANT,
+    )
+    assert seq == [(b, 0), (b, 0), (e, 10), (e, 10), (i, 10)]
+    back = read_pftrace_bytes(encode_pftrace(trace))
+    assert back.events["depth"].to_list() == [0, 1, 0]
+    names = {e.iid: e.name for e in packets(encode_pftrace(trace))[0].interned_data.event_names}
+    begun = [names[p.track_event.name_iid] for p in pk if p.track_event.type == b]
+    assert begun == ["outer", "inner"]
+    assert back.events["dur"].to_list() == [10, 10, 0]
+
+
+def read_pftrace_bytes(data: bytes, tmp: Path | None = None) -> Trace:
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as folder:
+        path = Path(folder) / "x.pftrace"
+        path.write_bytes(data)
+        return read_pftrace(path)
+
+
+def test_flows_carry_fixed64_ids_from_src_to_dst() -> None:
+    trace = sample_trace()
+    pk = [p for p in packets(encode_pftrace(trace)) if p.HasField("track_event")]
+    out = {}
+    into = {}
+    for p in pk:
+        ident = next(
+            (d.uint_value for d in p.track_event.debug_annotations if d.name_iid == 1), None
+        )
+        for f in p.track_event.flow_ids:
+            out[f] = ident
+        for f in p.track_event.terminating_flow_ids:
+            into[f] = ident
+    assert set(out) == set(into)
+    pairs = sorted((out[f], into[f]) for f in out)
+    assert pairs == sorted(
+        zip(trace.deps["src"].to_list(), trace.deps["dst"].to_list(), strict=True)
+    )
+    assert pb.TrackEvent.DESCRIPTOR.fields_by_name["flow_ids"].type == 6  # TYPE_FIXED64
+
+
+def test_track_tree_order_merge_and_pids() -> None:
+    trace = sample_trace()
+    descs = [
+        p.track_descriptor for p in packets(encode_pftrace(trace)) if p.HasField("track_descriptor")
+    ]
+    root = descs[0]
+    assert root.uuid == 0
+    assert root.process_ordering == pb.TrackDescriptor.PROCESS_ORDERING_EXPLICIT
+    procs = [d for d in descs if d.HasField("process")]
+    # one process track per rank (rank 0 holds both the host and the GPU track), then one
+    # per pid for the rankless tracks, by sort_index (nulls last)
+    assert [d.process.process_name for d in procs] == ["rank 0", "Spans", "Ascend Hardware"]
+    assert [d.sibling_order_rank for d in procs] == [0, 1, 2]
+    assert all(d.child_ordering == pb.TrackDescriptor.EXPLICIT for d in procs)
+    pids = [d.process.pid for d in procs]
+    assert len(set(pids)) == 3 and all(0 < p < 2**31 for p in pids)
+    # rank 0's first lane (GPU 0, pid "0") has no valid Perfetto pid: it gets a free small int
+    assert 1234 not in pids and json.loads(procs[0].description)["pid"] == "0"
+    lanes = [d for d in descs if d.HasField("parent_uuid") and not d.HasField("counter")]
+    rank0 = [d for d in lanes if d.parent_uuid == procs[0].uuid]
+    # explicit order by sort_index: GPU stream (0) before the host thread (1)
+    assert [
+        (d.name, d.sibling_order_rank) for d in sorted(rank0, key=lambda d: d.sibling_order_rank)
+    ] == [("stream stream 7", 0), ("main", 1)]
+    assert all(
+        d.sibling_merge_behavior == pb.TrackDescriptor.SIBLING_MERGE_BEHAVIOR_NONE for d in lanes
+    )
+    counters = [d for d in descs if d.HasField("counter")]
+    assert sorted(d.name for d in counters) == ["mem", "util"]
+    stored = json.loads(lanes[0].description)["moetrace_track"]
+    assert set(stored) == set(trace.tracks.columns)
+
+
+def test_big_and_string_pids_map_to_distinct_small_ints_and_come_back(tmp_path: Path) -> None:
+    trace = Trace.from_frames(
+        events={
+            "id": [0, 1, 2],
+            "track": [0, 1, 2],
+            "name": ["a", "b", "c"],
+            "kind": ["host"] * 3,
+            "ts": [0, 1, 2],
+            "dur": [5, 5, 5],
+        },
+        tracks={
+            "track": [0, 1, 2],
+            "pid": ["4376751100", "Spans", "1"],
+            "tid": ["1", "2", "3"],
+            "unit": ["cpu"] * 3,
+        },
+        compute_depth=True,
+    )
+    procs = [
+        p.track_descriptor.process
+        for p in packets(encode_pftrace(trace))
+        if p.HasField("track_descriptor") and p.track_descriptor.HasField("process")
+    ]
+    pids = [p.pid for p in procs]
+    assert len(pids) == 3 and len(set(pids)) == 3
+    assert 1 in pids  # a small numeric pid keeps its value
+    assert all(0 < p < 2**31 for p in pids)
+    path = tmp_path / "p.pftrace"
+    write_pftrace(trace, path)
+    back = read_pftrace(path)
+    assert back.tracks["pid"].to_list() == ["4376751100", "Spans", "1"]
+    assert_round_trip(trace, back)
+
+
+def test_writes_to_a_binary_stream_and_path_alike(tmp_path: Path) -> None:
+    import io
+
+    buffer = io.BytesIO()
+    write_pftrace(sample_trace(), buffer)
+    path = tmp_path / "s.pftrace"
+    write_pftrace(sample_trace(), str(path))
+    assert path.read_bytes() == buffer.getvalue()
+
+
+def test_empty_trace_round_trips(tmp_path: Path) -> None:
+    trace = Trace.from_frames(meta={"flavor": "moetrace"})
+    for fast in (False, True):
+        path = tmp_path / f"e{fast}.pftrace"
+        write_pftrace(trace, path, fast=fast)
+        back = read_pftrace(path)
+        assert back.events.height == 0 and back.tracks.height == 0
+    assert (tmp_path / "eFalse.pftrace").read_bytes() == (tmp_path / "eTrue.pftrace").read_bytes()
+
+
+@pytest.mark.parametrize(
+    ("content", "needle"),
+    [
+        (b"", "empty file"),
+        (b'[{"ph": "X"}]', "not a Perfetto"),
+        (b"\xff\xff\xff", "not a Perfetto"),
+    ],
+)
+def test_bad_files_raise_one_line_format_errors(
+    tmp_path: Path, content: bytes, needle: str
+) -> None:
+    path = tmp_path / "bad.pftrace"
+    path.write_bytes(content)
+    with pytest.raises(TraceFormatError) as info:
+        read_pftrace(path)
+    assert needle in str(info.value) and str(path) in str(info.value)
+    assert "\n" not in str(info.value)
+
+
+def test_values_survive_exactly() -> None:
+    """int64 extremes of ts, unicode names and args, NaN-free doubles bit for bit."""
+    trace = Trace.from_frames(
+        events={
+            "id": [4_000_000_000, 7],
+            "track": [5, 5],
+            "name": ["ü\u2603 \x1b[31m", "[b]"],
+            "kind": ["compute", "comm"],
+            "ts": [1_700_000_000_123_456_789, -(2**62)],
+            "dur": [1, 2**61],
+            "flops": [0.1 + 0.2, -0.0],
+            "args": ['{"k": "ü"}', None],
+        },
+        tracks={"track": [5], "rank": [3], "unit": ["link"], "sort_index": [2]},
+        compute_depth=True,
+    )
+    back = read_pftrace_bytes(encode_pftrace(trace))
+    assert_round_trip(trace, back)
+    assert np.signbit(back.events.sort("id")["flops"].to_numpy()[0])
