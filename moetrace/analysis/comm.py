@@ -1,0 +1,86 @@
+"""Exposed communication per (rank, step): compute, comm, overlapped, exposed, free (ns).
+
+C = union of compute events on the rank's device tracks, M = union of comm events, both
+clipped to the window W. comm = |M|, overlapped = |M ∩ C|, exposed = |M \\ C|,
+compute = |C|, free = |W \\ (C ∪ M)|; these are msprof's Overlap Analysis lanes and HTA's
+overlap ratio (overlapped / comm). All groups in one vectorised pass (see intervals.py).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import polars as pl
+
+from moetrace.analysis import intervals as iv
+from moetrace.analysis.classify import collective_expr
+from moetrace.analysis.steps import Prepared
+
+
+def kind_set(prep: Prepared, kind: str) -> iv.Intervals:
+    """Union of the `kind` events on device tracks, per window, clipped to it."""
+    sel = prep.ev.filter(
+        pl.col("device") & (pl.col("kind") == kind) & pl.col("gid").is_not_null()
+    ).select("gid", "ts", "end")
+    lo, hi = prep.lo_hi()
+    raw = iv.make(sel["gid"].to_numpy(), sel["ts"].to_numpy(), sel["end"].to_numpy())
+    return iv.union(iv.clip(raw, lo, hi))
+
+
+def exposed_comm(prep: Prepared) -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame, iv.Intervals]:
+    """Per-window overlap metrics, the exposed intervals, and per comm event exposure.
+
+    Returns (per-window frame keyed by gid, exposed intervals frame, comm events frame,
+    the compute union C, which the idle and critical-path passes reuse).
+    """
+    n = prep.n_windows
+    lo, hi = prep.lo_hi()
+    compute = kind_set(prep, "compute")
+    comm = kind_set(prep, "comm")
+    both = iv.intersection(comm, compute)
+    exposed = iv.difference(comm, compute)
+    busy = iv.union2(compute, comm)
+    window_ns = hi - lo
+    compute_ns = iv.lengths_by_group(compute, n)
+    comm_ns = iv.lengths_by_group(comm, n)
+    overlapped_ns = iv.lengths_by_group(both, n)
+    exposed_ns = iv.lengths_by_group(exposed, n)
+    free_ns = window_ns - iv.lengths_by_group(busy, n)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        overlap_ratio = np.where(comm_ns > 0, overlapped_ns / np.maximum(comm_ns, 1), np.nan)
+        exposed_ratio = np.where(comm_ns > 0, exposed_ns / np.maximum(comm_ns, 1), np.nan)
+    per_window = pl.DataFrame(
+        {
+            "gid": np.arange(n, dtype=np.int64),
+            "window_ns": window_ns,
+            "compute_ns": compute_ns,
+            "comm_ns": comm_ns,
+            "overlapped_ns": overlapped_ns,
+            "exposed_comm_ns": exposed_ns,
+            "free_ns": free_ns,
+            "overlap_ratio": overlap_ratio,
+            "exposed_ratio": exposed_ratio,
+        }
+    ).with_columns(pl.col("overlap_ratio", "exposed_ratio").fill_nan(None))
+    exposed_frame = pl.DataFrame(
+        {"gid": exposed.group, "start_ns": exposed.start, "end_ns": exposed.end},
+        schema={"gid": pl.Int64, "start_ns": pl.Int64, "end_ns": pl.Int64},
+    )
+    events = prep.ev.filter(
+        pl.col("device") & (pl.col("kind") == "comm") & pl.col("gid").is_not_null()
+    ).select(
+        pl.col("id").alias("event_id"), "gid", "ts", "end", collective_expr().alias("collective")
+    )
+    g = events["gid"].to_numpy().astype(np.int64)
+    a = np.maximum(events["ts"].to_numpy(), lo[g]) if len(g) else np.zeros(0, np.int64)
+    b = np.minimum(events["end"].to_numpy(), hi[g]) if len(g) else np.zeros(0, np.int64)
+    b = np.maximum(a, b)
+    hidden = iv.covered_length(compute, g, a, b)
+    comm_events = events.select(
+        "event_id",
+        "gid",
+        pl.col("ts").alias("ts_ns"),
+        (pl.col("end") - pl.col("ts")).alias("dur_ns"),
+        pl.Series("exposed_ns", (b - a) - hidden, dtype=pl.Int64),
+        "collective",
+    )
+    return per_window, exposed_frame, comm_events, compute

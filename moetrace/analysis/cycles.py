@@ -1,0 +1,75 @@
+"""Find and name a dependency cycle (deps + track order), without paying for it on DAGs.
+
+A cycle must contain an edge whose source starts no earlier than its destination (times
+around a cycle cannot all increase), and track order always goes forward in time, so when no
+dependency edge goes backwards or sideways in time the graph is acyclic and nothing else runs.
+Otherwise an iterative depth-first search finds one cycle and names its events.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import polars as pl
+
+from moetrace.analysis.critical_path import EDGE_TRACK
+from moetrace.analysis.steps import Prepared
+
+MAX_NAMED = 8
+"""Events named in the message before the cycle is elided."""
+
+
+def find_cycle(prep: Prepared, edge_frame: pl.DataFrame) -> str | None:
+    """A readable description of one cycle ("name#id -> ... -> name#id"), or None."""
+    if edge_frame.height == 0:
+        return None
+    ts = prep.ev["ts"].to_numpy()
+    src = edge_frame["src"].to_numpy().astype(np.int64)
+    dst = edge_frame["dst"].to_numpy().astype(np.int64)
+    et = edge_frame["etype"].to_numpy()
+    backward = (et != EDGE_TRACK) & (ts[src] >= ts[dst])
+    if not backward.any():
+        return None
+    cycle = _dfs_cycle(prep.ev.height, src, dst)
+    if cycle is None:
+        return None
+    names = prep.ev["name"].to_list()
+    ids = prep.ev["id"].to_list()
+    shown = [f"{names[i]}#{ids[i]}" for i in cycle[:MAX_NAMED]]
+    if len(cycle) > MAX_NAMED:
+        shown.append(f"... ({len(cycle) - MAX_NAMED} more)")
+    shown.append(f"{names[cycle[0]]}#{ids[cycle[0]]}")
+    return " -> ".join(shown)
+
+
+def _dfs_cycle(n: int, src: np.ndarray, dst: np.ndarray) -> list[int] | None:
+    """Nodes of one directed cycle in order, or None (iterative three-colour DFS)."""
+    order = np.argsort(src, kind="stable")
+    s_sorted, d_sorted = src[order], dst[order]
+    starts = np.searchsorted(s_sorted, np.arange(n + 1))
+    succ = d_sorted.tolist()
+    first = starts.tolist()
+    color = bytearray(n)  # 0 new, 1 on stack, 2 done
+    parent = [-1] * n
+    for root in np.unique(src).tolist():
+        if color[root]:
+            continue
+        stack = [(root, first[root])]
+        color[root] = 1
+        while stack:
+            node, pos = stack[-1]
+            if pos < first[node + 1]:
+                stack[-1] = (node, pos + 1)
+                nxt = succ[pos]
+                if color[nxt] == 0:
+                    color[nxt] = 1
+                    parent[nxt] = node
+                    stack.append((nxt, first[nxt]))
+                elif color[nxt] == 1:
+                    path = [node]
+                    while path[-1] != nxt:
+                        path.append(parent[path[-1]])
+                    return path[::-1]
+            else:
+                color[node] = 2
+                stack.pop()
+    return None

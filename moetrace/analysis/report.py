@@ -1,0 +1,290 @@
+"""All metrics of METRICS.md for one trace, per rank and step, as Polars frames; compare two.
+
+`analyze(trace)` runs: prepare (classification, steps, windows) → gating predecessors →
+exposed comm → idle tracks/gaps → critical paths → one `Report`. Every number the CLI and
+the TUI show comes from here.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import polars as pl
+
+from moetrace.analysis.comm import exposed_comm
+from moetrace.analysis.critical_path import critical_paths, edges, gating
+from moetrace.analysis.cycles import find_cycle
+from moetrace.analysis.idle import idle
+from moetrace.analysis.steps import NO_RANK, prepare
+from moetrace.analysis.sync_edges import kineto_sync_edges
+from moetrace.trace.model import Trace
+
+NS_METRICS = ("window_ns", "compute_ns", "comm_ns", "overlapped_ns", "exposed_comm_ns", "free_ns")
+RATIO_METRICS = ("overlap_ratio", "exposed_ratio")
+CP_METRICS = ("cp_span_ns", "cp_coverage", "cp_comm_ns", "cp_comm_ratio")
+
+RANKS_SCHEMA: dict[str, pl.DataType] = {
+    "rank": pl.Int64(),
+    "step": pl.Int64(),
+    "window_start_ns": pl.Int64(),
+    "window_end_ns": pl.Int64(),
+    "window_ns": pl.Int64(),
+    "compute_ns": pl.Int64(),
+    "comm_ns": pl.Int64(),
+    "overlapped_ns": pl.Int64(),
+    "exposed_comm_ns": pl.Int64(),
+    "free_ns": pl.Int64(),
+    "overlap_ratio": pl.Float64(),
+    "exposed_ratio": pl.Float64(),
+    "cp_span_ns": pl.Int64(),
+    "cp_coverage": pl.Float64(),
+    "cp_comm_ns": pl.Int64(),
+    "cp_comm_ratio": pl.Float64(),
+    "mfu": pl.Float64(),
+}
+
+
+@dataclass
+class Report:
+    """Metrics of one trace. Frames are keyed by (rank, step); times in ns.
+
+    ranks: one row per (rank, step) with the overlap, critical-path and MFU figures.
+    units / tracks: utilisation per unit and per device track. gaps: idle gaps with causes.
+    critical_path: the path's segments. comm: each comm event and its exposed ns.
+    exposed: the intervals of exposed comm (M \\ C). warnings: what limited the analysis.
+    """
+
+    ranks: pl.DataFrame
+    units: pl.DataFrame
+    tracks: pl.DataFrame
+    gaps: pl.DataFrame
+    critical_path: pl.DataFrame
+    comm: pl.DataFrame
+    exposed: pl.DataFrame
+    warnings: list[str] = field(default_factory=list)
+    meta: dict[str, Any] = field(default_factory=dict)
+
+    def summary(self) -> dict[str, float | None]:
+        """Totals over all ranks and steps: ns summed, ratios pooled (Σ num / Σ denominator)."""
+        r = self.ranks
+        out: dict[str, float | None] = {}
+        for col in (*NS_METRICS, "cp_span_ns", "cp_comm_ns"):
+            out[col] = float(r[col].sum()) if r.height else 0.0
+        comm = out["comm_ns"] or 0.0
+        window = out["window_ns"] or 0.0
+        out["overlap_ratio"] = (out["overlapped_ns"] or 0.0) / comm if comm else None
+        out["exposed_ratio"] = (out["exposed_comm_ns"] or 0.0) / comm if comm else None
+        out["cp_coverage"] = (out["cp_span_ns"] or 0.0) / window if window else None
+        out["cp_comm_ratio"] = (out["cp_comm_ns"] or 0.0) / comm if comm else None
+        mfu = r.filter(pl.col("mfu").is_not_null())
+        out["mfu"] = (
+            float((mfu["mfu"] * mfu["window_ns"]).sum()) / float(mfu["window_ns"].sum())
+            if mfu.height and mfu["window_ns"].sum()
+            else None
+        )
+        if r.height:
+            span = r.select(pl.col("window_end_ns").max() - pl.col("window_start_ns").min())
+            out["makespan_ns"] = float(span.item())
+        u = self.units.join(
+            r.select("rank", "step", "window_ns"), on=["rank", "step"], how="left", nulls_equal=True
+        )
+        for unit, sub in u.group_by("unit", maintain_order=True):
+            denom = float((sub["tracks"] * sub["window_ns"]).sum())
+            out[f"util:{unit[0]}"] = float(sub["busy_ns"].sum()) / denom if denom else None
+        return out
+
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON structure of issue 4: per rank and step, then aggregates over ranks."""
+        util: dict[tuple[Any, Any], dict[str, float]] = {}
+        for row in self.units.iter_rows(named=True):
+            util.setdefault((row["rank"], row["step"]), {})[row["unit"]] = _num(row["util"])
+        breakdown: dict[tuple[Any, Any], dict[str, int]] = {}
+        cp = self.critical_path.group_by("rank", "step", "category").agg(pl.col("dur_ns").sum())
+        for row in cp.sort("category").iter_rows(named=True):
+            breakdown.setdefault((row["rank"], row["step"]), {})[row["category"]] = int(
+                row["dur_ns"]
+            )
+        per_rank = []
+        for row in self.ranks.iter_rows(named=True):
+            key = (row["rank"], row["step"])
+            item: dict[str, Any] = {
+                k: _num(row[k]) for k in ("rank", "step", *NS_METRICS, *RATIO_METRICS)
+            }
+            item["util"] = util.get(key, {})
+            item["critical_path"] = {
+                "span_ns": _num(row["cp_span_ns"]),
+                "coverage": _num(row["cp_coverage"]),
+                "cp_comm_ns": _num(row["cp_comm_ns"]),
+                "cp_comm_ratio": _num(row["cp_comm_ratio"]),
+                "breakdown_ns": breakdown.get(key, {}),
+            }
+            if row["mfu"] is not None:
+                item["mfu"] = _num(row["mfu"])
+            per_rank.append(item)
+        return {
+            "ranks": per_rank,
+            "aggregate": self.aggregate_dicts(),
+            "summary": {k: _num(v) for k, v in self.summary().items()},
+            "warnings": list(self.warnings),
+        }
+
+    def aggregate(self) -> pl.DataFrame:
+        """Per step: sum, mean and max over ranks of every ns, ratio and critical-path metric."""
+        cols = [*NS_METRICS, *RATIO_METRICS, *CP_METRICS, "mfu"]
+        aggs = [pl.len().alias("ranks")]
+        for c in cols:
+            aggs += [
+                pl.col(c).sum().alias(f"{c}:sum"),
+                pl.col(c).mean().alias(f"{c}:mean"),
+                pl.col(c).max().alias(f"{c}:max"),
+            ]
+        return self.ranks.group_by("step").agg(aggs).sort("step", nulls_last=False)
+
+    def aggregate_dicts(self) -> list[dict[str, Any]]:
+        """`aggregate()` as [{step, ranks, sum: {...}, mean: {...}, max: {...}}]."""
+        out = []
+        for row in self.aggregate().iter_rows(named=True):
+            item: dict[str, Any] = {"step": row["step"], "ranks": row["ranks"]}
+            for how in ("sum", "mean", "max"):
+                item[how] = {
+                    k.split(":")[0]: _num(v) for k, v in row.items() if k.endswith(f":{how}")
+                }
+            out.append(item)
+        return out
+
+
+def _num(value: Any) -> Any:
+    """JSON-safe number: NaN/inf become None, numpy scalars become Python ones."""
+    if value is None:
+        return None
+    if isinstance(value, (np.integer,)):
+        return int(value)
+    if isinstance(value, (float, np.floating)):
+        f = float(value)
+        return None if math.isnan(f) or math.isinf(f) else f
+    return value
+
+
+def analyze(
+    trace: Trace,
+    *,
+    peak_tflops: float | None = None,
+    comm_patterns: Sequence[str] = (),
+    time_range: tuple[int, int] | None = None,
+    ranks: Sequence[int] | None = None,
+) -> Report:
+    """Every metric of METRICS.md for `trace`, per rank and step.
+
+    peak_tflops: peak TFLOP/s of one device (else `meta["peak_flops"]`), for MFU.
+    comm_patterns: extra regexes of kernel names that are communication.
+    time_range: clip every window to [t0, t1) ns (an area selected in the TUI).
+    ranks: analyze only these ranks.
+    """
+    prep = prepare(trace, comm_patterns=comm_patterns, time_range=time_range, ranks=ranks)
+    warnings = [*trace.warnings, *prep.warnings]
+    extra = kineto_sync_edges(prep) if trace.meta.get("flavor") == "kineto" else None
+    edge_frame = edges(prep, extra)
+    cycle = find_cycle(prep, edge_frame)
+    if cycle:
+        warnings.append(f"dependency cycle: {cycle}")
+    gates = gating(prep, edge_frame)
+    per_window, exposed, comm_events, _compute = exposed_comm(prep)
+    tracks, units, gaps = idle(prep, gates)
+    cp, cp_warnings = critical_paths(prep, gates)
+    warnings += cp_warnings
+    cp_sum = cp.group_by("gid").agg(
+        pl.col("dur_ns").sum().alias("cp_span_ns"),
+        pl.col("dur_ns").filter(pl.col("category") == "comm").sum().alias("cp_comm_ns"),
+    )
+    peak = peak_tflops * 1e12 if peak_tflops else trace.meta.get("peak_flops")
+    flops = (
+        prep.ev.filter(
+            pl.col("device") & (pl.col("kind") == "compute") & pl.col("gid").is_not_null()
+        )
+        .group_by("gid")
+        .agg(
+            pl.col("flops").sum().alias("flops"),
+            pl.col("flops").is_not_null().any().alias("has_flops"),
+        )
+    )
+    keys = prep.windows.select(
+        "gid",
+        pl.when(pl.col("rank") == NO_RANK).then(None).otherwise(pl.col("rank")).alias("rank"),
+        "step",
+        pl.col("lo").alias("window_start_ns"),
+        pl.col("hi").alias("window_end_ns"),
+    )
+    ranks_frame = (
+        keys.join(per_window, on="gid", how="left")
+        .join(cp_sum, on="gid", how="left")
+        .join(flops, on="gid", how="left")
+        .with_columns(
+            pl.col("cp_span_ns", "cp_comm_ns").fill_null(0),
+        )
+        .with_columns(
+            (pl.col("cp_span_ns") / pl.col("window_ns")).alias("cp_coverage"),
+            pl.when(pl.col("comm_ns") > 0)
+            .then(pl.col("cp_comm_ns") / pl.col("comm_ns"))
+            .otherwise(None)
+            .alias("cp_comm_ratio"),
+            (
+                pl.when(pl.col("has_flops") & pl.lit(bool(peak)))
+                .then(pl.col("flops") / (pl.col("window_ns") * 1e-9 * float(peak or 1.0)))
+                .otherwise(None)
+            ).alias("mfu"),
+        )
+        .sort("gid")
+    )
+
+    def keyed(frame: pl.DataFrame, cols: list[str]) -> pl.DataFrame:
+        return frame.join(keys.select("gid", "rank", "step"), on="gid", how="left").select(
+            "rank", "step", *cols
+        )
+
+    report = Report(
+        ranks=ranks_frame.select([pl.col(k).cast(v) for k, v in RANKS_SCHEMA.items()]),
+        units=keyed(units, ["unit", "tracks", "busy_ns", "util"]),
+        tracks=keyed(tracks, ["track", "unit", "busy_ns", "idle_ns", "util"]),
+        gaps=keyed(
+            gaps,
+            [
+                "track",
+                "start_ns",
+                "end_ns",
+                "dur_ns",
+                "before_id",
+                "after_id",
+                "cause",
+                "hta_cause",
+            ],
+        ),
+        critical_path=keyed(
+            cp, ["seq", "segment", "event_id", "start_ns", "end_ns", "dur_ns", "category"]
+        ),
+        comm=comm_events.join(keys.select("gid", "rank", "step"), on="gid", how="left").select(
+            "event_id", "rank", "step", "ts_ns", "dur_ns", "exposed_ns", "collective"
+        ),
+        exposed=keyed(exposed, ["start_ns", "end_ns"]),
+        warnings=warnings,
+        meta={"cpu_mode": prep.cpu_mode, "source": trace.meta.get("source")},
+    )
+    return report
+
+
+def compare(a: Report, b: Report) -> pl.DataFrame:
+    """Side by side totals of two reports: metric, a, b, ratio (b / a; null when a is 0)."""
+    sa, sb = a.summary(), b.summary()
+    names = [k for k in sa if k in sb] + [k for k in sb if k not in sa]
+    names += [k for k in sa if k not in sb and k not in names]
+    rows = []
+    for k in names:
+        va, vb = sa.get(k), sb.get(k)
+        ratio = vb / va if va not in (None, 0) and vb is not None else None
+        rows.append({"metric": k, "a": va, "b": vb, "ratio": ratio})
+    return pl.DataFrame(
+        rows, schema={"metric": pl.String, "a": pl.Float64, "b": pl.Float64, "ratio": pl.Float64}
+    )

@@ -1,0 +1,255 @@
+"""Prepare a trace for analysis: classify events, assign them to steps, build the windows.
+
+Steps come from step markers (Kineto/Ascend `ProfilerStep#N`, executor `step N`); a device
+event belongs to the step of the host call that launched it (a `launch` dependency), else to
+the step whose marker span contains its start (device work of step N often runs after the host
+has moved on, so clipping device events to host spans would be wrong). A rank without markers
+is one step (step null). The window of a (rank, step) is [first start, last end] of its
+compute and comm events on device tracks, clipped to the requested time range.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+import polars as pl
+
+from moetrace.analysis.classify import (
+    CPU_COMM_PATTERN,
+    DEFAULT_DEVICE_COMM_PATTERNS,
+    DEVICE_UNITS,
+    STEP_PATTERN,
+    comm_name_expr,
+)
+from moetrace.trace.model import Trace
+
+NO_RANK = -1
+"""Internal stand-in for a null rank (restored to null in the report)."""
+
+
+@dataclass
+class Prepared:
+    """A trace ready for the metric passes.
+
+    `ev`: one row per event in row order with idx (0..n-1), id, track, name, kind (str),
+    ts, end, depth, rank, unit (str), device (bool: counts as a device track here), step,
+    gid (window id or null), flops, args. `windows`: gid, rank, step, lo, hi (ns).
+    `device_tracks`: track, rank, unit of the tracks whose busy/idle is reported.
+    """
+
+    ev: pl.DataFrame
+    windows: pl.DataFrame
+    device_tracks: pl.DataFrame
+    deps: pl.DataFrame
+    cpu_mode: bool
+    warnings: list[str] = field(default_factory=list)
+
+    @property
+    def n_windows(self) -> int:
+        """Number of (rank, step) windows."""
+        return self.windows.height
+
+    def lo_hi(self) -> tuple[np.ndarray, np.ndarray]:
+        """Window bounds per gid as int64 arrays."""
+        return (
+            self.windows["lo"].to_numpy().astype(np.int64),
+            self.windows["hi"].to_numpy().astype(np.int64),
+        )
+
+
+def _contains_comm(ev: pl.DataFrame) -> pl.Series:
+    """True for events whose span on their track contains the start of a comm event."""
+    track = ev["track"].to_numpy().astype(np.int64)
+    ts = ev["ts"].to_numpy()
+    end = ev["end"].to_numpy()
+    is_comm = (ev["kind"] == "comm").to_numpy()
+    if not is_comm.any():
+        return pl.Series("contains_comm", np.zeros(len(ts), dtype=bool))
+    # pack (track, time) with dense time ranks: exact for any ns values
+    times = np.unique(np.concatenate([ts, end]))
+    width = np.int64(len(times) + 1)
+    ck = np.sort(track[is_comm] * width + np.searchsorted(times, ts[is_comm]))
+    lo = track * width + np.searchsorted(times, ts)
+    hi = track * width + np.searchsorted(times, end)
+    n_inside = np.searchsorted(ck, hi, side="left") - np.searchsorted(ck, lo, side="left")
+    n_inside = n_inside - (is_comm & (end > ts))  # a comm event contains its own start
+    return pl.Series("contains_comm", (n_inside > 0) & (end > ts))
+
+
+def _markers(ev: pl.DataFrame, ranks: list[int]) -> pl.DataFrame:
+    """Step marker spans per rank: rank, step, m_lo, m_hi (null-rank markers apply to all)."""
+    mk = ev.filter((pl.col("kind") == "marker") & pl.col("name").str.contains(STEP_PATTERN))
+    mk = mk.select(
+        pl.col("rank"),
+        pl.col("name").str.extract(STEP_PATTERN, 1).cast(pl.Int64).alias("step"),
+        pl.col("ts").alias("m_lo"),
+        pl.col("end").alias("m_hi"),
+    )
+    own = mk.filter(pl.col("rank") != NO_RANK)
+    shared = mk.filter(pl.col("rank") == NO_RANK).drop("rank")
+    if shared.height and ranks:
+        own = pl.concat(
+            [
+                own,
+                shared.join(
+                    pl.DataFrame({"rank": ranks}, schema={"rank": pl.Int64}), how="cross"
+                ).select(own.columns),
+            ]
+        )
+    return (
+        own.group_by("rank", "step")
+        .agg(pl.col("m_lo").min(), pl.col("m_hi").max())
+        .sort("rank", "m_lo")
+    )
+
+
+def _step_of(points: pl.DataFrame, markers: pl.DataFrame) -> pl.Series:
+    """Step whose marker span contains each (rank, t); null when none does."""
+    if markers.height == 0 or points.height == 0:
+        return pl.Series("step", [None] * points.height, dtype=pl.Int64)
+    pts = points.select("rank", "t").with_row_index("_row").sort("rank", "t")
+    hit = pts.join_asof(
+        markers,
+        left_on="t",
+        right_on="m_lo",
+        by="rank",
+        strategy="backward",
+        check_sortedness=False,
+    ).with_columns(
+        pl.when((pl.col("t") < pl.col("m_hi")) | (pl.col("t") == pl.col("m_lo")))
+        .then(pl.col("step"))
+        .otherwise(None)
+        .alias("step")
+    )
+    return hit.sort("_row")["step"]
+
+
+def prepare(
+    trace: Trace,
+    *,
+    comm_patterns: Sequence[str] = (),
+    time_range: tuple[int, int] | None = None,
+    ranks: Sequence[int] | None = None,
+) -> Prepared:
+    """Classify, assign steps and compute the windows of every (rank, step)."""
+    warnings: list[str] = []
+    tracks = trace.tracks.select(
+        "track",
+        pl.col("rank").cast(pl.Int64).fill_null(NO_RANK),
+        pl.col("unit").cast(pl.String).fill_null("other"),
+    )
+    if ranks is not None:
+        tracks = tracks.filter(pl.col("rank").is_in(list(ranks)))
+    has_device = tracks.filter(pl.col("unit").is_in(DEVICE_UNITS)).height > 0
+    cpu_mode = not has_device
+    if cpu_mode:
+        warnings.append("no device tracks: host threads are the units (CPU-only analysis)")
+    device_units = ("cpu",) if cpu_mode else DEVICE_UNITS
+    ev = (
+        trace.events.select(
+            "id",
+            "track",
+            "name",
+            pl.col("kind").cast(pl.String),
+            "ts",
+            (pl.col("ts") + pl.col("dur")).alias("end"),
+            "depth",
+            "flops",
+            "args",
+        )
+        .join(tracks, on="track", how="inner")
+        .with_columns(pl.col("unit").is_in(device_units).alias("device"))
+    )
+    # comm by name: readers set kind, the analyzer widens it with the METRICS.md patterns
+    if cpu_mode:
+        comm_by_name = comm_name_expr([CPU_COMM_PATTERN, *comm_patterns])
+        ev = ev.with_columns(
+            pl.when(pl.col("device") & (pl.col("kind") != "marker") & comm_by_name)
+            .then(pl.lit("comm"))
+            .otherwise(pl.col("kind"))
+            .alias("kind")
+        )
+        inner = _contains_comm(ev)
+        ev = ev.with_columns(
+            pl.when(
+                pl.col("device")
+                & pl.col("kind").is_in(["host", "compute", "other"])
+                & ~pl.Series(inner)
+                & (pl.col("end") > pl.col("ts"))
+            )
+            .then(pl.lit("compute"))
+            .otherwise(pl.col("kind"))
+            .alias("kind")
+        )
+    else:
+        comm_by_name = comm_name_expr([*DEFAULT_DEVICE_COMM_PATTERNS, *comm_patterns])
+        ev = ev.with_columns(
+            pl.when(pl.col("device") & pl.col("kind").is_in(["compute", "other"]) & comm_by_name)
+            .then(pl.lit("comm"))
+            .otherwise(pl.col("kind"))
+            .alias("kind")
+        )
+    ev = ev.with_row_index("idx")
+    rank_list = sorted(tracks["rank"].unique().to_list())
+    markers = _markers(ev, rank_list)
+    # the step of each event: by containment of its start in a marker span ...
+    step_by_time = _step_of(ev.select("rank", pl.col("ts").alias("t")), markers)
+    ev = ev.with_columns(step_by_time.alias("step"))
+    # ... but a device event takes the step of the host call that launched it
+    deps = trace.deps.filter(pl.col("src") != pl.col("dst"))
+    launch = deps.filter(pl.col("kind") == "launch").select("src", "dst")
+    if launch.height and markers.height:
+        src_step = ev.select(pl.col("id").alias("src"), pl.col("step").alias("launch_step"))
+        by_launch = (
+            launch.join(src_step, on="src", how="inner")
+            .drop_nulls("launch_step")
+            .group_by("dst")
+            .agg(pl.col("launch_step").first())
+        )
+        ev = (
+            ev.join(by_launch, left_on="id", right_on="dst", how="left")
+            .with_columns(
+                pl.when(pl.col("device") & pl.col("launch_step").is_not_null())
+                .then(pl.col("launch_step"))
+                .otherwise(pl.col("step"))
+                .alias("step")
+            )
+            .drop("launch_step")
+        )
+        ev = ev.sort("idx")
+    has_markers = set(markers["rank"].unique().to_list()) if markers.height else set()
+    work = pl.col("device") & pl.col("kind").is_in(["compute", "comm"])
+    windows = (
+        ev.filter(work & (pl.col("step").is_not_null() | ~pl.col("rank").is_in(list(has_markers))))
+        .group_by("rank", "step")
+        .agg(pl.col("ts").min().alias("lo"), pl.col("end").max().alias("hi"))
+    )
+    outside = ev.filter(work & pl.col("step").is_null() & pl.col("rank").is_in(list(has_markers)))
+    if outside.height:
+        warnings.append(
+            f"{outside.height} device work events fall outside every step marker (not counted)"
+        )
+    if time_range is not None:
+        t0, t1 = int(time_range[0]), int(time_range[1])
+        windows = windows.with_columns(
+            pl.max_horizontal("lo", pl.lit(t0)).alias("lo"),
+            pl.min_horizontal("hi", pl.lit(t1)).alias("hi"),
+        )
+    windows = (
+        windows.filter(pl.col("hi") > pl.col("lo"))
+        .sort("rank", "step", nulls_last=False)
+        .with_row_index("gid")
+        .with_columns(pl.col("gid").cast(pl.Int64))
+    )
+    ev = ev.join(
+        windows.select("rank", "step", "gid"), on=["rank", "step"], how="left", nulls_equal=True
+    )
+    ev = ev.sort("idx")
+    if ev.filter(work).height == 0:
+        warnings.append("no compute or communication events on device tracks")
+    elif ev.filter(pl.col("device") & (pl.col("kind") == "comm")).height == 0:
+        warnings.append("no communication events: comm, overlap and exposed ratios are empty")
+    device_tracks = tracks.filter(pl.col("unit").is_in(device_units))
+    return Prepared(ev, windows, device_tracks, deps, cpu_mode, warnings)
