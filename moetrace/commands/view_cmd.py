@@ -1,0 +1,30 @@
+"""`moetrace view TRACE...`: the terminal viewer (several files or a directory: a rank each)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from moetrace.commands._common import UserError, handle_errors
+
+
+@click.command("view")
+@click.argument("paths", nargs=-1, required=True, type=click.Path(path_type=Path))
+@click.option("--no-metrics", is_flag=True, help="Do not run the analysis (faster on huge traces).")
+@handle_errors
+def view(paths: tuple[Path, ...], no_metrics: bool) -> None:
+    """Browse traces in the terminal: timeline, critical path, idle gaps, exposed comm.
+
+    \b
+    Keys: w/s zoom, a/d pan, . , next/prev event, c i x overlays, / search, ? help, q quit.
+    """
+    for path in paths:
+        if not path.exists():
+            raise UserError(f"{path}: no such file or directory")
+    from moetrace.tui.app import launch
+
+    launch(list(paths), metrics=not no_metrics)
+
+
+COMMANDS = [view]

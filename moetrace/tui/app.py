@@ -1,0 +1,265 @@
+"""The moetrace viewer: timeline, details and metrics panes, tables, overlays and search.
+
+Loading and metrics run in named thread workers that post messages back, so the first
+frame (the lanes) appears before the analysis finishes. Every number shown comes from
+`moetrace.analysis`; this package only lays it out.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any, ClassVar
+
+import numpy as np
+from rich.text import Text
+from textual import work
+from textual.app import App, ComposeResult
+from textual.binding import Binding, BindingType
+from textual.containers import Horizontal, Vertical
+from textual.message import Message
+from textual.widgets import Footer, Header, Input, Static
+
+from moetrace.trace.model import Trace
+
+from .app_actions import ViewerActions
+from .commands import ViewerCommands
+from .lanes import LaneModel, safe_text
+from .overlays import Overlays, build_overlays
+from .widgets.details import DetailsPane
+from .widgets.metrics import MetricsPane
+from .widgets.timeline import TimelineView
+
+
+class TraceLoaded(Message):
+    def __init__(self, trace: Trace) -> None:
+        self.trace = trace
+        super().__init__()
+
+
+class LoadFailed(Message):
+    def __init__(self, error: str) -> None:
+        self.error = error
+        super().__init__()
+
+
+class MetricsReady(Message):
+    def __init__(self, report: Any, scope: str, whole: bool) -> None:
+        self.report, self.scope, self.whole = report, scope, whole
+        super().__init__()
+
+
+class MetricsFailed(Message):
+    def __init__(self, error: str) -> None:
+        self.error = error
+        super().__init__()
+
+
+class MoetraceApp(ViewerActions, App[None]):
+    """Browse a trace: `MoetraceApp(trace)` for an in-memory Trace, or `paths=[...]` to load."""
+
+    CSS_PATH = "moetrace.tcss"
+    TITLE = "moetrace"
+    COMMANDS = App.COMMANDS | {ViewerCommands}
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("enter", "details", "Details", id="app.details"),
+        Binding("c", "overlay('critical')", "Crit.path", id="app.overlay_critical"),
+        Binding("i", "overlay('gaps')", "Idle gaps", id="app.overlay_gaps"),
+        Binding("x", "overlay('exposed')", "Exposed comm", id="app.overlay_exposed"),
+        Binding("right_square_bracket", "follow(1)", "Follow dep", id="app.follow_next"),
+        Binding("left_square_bracket", "follow(-1)", "Back dep", id="app.follow_prev"),
+        Binding("slash", "prompt('search')", "Search", id="app.search"),
+        Binding("n", "search_step(1)", "Next hit", show=False, id="app.search_next"),
+        Binding("N", "search_step(-1)", "Prev hit", show=False, id="app.search_prev"),
+        Binding("backslash", "prompt('filter')", "Filter lanes", id="app.filter"),
+        Binding("1", "table('critical')", "CP table", show=False, id="app.table_critical"),
+        Binding("2", "table('gaps')", "Gaps table", show=False, id="app.table_gaps"),
+        Binding("3", "table('comm')", "Comm table", show=False, id="app.table_comm"),
+        Binding("4", "table('names')", "Names table", show=False, id="app.table_names"),
+        Binding("question_mark,f1", "help", "Help", id="app.help"),
+        Binding("q", "close_or_quit", "Close/Quit", id="app.close_or_quit"),
+    ]
+
+    def __init__(
+        self,
+        trace: Trace | None = None,
+        *,
+        paths: Sequence[str | Path] = (),
+        metrics: bool = True,
+        title: str | None = None,
+    ) -> None:
+        super().__init__()
+        self.trace: Trace | None = None
+        self.model: LaneModel | None = None
+        self.report: Any = None
+        self.overlays: Overlays | None = None
+        self.paths = [Path(p) for p in paths]
+        self.metrics_enabled = metrics
+        self.search_hits = np.empty(0, dtype=np.int64)
+        self.search_text = ""
+        self.prompt_mode = ""
+        self._initial = trace
+        self._title = title
+
+    def compose(self) -> ComposeResult:
+        yield Header(show_clock=False, icon="≡")
+        with Horizontal(id="main"):
+            yield TimelineView(id="timeline")
+            with Vertical(id="side"):
+                yield DetailsPane(id="details")
+                yield MetricsPane(id="metrics")
+        yield Input(id="prompt")
+        yield Static(Text(""), id="status")
+        yield Footer()
+
+    @property
+    def timeline(self) -> TimelineView:
+        return self.query_one("#timeline", TimelineView)
+
+    def on_mount(self) -> None:
+        self.query_one("#prompt", Input).display = False
+        self.query_one("#prompt", Input).cursor_blink = False
+        self.timeline.focus()
+        if self._initial is not None:
+            self.show_trace(self._initial)
+        elif self.paths:
+            names = ", ".join(safe_text(p.name) for p in self.paths[:3]) + (
+                " …" if len(self.paths) > 3 else ""
+            )
+            self.set_status(f"loading {names}…")
+            self.sub_title = "loading…"
+            self.load_paths()
+        else:
+            self.set_status("nothing to show: no trace given")
+
+    def set_status(self, text: str, style: str = "") -> None:
+        self.query_one("#status", Static).update(Text(safe_text(text), style=style))
+
+    # ------------------------------------------------------------- workers
+    @work(thread=True, exclusive=True, group="load", name="load", description="Loading trace")
+    def load_paths(self) -> None:
+        try:
+            from moetrace.trace.io import load
+
+            trace = load(self.paths)
+        except Exception as exc:  # shown in the app, not as a traceback
+            self.post_message(LoadFailed(f"{type(exc).__name__}: {exc}"))
+            return
+        self.post_message(TraceLoaded(trace))
+
+    def on_trace_loaded(self, message: TraceLoaded) -> None:
+        self.show_trace(message.trace)
+
+    def on_load_failed(self, message: LoadFailed) -> None:
+        self.sub_title = "load failed"
+        self.set_status(f"could not load: {message.error}", "bold red")
+        self.query_one("#details", DetailsPane).query_one("#details-text", Static).update(
+            Text(f"could not load the trace:\n{safe_text(message.error)}", style="red")
+        )
+        self.query_one(MetricsPane).show_error("no trace")
+
+    def show_trace(self, trace: Trace) -> None:
+        """Display a trace now; start the metrics worker in the background."""
+        self.trace = trace
+        self.model = LaneModel(trace)
+        self.timeline.set_model(self.model)
+        meta = trace.meta
+        source = meta.get("source") or []
+        name = self._title or (Path(source[0]).name if source else meta.get("flavor") or "trace")
+        self.title = f"moetrace — {safe_text(name)}"
+        window = trace.window()
+        span = (window[1] - window[0]) if window else 0
+        from .format import fmt_ns
+
+        self.sub_title = (
+            f"{meta.get('format', '?')}/{meta.get('flavor', '?')} · {len(trace.ranks)} ranks · "
+            f"{trace.events.height} events · {fmt_ns(span)}"
+        )
+        warnings = trace.warnings
+        self.set_status(
+            f"{len(warnings)} warnings while reading: {warnings[0]}" if warnings else "ready",
+            "yellow" if warnings else "",
+        )
+        if trace.events.height == 0:
+            self.set_status("this trace has no events")
+        if self.metrics_enabled:
+            self.compute_metrics(None, None)
+        else:
+            self.query_one(MetricsPane).show_error("disabled")
+
+    @work(
+        thread=True,
+        exclusive=True,
+        group="metrics",
+        name="metrics",
+        description="Computing metrics",
+    )
+    def compute_metrics(self, time_range: tuple[int, int] | None, ranks: list[int] | None) -> None:
+        trace = self.trace
+        if trace is None:
+            return
+        try:
+            from moetrace.analysis.report import analyze
+
+            kwargs: dict[str, Any] = {}
+            if time_range is not None:
+                kwargs["time_range"] = time_range
+            if ranks is not None:
+                kwargs["ranks"] = ranks
+            report = analyze(trace, **kwargs)
+        except Exception as exc:
+            self.post_message(MetricsFailed(f"{type(exc).__name__}: {exc}"))
+            return
+        scope = "whole trace"
+        if time_range is not None and self.model is not None:
+            from .format import fmt_ns
+
+            o = self.model.origin
+            scope = f"area {fmt_ns(time_range[0] - o)} – {fmt_ns(time_range[1] - o)}"
+            if ranks:
+                scope += (
+                    f", ranks {ranks[0]}–{ranks[-1]}" if len(ranks) > 1 else f", rank {ranks[0]}"
+                )
+        self.post_message(MetricsReady(report, scope, time_range is None and ranks is None))
+
+    def on_metrics_ready(self, message: MetricsReady) -> None:
+        self.query_one(MetricsPane).show(message.report, message.scope)
+        if message.whole:
+            self.report = message.report
+            if self.model is not None:
+                self.overlays = build_overlays(message.report, self.model)
+                self.timeline.set_overlays(self.overlays)
+            self.refresh_details()
+
+    def on_metrics_failed(self, message: MetricsFailed) -> None:
+        self.query_one(MetricsPane).show_error(message.error)
+
+    def on_timeline_view_area_selected(self, message: TimelineView.AreaSelected) -> None:
+        if not self.metrics_enabled or self.trace is None:
+            return
+        self.query_one(MetricsPane).show(None, "area selection")
+        self.compute_metrics(message.time_range, message.ranks)
+
+    def on_timeline_view_selected(self, message: TimelineView.Selected) -> None:
+        self.refresh_details()
+
+    def on_details_pane_jump(self, message: DetailsPane.Jump) -> None:
+        self.timeline.select_event(message.event_id)
+        self.timeline.focus()
+
+    def refresh_details(self) -> None:
+        origin = self.model.origin if self.model else 0
+        cp = (
+            self.overlays.cp_events
+            if self.overlays is not None and self.report is not None
+            else None
+        )
+        self.query_one(DetailsPane).show(self.trace, self.timeline.selected, origin, cp)
+
+
+def launch(source: Sequence[str | Path] | Trace, **options: Any) -> None:
+    """Run the viewer on a Trace or on trace files (several files = one rank per file)."""
+    if isinstance(source, Trace):
+        MoetraceApp(source, **options).run()
+    else:
+        MoetraceApp(paths=list(source), **options).run()

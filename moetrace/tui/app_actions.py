@@ -1,0 +1,227 @@
+"""The app's key actions: overlays, dependency/critical-path following, search, filter, panes.
+
+A mixin of `MoetraceApp`, kept apart so each module stays small.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import polars as pl
+from textual.widgets import Input
+
+from .lanes import search_events
+
+if TYPE_CHECKING:
+    from moetrace.trace.model import Trace
+
+    from .lanes import LaneModel
+    from .overlays import Overlays
+    from .widgets.timeline import TimelineView
+
+OVERLAY_NAMES = {"critical": "critical path", "gaps": "idle gaps", "exposed": "exposed comm"}
+
+
+class ViewerActions:
+    """Actions of the app; expects the attributes of `MoetraceApp`."""
+
+    trace: Trace | None
+    model: LaneModel | None
+    report: Any
+    overlays: Overlays | None
+    search_hits: np.ndarray
+    search_text: str
+    prompt_mode: str
+
+    if TYPE_CHECKING:
+
+        @property
+        def timeline(self) -> TimelineView: ...
+
+        def query_one(self, *args: Any, **kwargs: Any) -> Any: ...
+        def notify(self, *args: Any, **kwargs: Any) -> None: ...
+        def set_status(self, text: str, style: str = "") -> None: ...
+        def push_screen(self, *args: Any, **kwargs: Any) -> Any: ...
+        def exit(self, *args: Any, **kwargs: Any) -> None: ...
+        def refresh_details(self) -> None: ...
+
+    # -------------------------------------------------------------- panes
+    def action_details(self) -> None:
+        """Enter: on a lane, select the event under the cursor and show the details pane;
+        on a group row, expand or collapse it."""
+        tl = self.timeline
+        side = self.query_one("#side")
+        if tl.rows and tl.rows[tl.cursor_row].lane is None:
+            tl.action_toggle_group()
+            return
+        tl.select_at_cursor()
+        side.display = True
+        self.refresh_details()
+
+    def action_close_or_quit(self) -> None:
+        """q: close the side pane if open, else quit."""
+        side = self.query_one("#side")
+        if side.display:
+            side.display = False
+            self.timeline.refresh()
+        else:
+            self.exit()
+
+    def action_reset_view(self) -> None:
+        self.timeline.action_reset_view()
+
+    def action_collapse_all(self, collapse: bool) -> None:
+        """Collapse (or expand) every rank group."""
+        tl = self.timeline
+        if tl.model is None:
+            return
+        keys = {("rank", r) for r in tl.model.ranks}
+        if collapse:
+            tl.collapsed |= keys
+        else:
+            tl.collapsed -= keys
+        tl.rebuild_rows()
+
+    def action_help(self) -> None:
+        from .screens.help import HelpScreen
+
+        self.push_screen(HelpScreen())
+
+    # ------------------------------------------------------------ overlays
+    def action_overlay(self, name: str) -> None:
+        """Toggle the critical path (c), idle gaps (i) or exposed comm (x) overlay."""
+        tl = self.timeline
+        if self.report is None:
+            self.notify(
+                "metrics are still being computed", title=OVERLAY_NAMES[name], severity="warning"
+            )
+            return
+        tl.active_overlays = tl.active_overlays ^ {name}
+        state = "on" if name in tl.active_overlays else "off"
+        self.set_status(f"overlay {OVERLAY_NAMES[name]}: {state}")
+        tl.refresh()
+
+    # --------------------------------------------------------- following
+    def action_follow(self, direction: int) -> None:
+        """] / [: next/previous critical-path event when the selection is on the path,
+        else follow the first dependency out of (in to) the selected event."""
+        tl = self.timeline
+        if self.trace is None or tl.selected is None:
+            self.set_status("select an event first (click, Enter, . or ,)")
+            return
+        sel = tl.selected
+        cp = self.overlays.cp_events if self.overlays is not None else np.empty(0, np.int64)
+        where = np.flatnonzero(cp == sel)
+        if len(where):
+            k = int(where[0]) + direction
+            if 0 <= k < len(cp):
+                tl.select_event(int(cp[k]))
+                self.set_status(f"critical path: event {k + 1} of {len(cp)}")
+            else:
+                self.set_status(
+                    "end of the critical path" if direction > 0 else "start of the critical path"
+                )
+            return
+        deps, events = self.trace.deps, self.trace.events.select("id", "ts", "dur")
+        if direction > 0:
+            nxt = (
+                deps.filter(pl.col("src") == sel)
+                .join(events, left_on="dst", right_on="id")
+                .sort("ts")
+            )
+            target = int(nxt["dst"][0]) if nxt.height else None
+        else:
+            prev = deps.filter(pl.col("dst") == sel).join(events, left_on="src", right_on="id")
+            prev = prev.with_columns((pl.col("ts") + pl.col("dur")).alias("end")).sort("end")
+            target = int(prev["src"][-1]) if prev.height else None  # the gating (latest-ending) one
+        if target is None:
+            self.set_status(
+                "no dependency " + ("out of" if direction > 0 else "into") + " this event"
+            )
+            return
+        tl.select_event(target)
+        self.set_status(
+            ("followed dependency to " if direction > 0 else "back to dependency ")
+            + f"event {target}"
+        )
+
+    # ------------------------------------------------------ search/filter
+    def action_prompt(self, mode: str) -> None:
+        """Open the one-line prompt for a search (/) or a lane filter (\\)."""
+        prompt = self.query_one("#prompt", Input)
+        self.prompt_mode = mode
+        prompt.placeholder = (
+            "search event names (Enter, then n/N)"
+            if mode == "search"
+            else "filter lanes (empty: all)"
+        )
+        prompt.value = self.search_text if mode == "search" else self.timeline.lane_filter
+        prompt.display = True
+        prompt.focus()
+
+    def on_input_submitted(self, event: Input.Submitted) -> None:
+        prompt = self.query_one("#prompt", Input)
+        prompt.display = False
+        self.timeline.focus()
+        if self.prompt_mode == "filter":
+            self.timeline.lane_filter = event.value
+            self.timeline.rebuild_rows()
+            self.set_status(
+                f"lane filter: {event.value!r} ({len(self.timeline.rows)} rows)"
+                if event.value
+                else "lane filter cleared"
+            )
+            return
+        self.search_text = event.value
+        self.search_hits = (
+            search_events(self.trace, event.value) if self.trace is not None else np.empty(0)
+        )
+        if len(self.search_hits) == 0:
+            self.set_status(f"no event name contains {event.value!r}")
+            return
+        self._show_hit(0)
+
+    def on_key(self, event: Any) -> None:
+        prompt = self.query_one("#prompt", Input)
+        if event.key == "escape" and prompt.display:
+            prompt.display = False
+            self.timeline.focus()
+            event.stop()
+
+    def _show_hit(self, k: int) -> None:
+        self.timeline.select_event(int(self.search_hits[k]))
+        self.set_status(f"hit {k + 1} of {len(self.search_hits)} for {self.search_text!r}")
+
+    def action_search_step(self, direction: int) -> None:
+        """n / N: next / previous search hit after the selected event."""
+        hits = self.search_hits
+        if len(hits) == 0:
+            self.set_status("no search: press / first")
+            return
+        sel = self.timeline.selected
+        where = np.flatnonzero(hits == sel) if sel is not None else np.empty(0)
+        k = (
+            (int(where[0]) + direction) % len(hits)
+            if len(where)
+            else (0 if direction > 0 else len(hits) - 1)
+        )
+        self._show_hit(k)
+
+    # -------------------------------------------------------------- tables
+    def action_table(self, name: str) -> None:
+        """Open a table screen (1 critical path, 2 idle gaps, 3 comm, 4 by name)."""
+        from .screens.tables import TableScreen
+
+        if self.trace is None:
+            return
+        if name != "names" and self.report is None:
+            self.notify("metrics are still being computed", severity="warning")
+            return
+
+        def jump(event_id: int | None) -> None:
+            if event_id is not None:
+                self.timeline.select_event(event_id)
+                self.refresh_details()
+
+        self.push_screen(TableScreen(name, self.trace, self.report, self.model), jump)

@@ -1,0 +1,48 @@
+"""Command palette (Ctrl+P) entries: overlays, tables, view and lane commands."""
+
+from __future__ import annotations
+
+from functools import partial
+
+from textual.command import DiscoveryHit, Hit, Hits, Provider
+
+COMMANDS: list[tuple[str, str, str]] = [
+    ("Toggle critical path overlay", "overlay('critical')", "c"),
+    ("Toggle idle gaps overlay", "overlay('gaps')", "i"),
+    ("Toggle exposed communication overlay", "overlay('exposed')", "x"),
+    ("Table: critical path segments", "table('critical')", "1"),
+    ("Table: top idle gaps", "table('gaps')", "2"),
+    ("Table: communication events", "table('comm')", "3"),
+    ("Table: events by name", "table('names')", "4"),
+    ("Search event names", "prompt('search')", "/"),
+    ("Filter lanes", "prompt('filter')", "\\"),
+    ("Reset zoom", "reset_view", "0"),
+    ("Collapse all ranks", "collapse_all(True)", ""),
+    ("Expand all ranks", "collapse_all(False)", ""),
+    ("Help", "help", "?"),
+]
+
+
+class ViewerCommands(Provider):
+    """The viewer's actions, by name, so every key is also discoverable in the palette."""
+
+    async def _run(self, action: str) -> None:
+        await self.app.run_action(action)
+
+    async def discover(self) -> Hits:
+        for name, action, key in COMMANDS:
+            yield DiscoveryHit(
+                name, partial(self._run, action), help=f"key: {key}" if key else None
+            )
+
+    async def search(self, query: str) -> Hits:
+        matcher = self.matcher(query)
+        for name, action, key in COMMANDS:
+            score = matcher.match(name)
+            if score > 0:
+                yield Hit(
+                    score,
+                    matcher.highlight(name),
+                    partial(self._run, action),
+                    help=f"key: {key}" if key else None,
+                )

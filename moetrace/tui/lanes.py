@@ -1,0 +1,328 @@
+"""The timeline's lane tree: rank -> unit -> track (-> nesting depth), built once per trace.
+
+Every (track, depth) becomes a lane with an `IntervalIndex` of its events; rank and unit
+groups get summary indexes built lazily (on first draw) from their tracks' top-level events.
+`LaneModel.rows` flattens the tree for the current collapse state and lane filter. Pure
+Polars/numpy (no Textual), so it is unit-testable and cheap to rebuild.
+"""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass, field
+
+import numpy as np
+import polars as pl
+
+from moetrace.trace.model import EVENT_KINDS, UNITS, Trace
+
+from .binning import IntervalIndex
+
+DEVICE_UNITS = ("aic", "aiv", "link", "stream")
+MARKER_CODE = EVENT_KINDS.index("marker")
+COLLAPSE_RANKS_ABOVE = 16
+COLLAPSE_DEPTH_FROM = 4
+
+
+def safe_text(text: object) -> str:
+    """Text with control characters (C0, DEL, C1, ESC) shown as \\xNN: names are data."""
+    s = str(text)
+    if not any(ord(c) < 32 or 0x7F <= ord(c) < 0xA0 for c in s):
+        return s
+    return "".join(
+        c if not (ord(c) < 32 or 0x7F <= ord(c) < 0xA0) else f"\\x{ord(c):02x}" for c in s
+    )
+
+
+@dataclass
+class Lane:
+    """Events of one track at one nesting depth (disjoint intervals, ns from the origin)."""
+
+    track: int
+    depth: int
+    rank: int | None
+    unit: str
+    label: str
+    index: IntervalIndex
+
+
+@dataclass
+class TrackInfo:
+    """A track and its lanes by depth."""
+
+    track: int
+    rank: int | None
+    unit: str
+    label: str
+    lanes: list[Lane] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class Row:
+    """One visible timeline row: a rank or unit summary, or a lane."""
+
+    key: tuple[object, ...]
+    kind: str  # "rank" | "unit" | "lane"
+    label: str
+    indent: int
+    rank: int | None
+    unit: str | None
+    lane: Lane | None
+    scale: int  # lanes a summary stands for (divides its busy fraction)
+    expandable: bool
+    expanded: bool
+
+
+class LaneModel:
+    """Lanes, groups and an id -> position lookup for one trace."""
+
+    def __init__(self, trace: Trace) -> None:
+        self.trace = trace
+        window = trace.window()
+        self.origin = window[0] if window else 0
+        self.span = float(max((window[1] - window[0]) if window else 0, 1))
+        self.tracks: list[TrackInfo] = []
+        self.lanes: dict[tuple[int, int], Lane] = {}
+        self._summaries: dict[tuple[object, ...], IntervalIndex] = {}
+        self._build_tracks()
+        self._build_lanes()
+        self.ranks: list[int | None] = list(dict.fromkeys(t.rank for t in self.tracks))
+        self.unit_tracks: dict[tuple[int | None, str], list[TrackInfo]] = {}
+        for info in self.tracks:
+            self.unit_tracks.setdefault((info.rank, info.unit), []).append(info)
+
+    # ------------------------------------------------------------------ build
+    def _build_tracks(self) -> None:
+        tracks = self.trace.tracks
+        unit_order = {u: i for i, u in enumerate(UNITS)}
+        rows = tracks.with_columns(
+            pl.col("unit").cast(pl.String).fill_null("other").alias("unit_s"),
+        ).to_dicts()
+        rows.sort(
+            key=lambda r: (
+                r["rank"] is None,
+                r["rank"] if r["rank"] is not None else 0,
+                unit_order.get(r["unit_s"], 99),
+                r["sort_index"] if r["sort_index"] is not None else 0,
+                r["track"],
+            )
+        )
+        for r in rows:
+            name = r["thread_name"] or (
+                f"{r['unit_s']} {r['tid']}" if r["tid"] is not None else f"track {r['track']}"
+            )
+            self.tracks.append(TrackInfo(int(r["track"]), r["rank"], r["unit_s"], safe_text(name)))
+
+    def _build_lanes(self) -> None:
+        ev = self.trace.events
+        by_track = {t.track: t for t in self.tracks}
+        if ev.height:
+            ev = ev.select(
+                pl.col("id"),
+                pl.col("track"),
+                pl.col("depth").fill_null(0),
+                pl.col("ts"),
+                pl.col("dur"),
+                pl.col("kind").to_physical().alias("kind_code"),
+            ).sort(["track", "depth", "ts"])
+            track = ev["track"].to_numpy().astype(np.int64)
+            depth = ev["depth"].to_numpy().astype(np.int64)
+            start = (ev["ts"].to_numpy() - self.origin).astype(np.float64)
+            end = start + ev["dur"].to_numpy().astype(np.float64)
+            ids = ev["id"].to_numpy()
+            kinds = ev["kind_code"].to_numpy().astype(np.int8)
+            key = track * 65536 + depth
+            cuts = np.flatnonzero(np.diff(key)) + 1
+            bounds = np.concatenate([[0], cuts, [len(key)]]).tolist()
+            for a, b in itertools.pairwise(bounds):
+                t, d = int(track[a]), int(depth[a])
+                info = by_track.get(t)
+                if info is None:  # events on an unknown track: give it a lane anyway
+                    info = TrackInfo(t, None, "other", f"track {t}")
+                    by_track[t] = info
+                    self.tracks.append(info)
+                index = IntervalIndex(start[a:b], end[a:b], ids[a:b], kinds[a:b])
+                lane = Lane(
+                    t,
+                    d,
+                    info.rank,
+                    info.unit,
+                    info.label if d == 0 else f"{info.label} d{d}",
+                    index,
+                )
+                info.lanes.append(lane)
+                self.lanes[(t, d)] = lane
+            self._id_order = np.argsort(ids, kind="stable")
+            self._ids_sorted = ids[self._id_order]
+            self._ev_track, self._ev_depth = track, depth
+            self._ev_start, self._ev_end = start, end
+        else:
+            self._ids_sorted = np.empty(0, dtype=np.uint32)
+        empty = IntervalIndex(
+            np.empty(0), np.empty(0), np.empty(0, np.uint32), np.empty(0, np.int8)
+        )
+        for info in self.tracks:
+            if not info.lanes:
+                lane = Lane(info.track, 0, info.rank, info.unit, info.label, empty)
+                info.lanes.append(lane)
+                self.lanes[(info.track, 0)] = lane
+
+    # ---------------------------------------------------------------- lookups
+    def locate(self, event_id: int) -> tuple[Lane, float, float] | None:
+        """The lane of an event and its start/end (ns from the origin), or None if unknown."""
+        k = int(np.searchsorted(self._ids_sorted, event_id))
+        if k >= len(self._ids_sorted) or int(self._ids_sorted[k]) != event_id:
+            return None
+        row = int(self._id_order[k])
+        lane = self.lanes[(int(self._ev_track[row]), int(self._ev_depth[row]))]
+        return lane, float(self._ev_start[row]), float(self._ev_end[row])
+
+    def lanes_of(self, event_ids: np.ndarray) -> np.ndarray:
+        """(track, depth) per event id as an (n, 2) int64 array; (-1, -1) for unknown ids."""
+        ids = np.asarray(event_ids, dtype=np.int64)
+        out = np.full((len(ids), 2), -1, dtype=np.int64)
+        if len(self._ids_sorted) == 0 or len(ids) == 0:
+            return out
+        k = np.clip(np.searchsorted(self._ids_sorted, ids), 0, len(self._ids_sorted) - 1)
+        found = self._ids_sorted[k].astype(np.int64) == ids
+        rows = self._id_order[k[found]]
+        out[found, 0] = self._ev_track[rows]
+        out[found, 1] = self._ev_depth[rows]
+        return out
+
+    def summary(self, key: tuple[object, ...]) -> IntervalIndex:
+        """Summary index of a group (top-level, non-marker events of its tracks), cached."""
+        if key in self._summaries:
+            return self._summaries[key]
+        if key[0] == "rank":
+            infos = [t for t in self.tracks if t.rank == key[1]]
+        elif key[0] == "unit":
+            infos = self.unit_tracks.get((key[1], key[2]), [])  # type: ignore[arg-type]
+        else:
+            device = [t for t in self.tracks if t.unit in DEVICE_UNITS]
+            infos = device or self.tracks
+        parts = []
+        for info in infos:
+            idx = info.lanes[0].index
+            keep = idx.kinds != MARKER_CODE if idx.kinds is not None else slice(None)
+            parts.append(IntervalIndex(idx.starts[keep], idx.ends[keep], disjoint=False))
+            parts.append(IntervalIndex(idx.instants, idx.instants, disjoint=False))
+        merged = IntervalIndex.merged(parts)
+        self._summaries[key] = merged
+        return merged
+
+    def summary_scale(self, key: tuple[object, ...]) -> int:
+        """How many tracks a summary averages over."""
+        if key[0] == "rank":
+            return max(1, sum(1 for t in self.tracks if t.rank == key[1]))
+        if key[0] == "unit":
+            return max(1, len(self.unit_tracks.get((key[1], key[2]), [])))  # type: ignore[arg-type]
+        device = [t for t in self.tracks if t.unit in DEVICE_UNITS]
+        return max(1, len(device or self.tracks))
+
+    # ------------------------------------------------------------------- rows
+    def default_collapsed(self) -> set[tuple[object, ...]]:
+        """Collapse rank groups above 16 ranks, and tracks nested 4 or more deep."""
+        out: set[tuple[object, ...]] = set()
+        if len(self.ranks) > COLLAPSE_RANKS_ABOVE:
+            out.update(("rank", r) for r in self.ranks)
+        for info in self.tracks:
+            if len(info.lanes) > COLLAPSE_DEPTH_FROM:
+                out.add(("track", info.track))
+        return out
+
+    def ancestors(self, lane: Lane) -> list[tuple[object, ...]]:
+        """Group keys that must be expanded for `lane` to be visible."""
+        keys: list[tuple[object, ...]] = [("rank", lane.rank), ("unit", lane.rank, lane.unit)]
+        if lane.depth > 0:
+            keys.append(("track", lane.track))
+        return keys
+
+    def rows(self, collapsed: set[tuple[object, ...]], lane_filter: str = "") -> list[Row]:
+        """Visible rows for a collapse state; `lane_filter` keeps lanes whose path contains it."""
+        needle = lane_filter.lower()
+        out: list[Row] = []
+        for rank in self.ranks:
+            rank_label = "no rank" if rank is None else f"rank {rank}"
+            units = [u for u in UNITS if (rank, u) in self.unit_tracks]
+            rank_rows: list[Row] = []
+            for unit in units:
+                unit_rows: list[Row] = []
+                for info in self.unit_tracks[(rank, unit)]:
+                    path = f"{rank_label} {unit} {info.label}".lower()
+                    if needle and needle not in path:
+                        continue
+                    tkey = ("track", info.track)
+                    deep = len(info.lanes) > 1
+                    expanded = tkey not in collapsed
+                    for lane in info.lanes if expanded else info.lanes[:1]:
+                        label = (
+                            lane.label
+                            if lane.depth == 0
+                            else f"{'·' * min(lane.depth, 6)}d{lane.depth}"
+                        )
+                        unit_rows.append(
+                            Row(
+                                ("lane", lane.track, lane.depth),
+                                "lane",
+                                label,
+                                2 + min(lane.depth, 1),
+                                rank,
+                                unit,
+                                lane,
+                                1,
+                                deep and lane.depth == 0,
+                                expanded,
+                            )
+                        )
+                if not unit_rows:
+                    continue
+                ukey = ("unit", rank, unit)
+                u_open = ukey not in collapsed
+                rank_rows.append(
+                    Row(
+                        ukey,
+                        "unit",
+                        unit,
+                        1,
+                        rank,
+                        unit,
+                        None,
+                        self.summary_scale(ukey),
+                        True,
+                        u_open,
+                    )
+                )
+                if u_open:
+                    rank_rows.extend(unit_rows)
+            if not rank_rows:
+                continue
+            rkey = ("rank", rank)
+            r_open = rkey not in collapsed
+            out.append(
+                Row(
+                    rkey,
+                    "rank",
+                    rank_label,
+                    0,
+                    rank,
+                    None,
+                    None,
+                    self.summary_scale(rkey),
+                    True,
+                    r_open,
+                )
+            )
+            if r_open:
+                out.extend(rank_rows)
+        return out
+
+
+def search_events(trace: Trace, text: str) -> np.ndarray:
+    """Ids of events whose name contains `text` (case-insensitive, literal), by start time."""
+    if not text or trace.events.height == 0:
+        return np.empty(0, dtype=np.uint32)
+    hits = trace.events.filter(
+        pl.col("name").str.to_lowercase().str.contains(text.lower(), literal=True)
+    ).sort(["ts", "id"])
+    return hits["id"].to_numpy()

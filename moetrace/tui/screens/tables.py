@@ -1,0 +1,191 @@
+"""Table screens: critical-path segments, top idle gaps, comm events, events by name.
+
+Rows come from the analyzer's frames (formatting only); each row is keyed by an event id,
+and Enter dismisses the screen with it so the app selects that event on the timeline.
+"""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+import polars as pl
+from rich.text import Text
+from textual.app import ComposeResult
+from textual.binding import Binding, BindingType
+from textual.screen import Screen
+from textual.widgets import DataTable, Footer, Static
+
+from moetrace.trace.model import Trace
+
+from ..format import fmt_ns
+from ..lanes import LaneModel, safe_text
+
+MAX_ROWS = 2000
+TITLES = {
+    "critical": "critical path segments (in path order)",
+    "gaps": "top idle gaps (longest first)",
+    "comm": "communication events (most exposed first)",
+    "names": "events by name (total time, longest first)",
+}
+
+
+def _names(trace: Trace) -> pl.DataFrame:
+    return trace.events.select(pl.col("id").alias("event_id"), "name")
+
+
+def _rel(ns: Any, origin: int) -> Text:
+    return Text(fmt_ns(None if ns is None else int(ns) - origin), justify="right")
+
+
+def _dur(ns: Any) -> Text:
+    return Text(fmt_ns(ns), justify="right")
+
+
+def table_rows(
+    name: str, trace: Trace, report: Any, origin: int
+) -> tuple[list[str], list[tuple[int | None, list[Text]]]]:
+    """Column titles and (event id, cells) rows of one table."""
+    names = _names(trace)
+    rows: list[tuple[int | None, list[Text]]] = []
+    if name == "critical":
+        cp = report.critical_path.sort(
+            [c for c in ("rank", "step", "seq") if c in report.critical_path.columns]
+        )
+        cp = cp.head(MAX_ROWS).join(names, on="event_id", how="left")
+        cols = ["#", "rank", "segment", "category", "start", "dur", "event"]
+        for r in cp.iter_rows(named=True):
+            rows.append(
+                (
+                    r["event_id"],
+                    [
+                        Text(str(r["seq"])),
+                        Text(str(r.get("rank"))),
+                        Text(str(r["segment"])),
+                        Text(str(r.get("category") or "")),
+                        _rel(r["start_ns"], origin),
+                        _dur(r["dur_ns"]),
+                        Text(safe_text(r.get("name") or "")),
+                    ],
+                )
+            )
+        return cols, rows
+    if name == "gaps":
+        gaps = report.gaps.sort("dur_ns", descending=True).head(MAX_ROWS)
+        gaps = gaps.join(
+            names.rename({"event_id": "after_id", "name": "after"}), on="after_id", how="left"
+        )
+        labels = trace.tracks.select("track", pl.coalesce("thread_name", "tid").alias("lane"))
+        gaps = gaps.join(labels, on="track", how="left")
+        cols = ["rank", "lane", "start", "idle", "cause", "event after"]
+        for r in gaps.iter_rows(named=True):
+            target = r["after_id"] if r["after_id"] is not None else r.get("before_id")
+            rows.append(
+                (
+                    target,
+                    [
+                        Text(str(r["rank"])),
+                        Text(safe_text(r.get("lane") or r["track"])),
+                        _rel(r["start_ns"], origin),
+                        _dur(r["dur_ns"]),
+                        Text(str(r.get("cause") or "")),
+                        Text(safe_text(r.get("after") or "")),
+                    ],
+                )
+            )
+        return cols, rows
+    if name == "comm":
+        comm = report.comm.sort(["exposed_ns", "dur_ns"], descending=True).head(MAX_ROWS)
+        comm = comm.join(names, on="event_id", how="left")
+        cols = ["rank", "collective", "start", "dur", "exposed", "event"]
+        for r in comm.iter_rows(named=True):
+            rows.append(
+                (
+                    r["event_id"],
+                    [
+                        Text(str(r["rank"])),
+                        Text(safe_text(r.get("collective") or "")),
+                        _rel(r["ts_ns"], origin),
+                        _dur(r["dur_ns"]),
+                        _dur(r["exposed_ns"]),
+                        Text(safe_text(r.get("name") or "")),
+                    ],
+                )
+            )
+        return cols, rows
+    by_name = (
+        trace.events.group_by("name")
+        .agg(
+            pl.len().alias("count"),
+            pl.col("dur").sum().alias("total"),
+            pl.col("dur").mean().alias("mean"),
+            pl.col("dur").max().alias("max"),
+            pl.col("id").sort_by("dur").last().alias("longest"),
+        )
+        .sort(["total", "name"], descending=[True, False])
+        .head(MAX_ROWS)
+    )
+    cols = ["name", "count", "total", "mean", "max"]
+    for r in by_name.iter_rows(named=True):
+        rows.append(
+            (
+                r["longest"],
+                [
+                    Text(safe_text(r["name"])),
+                    Text(str(r["count"]), justify="right"),
+                    _dur(r["total"]),
+                    _dur(r["mean"]),
+                    _dur(r["max"]),
+                ],
+            )
+        )
+    return cols, rows
+
+
+class TableScreen(Screen[int | None]):
+    """One table; Enter jumps to the row's event, Escape/q goes back."""
+
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("escape,q", "back", "Back", id="table.back"),
+        Binding("enter", "jump", "Jump to event", id="table.jump"),
+    ]
+
+    def __init__(self, name: str, trace: Trace, report: Any, model: LaneModel | None) -> None:
+        super().__init__()
+        self.table_name = name
+        self.trace, self.report = trace, report
+        self.origin = model.origin if model is not None else 0
+        self.row_events: list[int | None] = []
+
+    def compose(self) -> ComposeResult:
+        yield Static(Text(TITLES[self.table_name], style="bold"), id="table-title")
+        yield DataTable(id="table", cursor_type="row", zebra_stripes=True)
+        yield Footer()
+
+    def on_mount(self) -> None:
+        table = self.query_one(DataTable)
+        try:
+            cols, rows = table_rows(self.table_name, self.trace, self.report, self.origin)
+        except (AttributeError, pl.exceptions.PolarsError) as exc:
+            self.query_one("#table-title", Static).update(
+                Text(f"table unavailable: {exc}", style="red")
+            )
+            return
+        table.add_columns(*cols)
+        for event_id, cells in rows:
+            table.add_row(*cells)
+            self.row_events.append(event_id)
+        title = f"{TITLES[self.table_name]} · {len(rows)} rows · Enter jumps to the event"
+        self.query_one("#table-title", Static).update(Text(title, style="bold"))
+        table.focus()
+
+    def action_back(self) -> None:
+        self.dismiss(None)
+
+    def action_jump(self) -> None:
+        table = self.query_one(DataTable)
+        if self.row_events and 0 <= table.cursor_row < len(self.row_events):
+            self.dismiss(self.row_events[table.cursor_row])
+
+    def on_data_table_row_selected(self, event: DataTable.RowSelected) -> None:
+        event.stop()
+        self.action_jump()

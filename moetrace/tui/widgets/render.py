@@ -1,0 +1,143 @@
+"""Turn binned lanes into Strips: the colour palette, cell styles, ruler and labels.
+
+Colour = what the event does (kind) and where it runs (unit): cube (AIC) blue, vector (AIV)
+green, comm orange, memory purple, host grey. Overlay flags restyle cells: critical path gold,
+idle gaps red dots, exposed comm a red background, the selected event white.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from rich.segment import Segment
+from rich.style import Style
+from textual.strip import Strip
+
+from moetrace.trace.model import EVENT_KINDS
+
+from ..binning import (
+    AREA,
+    CRITICAL,
+    CURSOR,
+    EXPOSED,
+    GAP,
+    GLYPH_ARRAY,
+    KIND_MASK,
+    SELECTED,
+    VIEWPORT,
+    runs,
+)
+from ..format import fmt_ns, nice_step
+
+COMPUTE_BY_UNIT = {"aic": "#4e9bd6", "aiv": "#5fbf6f", "stream": "#4e9bd6", "cpu": "#8fb8c8"}
+KIND_COLOURS = {
+    "compute": "#4e9bd6",
+    "comm": "#f28e2b",
+    "memory": "#b07aa1",
+    "host": "#9aa5b1",
+    "marker": "#a0826d",
+    "other": "#8a8a8a",
+}
+SUMMARY_COLOUR = "#b8b8b8"
+CRITICAL_COLOUR = "#ffd700"
+GAP_COLOUR = "#e05050"
+EXPOSED_BG = "#6a1010"
+AREA_BG = "#1f3550"
+VIEWPORT_BG = "#3a3a3a"
+LABEL_STYLE = Style(color="#c8c8c8")
+GROUP_STYLE = Style(color="#ffffff", bold=True)
+CURSOR_LABEL = Style(color="#000000", bgcolor="#c8c8c8", bold=True)
+RULER_STYLE = Style(color="#909090")
+MARK_STYLE = Style(color="#ffd700", bold=True)
+
+_style_cache: dict[tuple[str | None, bool, int], Style] = {}
+
+
+def cell_style(unit: str | None, summary: bool, key: int) -> Style:
+    """The Style of a cell with style `key` (kind code | flags) on a lane of `unit`."""
+    cache_key = (unit, summary, key)
+    style = _style_cache.get(cache_key)
+    if style is not None:
+        return style
+    kind_code = key & KIND_MASK
+    colour: str | None = None
+    if kind_code:
+        if summary:
+            colour = COMPUTE_BY_UNIT.get(unit or "", SUMMARY_COLOUR) if unit else SUMMARY_COLOUR
+        else:
+            kind = EVENT_KINDS[kind_code - 1]
+            colour = (
+                COMPUTE_BY_UNIT.get(unit or "", KIND_COLOURS["compute"])
+                if kind == "compute"
+                else KIND_COLOURS[kind]
+            )
+    bg: str | None = None
+    bold = False
+    if key & CRITICAL:
+        colour, bold = CRITICAL_COLOUR, True
+    if key & GAP:
+        colour = GAP_COLOUR
+    if key & AREA:
+        bg = AREA_BG
+    if key & VIEWPORT:
+        bg = VIEWPORT_BG
+    if key & EXPOSED:
+        bg = EXPOSED_BG
+    if key & SELECTED:
+        colour, bold = "#ffffff", True
+    style = Style(color=colour, bgcolor=bg, bold=bold, reverse=bool(key & CURSOR))
+    _style_cache[cache_key] = style
+    return style
+
+
+def cells_strip(glyphs: np.ndarray, keys: np.ndarray, unit: str | None, summary: bool) -> Strip:
+    """One Segment per run of equal style: the cells of a lane as a Strip."""
+    chars = GLYPH_ARRAY[glyphs]
+    segments = [
+        Segment("".join(chars[a:b].tolist()), cell_style(unit, summary, key))
+        for a, b, key in runs(keys)
+    ]
+    return Strip(segments, len(glyphs))
+
+
+def label_strip(text: str, indent: int, width: int, style: Style, marker: str = "") -> Strip:
+    """The fixed gutter label of a row, padded or cut to `width` cells."""
+    body = ("  " * indent + marker + text)[: max(width - 1, 0)]
+    return Strip([Segment(body.ljust(width), style)], width)
+
+
+def ruler_strip(t0: float, t1: float, width: int, origin_label: str = "") -> Strip:
+    """Time ruler: a tick every 1/2/5×10^k ns with its time from the trace start."""
+    chars = [" "] * width
+    if width > 0 and t1 > t0:
+        step = nice_step(t1 - t0, width)
+        first = np.ceil(t0 / step) * step
+        cell = (t1 - t0) / width
+        for tick in np.arange(first, t1, step):
+            col = int((tick - t0) / cell)
+            if 0 <= col < width:
+                chars[col] = "╵"
+                label = fmt_ns(float(tick))
+                if col + 1 + len(label) <= width:
+                    chars[col + 1 : col + 1 + len(label)] = list(label)
+    return Strip([Segment("".join(chars), RULER_STYLE)], width)
+
+
+def overlay_marks(strip: Strip, columns: list[int], char: str, style: Style) -> Strip:
+    """Put `char` at the given columns of a one-segment-per-cell-safe strip (ruler marks)."""
+    if not columns:
+        return strip
+    width = strip.cell_length
+    text = list(strip.text.ljust(width))
+    marks = sorted({c for c in columns if 0 <= c < width})
+    for col in marks:
+        text[col] = char
+    segments: list[Segment] = []
+    prev = 0
+    for col in marks:
+        if col > prev:
+            segments.append(Segment("".join(text[prev:col]), RULER_STYLE))
+        segments.append(Segment(char, style))
+        prev = col + 1
+    if prev < width:
+        segments.append(Segment("".join(text[prev:]), RULER_STYLE))
+    return Strip(segments, width)

@@ -1,0 +1,403 @@
+"""The timeline: a Line-API ScrollView drawing only the visible lanes, time as a viewport.
+
+Rows 0 and 1 are fixed (whole-trace overview, time ruler); the rest are lanes scrolled by
+`scroll_y`. Each lane is binned with `bin_lane` (O(width · log n)) and cached: bins by
+(row, t0, t1, width, generation), Strips additionally by overlays and the decorations that
+touch that row (selection, cursor, area), so moving the cursor repaints one or two rows.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import ClassVar, NamedTuple
+
+import numpy as np
+from textual import events
+from textual.binding import Binding, BindingType
+from textual.cache import LRUCache
+from textual.geometry import Size
+from textual.message import Message
+from textual.scroll_view import ScrollView
+from textual.strip import Strip
+
+from ..binning import (
+    AREA,
+    CRITICAL,
+    CURSOR,
+    EXPOSED,
+    GAP,
+    GAP_DOT,
+    IDLE,
+    KIND_MASK,
+    SELECTED,
+    VIEWPORT,
+    WAIT_LINE,
+    Binned,
+    IntervalIndex,
+    bin_lane,
+    nearest_event,
+    overlay_cells,
+)
+from ..format import fmt_ns
+from ..lanes import LaneModel, Row
+from ..overlays import Overlays
+from .render import (
+    CURSOR_LABEL,
+    GROUP_STYLE,
+    LABEL_STYLE,
+    MARK_STYLE,
+    cells_strip,
+    label_strip,
+    overlay_marks,
+    ruler_strip,
+)
+from .timeline_nav import TimelineNavigation
+
+LABEL_WIDTH = 24
+FIXED_ROWS = 2
+COMM_CODE = 2  # 1 + index of "comm" in EVENT_KINDS
+
+
+class Decorations(NamedTuple):
+    """What besides the data changes a row's Strip: selection, cursor and area columns."""
+
+    selected: tuple[int, int] | None
+    cursor: int | None
+    area: tuple[int, int] | None
+    expanded: bool
+    is_cursor_row: bool
+
+
+@dataclass(frozen=True)
+class Area:
+    """An area selection: a time range (ns from the origin) over a range of rows."""
+
+    t0: float
+    t1: float
+    row0: int
+    row1: int
+
+
+class TimelineView(TimelineNavigation, ScrollView, can_focus=True):
+    """Lanes grouped rank -> unit -> track; keys, mouse and overlays (c/i/x)."""
+
+    DEFAULT_CSS = """
+    TimelineView { overflow-x: hidden; scrollbar-size-vertical: 1; }
+    """
+
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("w,plus", "zoom(1)", "Zoom in", id="timeline.zoom_in"),
+        Binding("s,minus", "zoom(-1)", "Zoom out", id="timeline.zoom_out"),
+        Binding("a", "pan(-1)", "Pan left", id="timeline.pan_left"),
+        Binding("d", "pan(1)", "Pan right", id="timeline.pan_right"),
+        Binding("A", "pan(-10)", "Page left", show=False, id="timeline.page_left"),
+        Binding("D", "pan(10)", "Page right", show=False, id="timeline.page_right"),
+        Binding("left,h", "cursor(-1)", "Cursor left", show=False, id="timeline.cursor_left"),
+        Binding("right,l", "cursor(1)", "Cursor right", show=False, id="timeline.cursor_right"),
+        Binding("up,k", "lane(-1)", "Lane up", show=False, id="timeline.lane_up"),
+        Binding("down,j", "lane(1)", "Lane down", show=False, id="timeline.lane_down"),
+        Binding("pageup", "lane(-10)", "Page up", show=False, id="timeline.page_up"),
+        Binding("pagedown", "lane(10)", "Page down", show=False, id="timeline.page_down"),
+        Binding("full_stop", "step_event(1)", "Next event", id="timeline.next_event"),
+        Binding("comma", "step_event(-1)", "Prev event", id="timeline.prev_event"),
+        Binding("f", "focus_selection", "Focus", id="timeline.focus"),
+        Binding("0,z", "reset_view", "Reset", id="timeline.reset"),
+        Binding("space", "toggle_group", "Expand/collapse", id="timeline.toggle_group"),
+        Binding("v", "area_select", "Area", id="timeline.area"),
+        Binding("m", "mark", "Mark", id="timeline.mark"),
+        Binding("escape", "clear_selection", "Clear", show=False, id="timeline.clear"),
+    ]
+
+    class Selected(Message):
+        """The selected event changed (None: nothing selected)."""
+
+        def __init__(self, event_id: int | None) -> None:
+            self.event_id = event_id
+            super().__init__()
+
+    class AreaSelected(Message):
+        """The area selection changed: time range in absolute ns and the ranks it covers."""
+
+        def __init__(self, time_range: tuple[int, int] | None, ranks: list[int] | None) -> None:
+            self.time_range = time_range
+            self.ranks = ranks
+            super().__init__()
+
+    def __init__(self, model: LaneModel | None = None, *, id: str | None = None) -> None:
+        super().__init__(id=id)
+        self.model: LaneModel | None = None
+        self.rows: list[Row] = []
+        self.collapsed: set[tuple[object, ...]] = set()
+        self.lane_filter = ""
+        self.generation = 0
+        self.t0, self.t1 = 0.0, 1.0
+        self.cursor_t = 0.0
+        self.cursor_row = 0
+        self.selected: int | None = None
+        self.selected_span: tuple[tuple[int, int], float, float] | None = None
+        self.overlay_data: Overlays | None = None
+        self.active_overlays: frozenset[str] = frozenset()
+        self.area: Area | None = None
+        self.area_anchor: tuple[float, int] | None = None
+        self.marks: list[float] = []
+        self._bins: LRUCache[tuple[object, ...], Binned] = LRUCache(4096)
+        self._strips: LRUCache[tuple[object, ...], Strip] = LRUCache(4096)
+        self._last_key: tuple[str, float] = ("", 0.0)
+        self._repeat = 0
+        self._drag_from: tuple[float, int] | None = None
+        if model is not None:
+            self.set_model(model)
+
+    # ------------------------------------------------------------------ state
+    def set_model(self, model: LaneModel) -> None:
+        """Show a (new) trace: default collapse state, whole trace in view."""
+        self.model = model
+        self.collapsed = model.default_collapsed()
+        self.t0, self.t1 = 0.0, model.span
+        self.cursor_t = 0.0
+        self.cursor_row = 0
+        self.rebuild_rows()
+
+    def rebuild_rows(self) -> None:
+        """Recompute the visible rows after a collapse or filter change (new generation)."""
+        if self.model is None:
+            return
+        current = (
+            self.rows[self.cursor_row].key
+            if self.rows and self.cursor_row < len(self.rows)
+            else None
+        )
+        self.rows = self.model.rows(self.collapsed, self.lane_filter)
+        keys = [r.key for r in self.rows]
+        self.cursor_row = (
+            keys.index(current) if current in keys else min(self.cursor_row, max(len(keys) - 1, 0))
+        )
+        self.generation += 1
+        self.virtual_size = Size(0, len(self.rows) + FIXED_ROWS)
+        self.refresh()
+
+    def set_overlays(self, overlays: Overlays | None) -> None:
+        self.overlay_data = overlays
+        self.generation += 1
+        self.refresh()
+
+    @property
+    def lanes_width(self) -> int:
+        """Cells available for time (the gutter and scrollbar excluded)."""
+        return max(self.scrollable_content_region.width - LABEL_WIDTH, 1)
+
+    @property
+    def cell_ns(self) -> float:
+        return (self.t1 - self.t0) / self.lanes_width
+
+    @property
+    def visible_lane_rows(self) -> int:
+        return max(self.scrollable_content_region.height - FIXED_ROWS, 1)
+
+    def column_of(self, t: float) -> int:
+        return int(np.floor((t - self.t0) / self.cell_ns))
+
+    def accelerate(self, action: str) -> float:
+        """Step multiplier for held keys: repeats within 150 ms grow the step (up to 8×)."""
+        now = time.monotonic()
+        if self._last_key[0] == action and now - self._last_key[1] < 0.15:
+            self._repeat += 1
+        else:
+            self._repeat = 0
+        self._last_key = (action, now)
+        return min(1.0 + 0.5 * self._repeat, 8.0)
+
+    # -------------------------------------------------------------- rendering
+    def render_line(self, y: int) -> Strip:
+        width = self.lanes_width
+        if self.model is None:
+            return Strip.blank(self.size.width)
+        if y == 0:
+            return self._overview_strip(width)
+        if y == 1:
+            return self._ruler_strip(width)
+        row_index = y - FIXED_ROWS + int(self.scroll_offset.y)
+        if row_index >= len(self.rows):
+            return Strip.blank(LABEL_WIDTH + width)
+        return self._row_strip(row_index, width)
+
+    def _overview_strip(self, width: int) -> Strip:
+        assert self.model is not None
+        key = ("overview", self.t0, self.t1, width, self.generation)
+        cached = self._strips.get(key)
+        if cached is not None:
+            return cached
+        index = self.model.summary(("all",))
+        binned = bin_lane(
+            index, 0.0, self.model.span, width, scale=self.model.summary_scale(("all",))
+        )
+        keys = binned.keys.copy()
+        cell = self.model.span / width
+        c0, c1 = int(self.t0 // cell), int(np.ceil(self.t1 / cell))
+        keys[max(c0, 0) : max(c1, 0)] |= VIEWPORT
+        strip = Strip.join(
+            [
+                label_strip("overview", 0, LABEL_WIDTH, GROUP_STYLE),
+                cells_strip(binned.glyphs, keys, None, True),
+            ]
+        )
+        self._strips[key] = strip
+        return strip
+
+    def _ruler_strip(self, width: int) -> Strip:
+        ruler = ruler_strip(self.t0, self.t1, width)
+        ruler = overlay_marks(ruler, [self.column_of(m) for m in self.marks], "▼", MARK_STYLE)
+        ruler = overlay_marks(ruler, [self.column_of(self.cursor_t)], "┃", MARK_STYLE)
+        span = f"{fmt_ns(self.t1 - self.t0)} view"
+        return Strip.join([label_strip(span, 0, LABEL_WIDTH, LABEL_STYLE), ruler])
+
+    def _row_binned(self, row: Row, width: int) -> Binned:
+        assert self.model is not None
+        key = (row.key, self.t0, self.t1, width, self.generation)
+        binned = self._bins.get(key)
+        if binned is None:
+            index = row.lane.index if row.lane is not None else self.model.summary(row.key)
+            binned = bin_lane(index, self.t0, self.t1, width, scale=row.scale)
+            self._bins[key] = binned
+        return binned
+
+    def _decorations(self, row_index: int, row: Row, width: int) -> Decorations:
+        sel: tuple[int, int] | None = None
+        if self.selected_span is not None and row.lane is not None:
+            lane_key, s, e = self.selected_span
+            if lane_key == (row.lane.track, row.lane.depth):
+                sel = (self.column_of(s), max(self.column_of(e - 1e-9), self.column_of(s)))
+        cursor = self.column_of(self.cursor_t) if row_index == self.cursor_row else None
+        area: tuple[int, int] | None = None
+        if self.area is not None and self.area.row0 <= row_index <= self.area.row1:
+            area = (self.column_of(self.area.t0), self.column_of(self.area.t1))
+        return Decorations(sel, cursor, area, row.expanded, row_index == self.cursor_row)
+
+    def _row_strip(self, row_index: int, width: int) -> Strip:
+        row = self.rows[row_index]
+        deco = self._decorations(row_index, row, width)
+        key = (row.key, self.t0, self.t1, width, self.generation, self.active_overlays, deco)
+        cached = self._strips.get(key)
+        if cached is not None:
+            return cached
+        binned = self._row_binned(row, width)
+        glyphs, keys = binned.glyphs.copy(), binned.keys.copy()
+        self._apply_overlays(row, glyphs, keys, width)
+        sel, cursor, area, _, is_cursor_row = deco
+        if sel is not None:
+            keys[max(sel[0], 0) : min(sel[1] + 1, width)] |= SELECTED
+        if area is not None:
+            keys[max(area[0], 0) : min(area[1] + 1, width)] |= AREA
+        if cursor is not None and 0 <= cursor < width:
+            keys[cursor] |= CURSOR
+        marker = ("▾ " if row.expanded else "▸ ") if row.expandable else ""
+        style = (
+            CURSOR_LABEL if is_cursor_row else (GROUP_STYLE if row.kind != "lane" else LABEL_STYLE)
+        )
+        strip = Strip.join(
+            [
+                label_strip(row.label, row.indent, LABEL_WIDTH, style, marker),
+                cells_strip(glyphs, keys, row.unit, row.kind != "lane"),
+            ]
+        )
+        self._strips[key] = strip
+        return strip
+
+    def _apply_overlays(self, row: Row, glyphs: np.ndarray, keys: np.ndarray, width: int) -> None:
+        data, active = self.overlay_data, self.active_overlays
+        if data is None or not active:
+            return
+        lane_key = (row.lane.track, row.lane.depth) if row.lane is not None else None
+
+        def cells(index: IntervalIndex | None) -> np.ndarray:
+            return overlay_cells(index, self.t0, self.t1, width)
+
+        if "critical" in active and lane_key is not None:
+            hit = cells(data.critical.get(lane_key)) & (glyphs != IDLE)
+            keys[hit] |= CRITICAL
+            wait = cells(data.waits.get(lane_key)) & (glyphs == IDLE)
+            glyphs[wait] = WAIT_LINE
+            keys[wait] |= CRITICAL
+        if "gaps" in active and row.lane is not None and row.lane.depth == 0:
+            gap = cells(data.gaps.get(row.lane.track)) & (glyphs == IDLE)
+            glyphs[gap] = GAP_DOT
+            keys[gap] |= GAP
+        if "exposed" in active and row.kind != "unit":
+            exp = cells(data.exposed.get(row.rank))
+            if row.lane is not None:
+                exp &= (keys & KIND_MASK) == COMM_CODE
+            else:
+                exp &= glyphs != IDLE
+            keys[exp] |= EXPOSED
+
+    # ---------------------------------------------------------------- mouse
+    def _time_at(self, x: int) -> float:
+        return self.t0 + (x - LABEL_WIDTH + 0.5) * self.cell_ns
+
+    def on_mouse_scroll_down(self, event: events.MouseScrollDown) -> None:
+        event.prevent_default()
+        event.stop()
+        if event.ctrl or event.shift:
+            self.zoom_by(1 / 0.8, self._time_at(event.x))
+        else:
+            self.pan_by(0.1)
+
+    def on_mouse_scroll_up(self, event: events.MouseScrollUp) -> None:
+        event.prevent_default()
+        event.stop()
+        if event.ctrl or event.shift:
+            self.zoom_by(0.8, self._time_at(event.x))
+        else:
+            self.pan_by(-0.1)
+
+    def on_mouse_down(self, event: events.MouseDown) -> None:
+        if event.y >= FIXED_ROWS and event.x >= LABEL_WIDTH:
+            self._drag_from = (
+                self._time_at(event.x),
+                event.y - FIXED_ROWS + int(self.scroll_offset.y),
+            )
+
+    def on_mouse_up(self, event: events.MouseUp) -> None:
+        start, self._drag_from = self._drag_from, None
+        if start is None or event.x < LABEL_WIDTH:
+            return
+        row = min(
+            max(event.y - FIXED_ROWS + int(self.scroll_offset.y), 0), max(len(self.rows) - 1, 0)
+        )
+        t = self._time_at(event.x)
+        if abs(self.column_of(t) - self.column_of(start[0])) >= 2:
+            self.set_area(
+                Area(min(start[0], t), max(start[0], t), min(start[1], row), max(start[1], row))
+            )
+
+    def on_click(self, event: events.Click) -> None:
+        if self.model is None:
+            return
+        if event.y == 0 and event.x >= LABEL_WIDTH:
+            centre = (event.x - LABEL_WIDTH + 0.5) * self.model.span / self.lanes_width
+            half = (self.t1 - self.t0) / 2
+            self.set_view(centre - half, centre + half)
+            return
+        row_index = event.y - FIXED_ROWS + int(self.scroll_offset.y)
+        if event.y < FIXED_ROWS or row_index >= len(self.rows):
+            return
+        self.cursor_row = row_index
+        if event.x < LABEL_WIDTH:
+            self.action_toggle_group()
+            return
+        self.cursor_t = self._time_at(event.x)
+        self.select_at_cursor()
+        self.refresh()
+
+    def select_at_cursor(self) -> None:
+        """Select the event nearest the cursor within its cell on the cursor lane."""
+        row = self.rows[self.cursor_row] if self.rows else None
+        if row is None or row.lane is None:
+            return
+        cell = self.cell_ns
+        c = self.column_of(self.cursor_t)
+        lo, hi = self.t0 + c * cell, self.t0 + (c + 1) * cell
+        k = nearest_event(row.lane.index, lo, hi, self.cursor_t)
+        if k is not None and row.lane.index.ids is not None:
+            self.select_event(int(row.lane.index.ids[k]), move_view=False)

@@ -1,0 +1,254 @@
+"""Navigation of the timeline: zoom/pan around the cursor, lanes, events, focus, selections.
+
+A mixin of `TimelineView` (kept apart to keep each module small). Time is a viewport
+[t0, t1) in ns from the trace origin; zoom keeps the time under the cursor column fixed.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+if TYPE_CHECKING:
+    from ..lanes import LaneModel, Row
+    from .timeline import Area
+
+MIN_CELL_NS = 0.05  # deepest zoom: 1/20 ns per cell
+ZOOM_STEP = 0.8
+PAN_STEP = 0.1
+
+
+class TimelineNavigation:
+    """Actions bound to keys; expects the attributes set by `TimelineView.__init__`."""
+
+    model: LaneModel | None
+    rows: list[Row]
+    collapsed: set[tuple[object, ...]]
+    t0: float
+    t1: float
+    cursor_t: float
+    cursor_row: int
+    selected: int | None
+    selected_span: tuple[tuple[int, int], float, float] | None
+    area: Area | None
+    area_anchor: tuple[float, int] | None
+    marks: list[float]
+
+    if TYPE_CHECKING:
+
+        @property
+        def lanes_width(self) -> int: ...
+        @property
+        def visible_lane_rows(self) -> int: ...
+        @property
+        def cell_ns(self) -> float: ...
+        @property
+        def scroll_offset(self) -> Any: ...
+
+        def refresh(self, *args: Any, **kwargs: Any) -> Any: ...
+        def post_message(self, message: Any) -> bool: ...
+        def scroll_to(self, *args: Any, **kwargs: Any) -> Any: ...
+        def accelerate(self, action: str) -> float: ...
+        def rebuild_rows(self) -> None: ...
+        def select_at_cursor(self) -> None: ...
+        def column_of(self, t: float) -> int: ...
+
+    # ------------------------------------------------------------ viewport
+    def set_view(self, t0: float, t1: float) -> None:
+        """Show [t0, t1) (ns from the origin), clamped to the trace plus a margin."""
+        if self.model is None:
+            return
+        span = self.model.span
+        width = max(t1 - t0, MIN_CELL_NS * self.lanes_width)
+        width = min(width, span * 1.5)
+        margin = span * 0.25
+        t0 = min(max(t0, -margin), span + margin - width)
+        self.t0, self.t1 = float(t0), float(t0 + width)
+        self.refresh()
+
+    def zoom_by(self, factor: float, around: float) -> None:
+        """Scale the view width by `factor` keeping time `around` at the same column."""
+        frac = (around - self.t0) / (self.t1 - self.t0)
+        width = (self.t1 - self.t0) * factor
+        self.set_view(around - frac * width, around - frac * width + width)
+
+    def pan_by(self, fraction: float) -> None:
+        """Move the view by `fraction` of its width; the cursor stays inside the view."""
+        shift = (self.t1 - self.t0) * fraction
+        self.set_view(self.t0 + shift, self.t1 + shift)
+        self.cursor_t = min(max(self.cursor_t, self.t0), self.t1 - self.cell_ns / 2)
+
+    def action_zoom(self, direction: int) -> None:
+        steps = self.accelerate(f"zoom{direction}")
+        factor = ZOOM_STEP**steps if direction > 0 else (1 / ZOOM_STEP) ** steps
+        self.zoom_by(factor, self.cursor_t)
+
+    def action_pan(self, amount: int) -> None:
+        steps = self.accelerate(f"pan{amount}") if abs(amount) == 1 else 1.0
+        self.pan_by(amount * PAN_STEP * steps if abs(amount) == 1 else np.sign(amount) * 0.9)
+
+    def action_cursor(self, direction: int) -> None:
+        steps = round(self.accelerate(f"cursor{direction}"))
+        self.cursor_t += direction * steps * self.cell_ns
+        if self.cursor_t < self.t0 or self.cursor_t >= self.t1:
+            shift = self.cursor_t - (self.t0 + self.t1) / 2
+            self.set_view(self.t0 + shift, self.t1 + shift)
+        self.refresh()
+
+    def action_reset_view(self) -> None:
+        if self.model is not None:
+            self.set_view(0.0, self.model.span)
+            self.cursor_t = min(max(self.cursor_t, self.t0), self.t1)
+
+    # --------------------------------------------------------------- lanes
+    def ensure_row_visible(self) -> None:
+        top = int(self.scroll_offset.y)
+        rows = self.visible_lane_rows
+        if self.cursor_row < top:
+            self.scroll_to(y=self.cursor_row, animate=False, immediate=True)
+        elif self.cursor_row >= top + rows:
+            self.scroll_to(y=self.cursor_row - rows + 1, animate=False, immediate=True)
+
+    def action_lane(self, delta: int) -> None:
+        if not self.rows:
+            return
+        self.cursor_row = min(max(self.cursor_row + delta, 0), len(self.rows) - 1)
+        self.ensure_row_visible()
+        self.refresh()
+
+    def action_toggle_group(self) -> None:
+        """Expand or collapse the group (rank, unit, nested track) under the cursor."""
+        if not self.rows:
+            return
+        row = self.rows[self.cursor_row]
+        if not row.expandable:
+            return
+        key: tuple[object, ...] = row.key if row.kind != "lane" else ("track", row.key[1])
+        self.collapsed.symmetric_difference_update({key})
+        self.rebuild_rows()
+
+    def reveal_lane(self, lane_key: tuple[int, int]) -> None:
+        """Expand the groups hiding a lane and put the cursor on it."""
+        if self.model is None:
+            return
+        lane = self.model.lanes[lane_key]
+        hidden = [k for k in self.model.ancestors(lane) if k in self.collapsed]
+        if hidden:
+            self.collapsed.difference_update(hidden)
+            self.rebuild_rows()
+        for i, row in enumerate(self.rows):
+            if row.key == ("lane", *lane_key):
+                self.cursor_row = i
+                self.ensure_row_visible()
+                return
+
+    # -------------------------------------------------------------- events
+    def select_event(self, event_id: int | None, *, move_view: bool = True) -> bool:
+        """Select an event: reveal its lane, move the cursor to it, pan if off screen."""
+        if event_id is None or self.model is None:
+            self.selected, self.selected_span = None, None
+            self.post_message(self._selected_message(None))
+            self.refresh()
+            return False
+        found = self.model.locate(int(event_id))
+        if found is None:
+            return False
+        lane, start, end = found
+        self.selected = int(event_id)
+        self.selected_span = ((lane.track, lane.depth), start, end)
+        self.reveal_lane((lane.track, lane.depth))
+        if move_view:
+            self.cursor_t = start
+            if end < self.t0 or start >= self.t1:
+                half = (self.t1 - self.t0) / 2
+                self.set_view((start + end) / 2 - half, (start + end) / 2 + half)
+        self.post_message(self._selected_message(self.selected))
+        self.refresh()
+        return True
+
+    def _selected_message(self, event_id: int | None) -> Any:
+        from .timeline import TimelineView
+
+        return TimelineView.Selected(event_id)
+
+    def action_step_event(self, direction: int) -> None:
+        """Select the next (1) or previous (-1) event on the cursor lane."""
+        if not self.rows:
+            return
+        row = self.rows[self.cursor_row]
+        if row.lane is None or row.lane.index.ids is None or len(row.lane.index.starts) == 0:
+            return
+        index = row.lane.index
+        here = self.cursor_t
+        if self.selected_span is not None and self.selected_span[0] == (
+            row.lane.track,
+            row.lane.depth,
+        ):
+            here = self.selected_span[1]
+        if direction > 0:
+            k = int(np.searchsorted(index.starts, here, side="right"))
+        else:
+            k = int(np.searchsorted(index.starts, here, side="left")) - 1
+        if 0 <= k < len(index.starts) and index.ids is not None:
+            self.select_event(int(index.ids[k]))
+
+    def action_focus_selection(self) -> None:
+        """Centre the selection; pressed again (already centred) fit the view to it."""
+        if self.area is not None and self.selected is None:
+            pad = (self.area.t1 - self.area.t0) * 0.05
+            self.set_view(self.area.t0 - pad, self.area.t1 + pad)
+            return
+        if self.selected_span is None:
+            return
+        _, start, end = self.selected_span
+        mid, half = (start + end) / 2, (self.t1 - self.t0) / 2
+        if abs((self.t0 + self.t1) / 2 - mid) > self.cell_ns:
+            self.set_view(mid - half, mid + half)
+        else:
+            pad = max((end - start) * 0.1, self.cell_ns)
+            self.set_view(start - pad, end + pad)
+        self.cursor_t = start
+
+    # ---------------------------------------------------- area and marks
+    def set_area(self, area: Area | None) -> None:
+        from .timeline import TimelineView
+
+        self.area = area
+        self.refresh()
+        if area is None or self.model is None:
+            self.post_message(TimelineView.AreaSelected(None, None))
+            return
+        ranks = sorted({r.rank for r in self.rows[area.row0 : area.row1 + 1] if r.rank is not None})
+        origin = self.model.origin
+        self.post_message(
+            TimelineView.AreaSelected(
+                (origin + int(area.t0), origin + int(np.ceil(area.t1))), ranks or None
+            )
+        )
+
+    def action_area_select(self) -> None:
+        """First press anchors at the cursor, second press selects anchor..cursor."""
+        from .timeline import Area
+
+        if self.area_anchor is None:
+            self.area_anchor = (self.cursor_t, self.cursor_row)
+            self.set_area(None)
+            return
+        (ta, ra), self.area_anchor = self.area_anchor, None
+        tb, rb = self.cursor_t, self.cursor_row
+        self.set_area(Area(min(ta, tb), max(ta, tb) + self.cell_ns, min(ra, rb), max(ra, rb)))
+
+    def action_mark(self) -> None:
+        t = self.selected_span[1] if self.selected_span is not None else self.cursor_t
+        if t in self.marks:
+            self.marks.remove(t)
+        else:
+            self.marks.append(t)
+        self.refresh()
+
+    def action_clear_selection(self) -> None:
+        self.area_anchor = None
+        if self.area is not None:
+            self.set_area(None)
+        self.select_event(None)
