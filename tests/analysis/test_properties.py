@@ -1,0 +1,155 @@
+"""METRICS.md invariants (hypothesis) and vectorised == slow reference on random traces."""
+
+from __future__ import annotations
+
+import itertools
+
+import networkx as nx
+import polars as pl
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from analysis.reference import reference
+from analysis.synth import asap_trace, random_trace
+from moetrace.analysis import analyze
+
+SETTINGS = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+seeds = st.integers(0, 2**32 - 1)
+
+
+def _key(rank: int | None, step: int | None) -> tuple[int, int | None]:
+    return (-1 if rank is None else rank, step)
+
+
+@SETTINGS
+@given(seed=seeds, steps=st.booleans(), backward=st.booleans())
+def test_invariants(seed: int, steps: bool, backward: bool) -> None:
+    r = analyze(random_trace(seed, steps=steps, backward=backward))
+    for row in r.ranks.iter_rows(named=True):
+        assert 0 <= row["overlapped_ns"] <= row["comm_ns"]
+        assert row["exposed_comm_ns"] + row["overlapped_ns"] == row["comm_ns"]
+        assert row["compute_ns"] + row["exposed_comm_ns"] + row["free_ns"] == row["window_ns"]
+        assert row["window_ns"] == row["window_end_ns"] - row["window_start_ns"] > 0
+        assert 0 <= row["cp_span_ns"] <= row["window_ns"]
+        if row["comm_ns"]:
+            assert row["overlap_ratio"] == pytest.approx(row["overlapped_ns"] / row["comm_ns"])
+    assert r.tracks["util"].is_between(0, 1).all()
+    assert r.units["util"].is_between(0, 1).all()
+    # critical-path segments are contiguous and sum to the span
+    for (rank, step), seg in r.critical_path.group_by("rank", "step"):
+        seg = seg.sort("seq")
+        row = r.ranks.filter((pl.col("rank") == rank) & (pl.col("step").eq_missing(step))).row(
+            0, named=True
+        )
+        assert seg["dur_ns"].sum() == row["cp_span_ns"]
+        assert (seg["start_ns"].shift(-1).drop_nulls() == seg["end_ns"].head(-1)).all()
+        assert (seg["dur_ns"] > 0).all()
+    # idle attribution: per (rank, step, unit) the gap causes sum to the idle time
+    idle_by_unit = r.tracks.group_by("rank", "step", "unit").agg(pl.col("idle_ns").sum())
+    gaps = r.gaps.join(
+        r.tracks.select("rank", "step", "track", "unit"),
+        on=["rank", "step", "track"],
+        nulls_equal=True,
+    )
+    gap_sum = gaps.group_by("rank", "step", "unit").agg(pl.col("dur_ns").sum())
+    both = idle_by_unit.join(gap_sum, on=["rank", "step", "unit"], how="left", nulls_equal=True)
+    assert (both["idle_ns"] == both["dur_ns"].fill_null(0)).all()
+
+
+@SETTINGS
+@given(seed=seeds, steps=st.booleans(), backward=st.booleans())
+def test_equals_reference(seed: int, steps: bool, backward: bool) -> None:
+    trace = random_trace(seed, steps=steps, backward=backward)
+    r = analyze(trace)
+    ref = reference(trace)
+    got = {_key(row["rank"], row["step"]): row for row in r.ranks.iter_rows(named=True)}
+    assert set(got) == set(ref.windows)
+    for k, m in ref.metrics.items():
+        for col, val in m.items():
+            if val is None:
+                assert got[k][col] is None
+            else:
+                assert got[k][col] == pytest.approx(val), (k, col)
+    busy = {
+        (*_key(x["rank"], x["step"]), x["track"]): x["busy_ns"]
+        for x in r.tracks.iter_rows(named=True)
+    }
+    assert busy == ref.busy
+    gaps: dict[tuple, list] = {k: [] for k in ref.gaps}
+    for x in r.gaps.sort("start_ns").iter_rows(named=True):
+        gaps[(*_key(x["rank"], x["step"]), x["track"])].append(
+            (x["start_ns"], x["end_ns"], x["before_id"], x["after_id"], x["cause"])
+        )
+    assert gaps == ref.gaps
+    for k, segs in ref.path.items():
+        rows = r.critical_path.filter(
+            (pl.col("rank").fill_null(-1) == k[0]) & pl.col("step").eq_missing(k[1])
+        ).sort("seq")
+        assert list(zip(rows["event_id"], rows["start_ns"], rows["end_ns"], strict=True)) == segs
+
+
+@SETTINGS
+@given(seed=seeds, n_tasks=st.integers(1, 60), n_ranks=st.integers(1, 3))
+def test_critical_path_is_longest_path_on_asap_schedules(
+    seed: int, n_tasks: int, n_ranks: int
+) -> None:
+    """On an as-soon-as-possible schedule (the executor's), span = makespan = networkx's
+    longest path over deps + track order with node weights = durations."""
+    trace = asap_trace(seed, n_tasks=n_tasks, n_ranks=n_ranks)
+    r = analyze(trace)
+    ev = trace.events
+    g = nx.DiGraph()
+    g.add_node("S")
+    for i, d in zip(ev["id"], ev["dur"], strict=True):
+        g.add_edge("S", i, w=d)
+    for s, d in zip(trace.deps["src"], trace.deps["dst"], strict=True):
+        g.add_edge(s, d, w=int(ev["dur"][d]))
+    lanes = ev.sort("track", "ts", "id").group_by("track", maintain_order=True).agg("id")
+    for ids in lanes["id"]:
+        for a, b in itertools.pairwise(ids):
+            g.add_edge(a, b, w=int(ev["dur"][b]))
+    longest = nx.dag_longest_path_length(g, weight="w")
+    makespan = int((ev["ts"] + ev["dur"]).max() - ev["ts"].min())
+    assert longest == makespan
+    spans = r.ranks.sort("window_end_ns")
+    last = spans.row(-1, named=True)
+    # the rank that ends last: its path explains its window; the window starts at 0 when
+    # the path reaches back to a task without predecessors
+    assert last["cp_span_ns"] == last["window_ns"]
+    path = r.critical_path.filter(pl.col("rank") == last["rank"])
+    assert (path.filter(pl.col("segment") == "wait")["dur_ns"].sum()) == 0
+    if last["window_start_ns"] == 0:
+        assert last["cp_span_ns"] == makespan
+
+
+@SETTINGS
+@given(seed=seeds)
+def test_cycle_reported_iff_networkx_finds_one(seed: int) -> None:
+    """A cycle in deps + track order is reported exactly when networkx finds one, and the
+    named events form a real cycle; the metrics that need no acyclicity are still there."""
+    trace = random_trace(seed, backward=True, deps=30)
+    r = analyze(trace)
+    ev = trace.events.with_row_index("idx")
+    g = nx.DiGraph()
+    work = ev.filter(pl.col("kind") != "marker")
+    g.add_nodes_from(work["id"].to_list())
+    for s, d in zip(trace.deps["src"], trace.deps["dst"], strict=True):
+        if s != d and s in g and d in g:
+            g.add_edge(s, d)
+    lanes = (
+        work.sort("track", "depth", "ts", "idx")
+        .group_by("track", "depth", maintain_order=True)
+        .agg("id")
+    )
+    for ids in lanes["id"]:
+        g.add_edges_from(itertools.pairwise(ids))
+    named = [w for w in r.warnings if w.startswith("dependency cycle: ")]
+    assert bool(named) == (not nx.is_directed_acyclic_graph(g))
+    if named:
+        parts = named[0].split(": ", 1)[1].split(" -> ")
+        ids = [int(x.rsplit("#", 1)[1]) if "#" in x else None for x in parts]
+        assert ids[0] == ids[-1]
+        shown = ids[: ids.index(None)] if None in ids else ids  # long cycles are elided
+        assert all(g.has_edge(a, b) for a, b in itertools.pairwise(shown))
+        assert r.ranks.height > 0 or trace.events.filter(pl.col("kind") == "compute").height == 0
