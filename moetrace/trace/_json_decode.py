@@ -1,0 +1,468 @@
+"""Streaming Chrome JSON decoding into raw text columns (one Polars frame, one row per event).
+
+The file is read in blocks of ~`CHUNK` bytes (gzip transparently) and cut at top-level event
+boundaries (`}` `,` `{`); each piece is decoded by msgspec into structs whose fields are
+`msgspec.Raw` (the exact JSON text of the value), so nothing is converted through float64 and
+args stay byte-exact. The raw fields of a piece are joined into one buffer per field and split
+by Polars in Rust: no per-event Python dict or loop. A wrong cut (inside a string or a nested
+value) can never decode, so every accepted cut is a real event boundary.
+
+Handles both containers (bare array, object with `traceEvents`), a missing `]`, a trailing
+comma, a truncated object (keeps every complete event and warns with the byte offset).
+"""
+
+from __future__ import annotations
+
+import gzip
+import re
+import zlib
+from dataclasses import dataclass, field
+from operator import attrgetter
+from pathlib import Path
+from typing import IO, Any
+
+import msgspec
+import polars as pl
+
+from moetrace.trace.model import TraceFormatError
+
+CHUNK = 4 << 20
+"""Bytes per decoded piece: large enough to amortise msgspec calls, small enough to bound memory."""
+
+_NULL = msgspec.Raw(b"null")
+_SEP = b"\x1f"  # JSON text never holds a raw control character outside whitespace
+_WS = b" \t\r\n"
+
+
+class RawEvent(msgspec.Struct):
+    """One trace event with every field kept as its exact JSON text (absent = `null`)."""
+
+    ph: msgspec.Raw = _NULL
+    name: msgspec.Raw = _NULL
+    cat: msgspec.Raw = _NULL
+    ts: msgspec.Raw = _NULL
+    dur: msgspec.Raw = _NULL
+    pid: msgspec.Raw = _NULL
+    tid: msgspec.Raw = _NULL
+    id: msgspec.Raw = _NULL
+    id2: msgspec.Raw = _NULL
+    bp: msgspec.Raw = _NULL
+    s: msgspec.Raw = _NULL
+    bind_id: msgspec.Raw = _NULL
+    flow_in: msgspec.Raw = _NULL
+    flow_out: msgspec.Raw = _NULL
+    args: msgspec.Raw = _NULL
+    # moetrace's own extensions (ignored by other tools): exact kind/flops/bytes per event.
+    kind: msgspec.Raw = _NULL
+    flops: msgspec.Raw = _NULL
+    bytes: msgspec.Raw = _NULL
+
+
+FIELDS: tuple[str, ...] = tuple(RawEvent.__struct_fields__)
+_GET_ALL = attrgetter(*FIELDS)
+_DECODE_PIECE = msgspec.json.Decoder(list[RawEvent])
+_DECODE_ANY_LIST = msgspec.json.Decoder(list[msgspec.Raw])
+_DECODE_ONE = msgspec.json.Decoder(RawEvent)
+_DECODE_DICT = msgspec.json.Decoder(dict[str, Any])
+_BYTE_RE = re.compile(r"\(byte (\d+)\)")
+
+
+@dataclass
+class RawTrace:
+    """What the decoder found: raw event columns, top-level metadata, container and warnings."""
+
+    events: pl.DataFrame
+    top: dict[str, Any] = field(default_factory=dict)
+    container: str = "array"
+    warnings: list[str] = field(default_factory=list)
+    size: int = 0  # bytes of JSON text read (decompressed)
+    gzip: bool = False
+
+
+class _Reader:
+    """Reads a plain or gzip file in blocks; reports errors as TraceFormatError."""
+
+    def __init__(self, path: Path, head: bytes):
+        self.path = path
+        self.gzip = head[:2] == b"\x1f\x8b"
+        self._file: IO[bytes] = gzip.open(path, "rb") if self.gzip else open(path, "rb")  # type: ignore[assignment]
+        self.eof = False
+        self.truncated_gzip = False
+        self.total = 0
+
+    def read(self, n: int) -> bytes:
+        if self.eof:
+            return b""
+        try:
+            data = self._file.read(n)
+        except EOFError:
+            # A gzip stream cut short: keep what was decompressed, like a truncated file.
+            self.eof = True
+            self.truncated_gzip = True
+            return b""
+        except (gzip.BadGzipFile, zlib.error, OSError) as exc:
+            raise TraceFormatError(
+                self.path,
+                f"corrupt gzip data ({exc})",
+                f"after byte {self.total} of the decompressed data",
+            ) from None
+        if not data:
+            self.eof = True
+        self.total += len(data)
+        return data
+
+    def close(self) -> None:
+        self._file.close()
+
+
+def _skip_ws(buf: bytes | bytearray, pos: int) -> int:
+    n = len(buf)
+    while pos < n and buf[pos] in _WS:
+        pos += 1
+    return pos
+
+
+def _describe_start(head: bytes) -> str:
+    if b"\x00" in head[:512]:
+        return "binary data, not JSON"
+    try:
+        text = head[:40].decode("utf-8")
+    except UnicodeDecodeError:
+        return "binary data (not UTF-8), not JSON"
+    return f"not a JSON trace: starts with {text[:20]!r}, expected '[' or '{{'"
+
+
+def _error_position(exc: Exception, base: int) -> str:
+    """`byte N` of the whole stream from a msgspec error message at offset `base`."""
+    m = _BYTE_RE.search(str(exc))
+    return f"byte {base + int(m.group(1))}" if m else f"near byte {base}"
+
+
+def decode_file(path: str | Path) -> RawTrace:
+    """Decode a Chrome JSON trace file (plain or gzip) into raw event columns."""
+    path = Path(path)
+    with open(path, "rb") as fh:
+        head = fh.read(4096)
+    if not head:
+        raise TraceFormatError(path, "empty file", "byte 0")
+    reader = _Reader(path, head)
+    try:
+        return _decode_stream(path, reader)
+    finally:
+        reader.close()
+
+
+def _decode_stream(path: Path, reader: _Reader) -> RawTrace:
+    buf = bytearray()
+    base = 0  # absolute offset of buf[0] in the decompressed stream
+    while len(buf) < 4096 and not reader.eof:
+        buf += reader.read(CHUNK)
+    start = 3 if buf[:3] == b"\xef\xbb\xbf" else 0
+    start = _skip_ws(buf, start)
+    if start >= len(buf):
+        where = "the decompressed data" if reader.gzip else "the file"
+        raise TraceFormatError(path, f"no JSON in {where} (empty or only whitespace)", "byte 0")
+    first = buf[start]
+    warnings: list[str] = []
+    top: dict[str, Any] = {}
+    if first == ord("["):
+        container = "array"
+        pos = start + 1
+    elif first == ord("{"):
+        container = "object"
+        pos, top, buf, base = _find_trace_events(path, reader, buf, start)
+    else:
+        raise TraceFormatError(
+            path, _describe_start(bytes(buf[start : start + 512])), f"byte {start}"
+        )
+
+    frames: list[pl.DataFrame] = []
+    count = 0
+    while True:
+        while len(buf) - pos < CHUNK + 1 and not reader.eof:
+            buf += reader.read(CHUNK)
+        pos = _skip_ws(buf, pos)
+        if reader.eof:
+            tail_frame, trailer_top, tail_warn = _decode_tail(
+                path, buf, pos, base, container, count
+            )
+            if tail_frame is not None:
+                frames.append(tail_frame)
+                count += tail_frame.height
+            top.update(trailer_top)
+            warnings.extend(tail_warn)
+            break
+        cut = _find_cut(buf, pos, pos + CHUNK)
+        piece_frame = None
+        tries = 0
+        while cut > pos and tries < 4:
+            try:
+                piece_frame = _decode_piece(bytes(buf[pos:cut]), count, path, base + pos)
+                break
+            except msgspec.DecodeError:
+                tries += 1
+                cut = _find_cut(buf, pos, cut)
+        if piece_frame is None:
+            # Decode to the end of the next boundary to name the real problem and its byte.
+            end = _find_cut(buf, pos, len(buf)) if cut <= pos else cut
+            end = end if end > pos else len(buf)
+            try:
+                msgspec.json.decode(b"[" + bytes(buf[pos:end]) + b"]")
+            except msgspec.DecodeError as exc:
+                raise TraceFormatError(
+                    path,
+                    f"invalid JSON in traceEvents: {exc}",
+                    _error_position(exc, base + pos - 1),
+                ) from None
+            raise TraceFormatError(path, "invalid JSON in traceEvents", f"near byte {base + pos}")
+        frames.append(piece_frame)
+        count += piece_frame.height
+        pos = cut + 1  # past the comma
+        del buf[:pos]
+        base += pos
+        pos = 0
+    if reader.truncated_gzip:
+        warnings.append(
+            f"gzip stream ends early (after {reader.total} decompressed bytes): kept {count} complete events"
+        )
+    events = pl.concat(frames) if frames else _empty_raw()
+    return RawTrace(events, top, container, warnings, reader.total, reader.gzip)
+
+
+def _find_cut(buf: bytearray, pos: int, limit: int) -> int:
+    """Index of a comma before `limit` that sits between `}` and `{` (a likely event boundary)."""
+    limit = min(limit, len(buf))
+    while True:
+        c = buf.rfind(b"}", pos, limit)
+        if c < 0:
+            return -1
+        j = _skip_ws(buf, c + 1)
+        if j < len(buf) and buf[j] == 44:  # ','
+            k = _skip_ws(buf, j + 1)
+            if k < len(buf) and buf[k] == 123:  # '{'
+                return j
+        limit = c
+
+
+def _find_trace_events(
+    path: Path, reader: _Reader, buf: bytearray, start: int
+) -> tuple[int, dict[str, Any], bytearray, int]:
+    """Locate `"traceEvents": [` at the top level of an object; decode the keys before it."""
+    search_from = start
+    while True:
+        k = buf.find(b'"traceEvents"', search_from)
+        if k < 0:
+            if reader.eof:
+                return _object_without_events(path, buf, start)
+            search_from = max(start, len(buf) - 16)
+            buf += reader.read(CHUNK)
+            continue
+        j = _skip_ws(buf, k + len(b'"traceEvents"'))
+        while j >= len(buf) - 1 and not reader.eof:
+            buf += reader.read(CHUNK)
+        if j < len(buf) and buf[j] == ord(":"):
+            v = _skip_ws(buf, j + 1)
+            while v >= len(buf) and not reader.eof:
+                buf += reader.read(CHUNK)
+            head = bytes(buf[start:k]).rstrip()
+            top = _try_head(head)
+            if top is not None:
+                if v < len(buf) and buf[v] == ord("["):
+                    pos = v + 1
+                    del buf[:pos]
+                    return 0, top, buf, pos
+                if v >= len(buf):
+                    raise TraceFormatError(
+                        path, 'file ends right after "traceEvents":', f"byte {v}"
+                    )
+                return _object_without_events(path, buf, start, bad_value_at=v)
+        search_from = k + 1
+
+
+def _try_head(head: bytes) -> dict[str, Any] | None:
+    """Decode `{ "k": v, ...,` (the object up to the traceEvents key) or None if not top level."""
+    if head.endswith(b","):
+        head = head[:-1]
+    try:
+        out = _DECODE_DICT.decode(head + b"}")
+    except msgspec.DecodeError:
+        return None
+    return out
+
+
+def _object_without_events(
+    path: Path, buf: bytearray, start: int, bad_value_at: int | None = None
+) -> tuple[int, dict[str, Any], bytearray, int]:
+    try:
+        whole = msgspec.json.decode(bytes(buf[start:]))
+    except msgspec.DecodeError as exc:
+        if bad_value_at is not None:
+            raise TraceFormatError(
+                path, '"traceEvents" is not an array', f"byte {bad_value_at}"
+            ) from None
+        raise TraceFormatError(path, f"invalid JSON: {exc}", _error_position(exc, start)) from None
+    if isinstance(whole, dict) and "traceEvents" in whole:
+        kind = type(whole["traceEvents"]).__name__
+        raise TraceFormatError(
+            path,
+            f'"traceEvents" is a {kind}, expected an array of events',
+            f"byte {bad_value_at or start}",
+        )
+    raise TraceFormatError(
+        path, 'JSON object has no "traceEvents" array: not a Chrome trace', f"byte {start}"
+    )
+
+
+def _decode_tail(
+    path: Path, buf: bytearray, pos: int, base: int, container: str, count: int
+) -> tuple[pl.DataFrame | None, dict[str, Any], list[str]]:
+    """Decode the last piece: events, the closing `]` and (object form) the keys after it."""
+    tail = bytes(buf[pos:])
+    warnings: list[str] = []
+    r = len(tail)
+    for _ in range(64):
+        r = tail.rfind(b"]", 0, r)
+        if r < 0:
+            break
+        trailer = tail[r + 1 :].strip()
+        extra = _trailer(trailer, container)
+        if extra is None:
+            continue
+        body = tail[:r].rstrip()
+        if body.endswith(b","):
+            body = body[:-1]
+        try:
+            return _decode_piece(body, count, path, base + pos), extra, warnings
+        except msgspec.DecodeError:
+            continue
+    # No closing bracket: the writer stopped (crash, ring buffer) or the file was cut.
+    body = tail.rstrip()
+    if body.endswith(b","):
+        body = body[:-1]
+    end_at = base + len(buf)
+    try:
+        frame = _decode_piece(body, count, path, base + pos)
+        if container == "object":
+            warnings.append(
+                f"truncated object: traceEvents not closed at byte {end_at}; kept all {count + frame.height} events"
+            )
+        return frame, {}, warnings
+    except msgspec.DecodeError:
+        pass
+    # The last event is incomplete: keep every complete one before it.
+    cut = _find_cut(buf, pos, len(buf))
+    while cut > pos:
+        try:
+            frame = _decode_piece(bytes(buf[pos:cut]), count, path, base + pos)
+        except msgspec.DecodeError:
+            cut = _find_cut(buf, pos, cut)
+            continue
+        kept = count + frame.height
+        warnings.append(
+            f"truncated at byte {end_at} inside an event starting near byte {base + cut + 1}: "
+            f"kept {kept} complete events, dropped the incomplete one"
+        )
+        return frame, {}, warnings
+    if body.strip():
+        if count == 0:
+            try:
+                msgspec.json.decode(b"[" + body + b"]")
+            except msgspec.DecodeError as exc:
+                if "truncated" not in str(exc):
+                    raise TraceFormatError(
+                        path, f"invalid JSON: {exc}", _error_position(exc, base + pos - 1)
+                    ) from None
+            raise TraceFormatError(
+                path, "truncated inside the first event: no complete event", f"byte {end_at}"
+            )
+        warnings.append(
+            f"truncated at byte {end_at} inside an event starting near byte {base + pos}: "
+            f"kept {count} complete events, dropped the incomplete one"
+        )
+    elif container == "object":
+        warnings.append(
+            f"truncated object: traceEvents not closed at byte {end_at}; kept all {count} events"
+        )
+    return None, {}, warnings
+
+
+def _trailer(trailer: bytes, container: str) -> dict[str, Any] | None:
+    """The keys after `]` in the object form ({} when none); None if this `]` is not the end."""
+    if container == "array":
+        return {} if not trailer else None
+    if trailer == b"}":
+        return {}
+    if not trailer:
+        return {}  # object not closed after the array: tolerated
+    if trailer.startswith(b","):
+        body = trailer[1:].strip()
+        if not body.endswith(b"}"):
+            body = body.rstrip(b",") + b"}"
+        try:
+            return _DECODE_DICT.decode(b"{" + body)
+        except msgspec.DecodeError:
+            return None
+    return None
+
+
+def _decode_piece(piece: bytes, first_index: int, path: Path, at: int) -> pl.DataFrame:
+    """Decode `ev, ev, ...` (no brackets) into a frame of raw text columns plus `idx`."""
+    data = b"[" + piece + b"]"
+    try:
+        events = _DECODE_PIECE.decode(data)
+    except msgspec.ValidationError:
+        events = _decode_leniently(data, first_index, path)
+    return _columns(events, first_index)
+
+
+class _NotAnEvent(msgspec.Struct):
+    """Marks an array element that is not a JSON object (reported, then skipped)."""
+
+    text: str
+
+
+def _decode_leniently(data: bytes, first_index: int, path: Path) -> list[Any]:
+    """Per element: objects become events, anything else a `_NotAnEvent` placeholder."""
+    out: list[Any] = []
+    for raw in _DECODE_ANY_LIST.decode(data):
+        try:
+            out.append(_DECODE_ONE.decode(raw))
+        except msgspec.ValidationError:
+            out.append(_NotAnEvent(bytes(raw)[:40].decode("utf-8", "replace")))
+    return out
+
+
+def _empty_raw() -> pl.DataFrame:
+    return pl.DataFrame(
+        {
+            **{f: pl.Series([], dtype=pl.String) for f in FIELDS},
+            "idx": pl.Series([], dtype=pl.UInt32),
+        }
+    )
+
+
+def _columns(events: list[Any], first_index: int) -> pl.DataFrame:
+    """Transpose decoded events into string columns of raw JSON text (Rust-side split)."""
+    bad = (
+        [i for i, e in enumerate(events) if isinstance(e, _NotAnEvent)]
+        if events and not all(isinstance(e, RawEvent) for e in events)
+        else []
+    )
+    placeholder = RawEvent(ph=msgspec.Raw(b'"\\u0000notobj"'))
+    if bad:
+        for i in bad:
+            text = events[i].text
+            events[i] = RawEvent(ph=placeholder.ph, name=msgspec.Raw(msgspec.json.encode(text)))
+    n = len(events)
+    idx = pl.int_range(first_index, first_index + n, dtype=pl.UInt32, eager=True).alias("idx")
+    if n == 0:
+        return _empty_raw()
+    cols = list(zip(*map(_GET_ALL, events), strict=True)) if len(FIELDS) > 1 else []
+    series: list[pl.Series] = []
+    for name, col in zip(FIELDS, cols, strict=True):
+        joined = _SEP.join(col).decode("utf-8")
+        s = pl.Series(name, [joined]).str.split("\x1f").explode()
+        if s.len() != n:  # a raw control character inside a value: split the slow way
+            s = pl.Series(name, [bytes(v).decode("utf-8") for v in col], dtype=pl.String)
+        series.append(s)
+    return pl.DataFrame([*series, idx])

@@ -1,0 +1,182 @@
+"""Chrome Trace Event JSON: `read_chrome` (plain Chrome semantics, then the flavor's meaning)
+and `write_chrome` (see chrome_write.py).
+
+Reading is column-wise: `_json_decode` turns the file into raw JSON-text columns, this module
+turns them into slices (X, matched B/E, b/e async, instants), counters (C), metadata (M) and
+flow points (s/t/f and v2 bind_id), and `flavors` says what they mean (unit, rank, kind).
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from pathlib import Path
+from typing import IO, Any
+
+import msgspec
+import numpy as np
+import polars as pl
+
+from moetrace.trace import chrome_parts as parts
+from moetrace.trace._json_decode import RawTrace, decode_file
+from moetrace.trace._json_values import json_bool, json_text, to_ns
+from moetrace.trace.flavors import detect_flavor, interpret
+from moetrace.trace.model import Trace
+
+_SLICE_PHASES = ("X", "B", "E", "i", "I", "R", "b", "e", "n")
+_KNOWN = {*_SLICE_PHASES, "C", "s", "t", "f", "M"}
+_IGNORED_NAMES = {
+    "S": "legacy async",
+    "T": "legacy async",
+    "F": "legacy async",
+    "p": "legacy async",
+    "O": "object snapshot",
+    "N": "object",
+    "D": "object",
+    "P": "sample",
+    "v": "memory dump",
+    "V": "memory dump",
+    "c": "clock sync",
+    "(": "context",
+    ")": "context",
+}
+
+
+def read_chrome(path: str | Path, *, flavor: str | None = None) -> Trace:
+    """Read a Chrome JSON trace (.json or .json.gz, array or object form) into a `Trace`.
+
+    `flavor` forces an interpretation ("kineto", "ascend", "moetrace", "chrome"); by
+    default it is detected from the file. Raises `TraceFormatError` on unreadable input.
+    """
+    raw = decode_file(path)
+    return trace_from_raw(raw, path, flavor=flavor)
+
+
+def write_chrome(trace: Trace, out: str | Path | IO[bytes]) -> None:
+    """Write `trace` as Chrome JSON (object form; gzip when the path ends in .gz)."""
+    from moetrace.trace.chrome_write import write_chrome as _write
+
+    _write(trace, out)
+
+
+def _warn_count(warnings: list[str], mask: pl.Series, idx: pl.Series, what: str) -> None:
+    n = int(mask.sum())
+    if n:
+        first = int(idx.filter(mask)[0])
+        warnings.append(f"{n} event(s) {what} (first: event #{first})")
+
+
+def decode_columns(raw: pl.DataFrame, warnings: list[str]) -> pl.DataFrame:
+    """Raw JSON text columns -> typed columns: strings, ns times, booleans. Drops (and
+    reports) events whose required fields are missing or of the wrong type."""
+    idx = raw["idx"]
+    ph, ph_is_str = json_text(raw["ph"])
+    not_obj = (ph == "\x00notobj").fill_null(False)
+    if not_obj.any():
+        first = int(idx.filter(not_obj)[0])
+        warnings.append(
+            f"{int(not_obj.sum())} array element(s) are not JSON objects, skipped (first: event #{first})"
+        )
+    no_ph = ph.is_null() | ~ph_is_str | (ph.str.len_chars() != 1)
+    _warn_count(warnings, no_ph & ~not_obj, idx, "without a one-letter string 'ph', skipped")
+    name, name_is_str = json_text(raw["name"])
+    cat, _ = json_text(raw["cat"])
+    pid, _ = json_text(raw["pid"])
+    tid, _ = json_text(raw["tid"])
+    ts, ts_bad = to_ns(raw["ts"])
+    dur, dur_bad = to_ns(raw["dur"])
+    ident, _ = json_text(raw["id"])
+    id2 = raw["id2"]
+    args = pl.select(pl.when(raw["args"] == "null").then(None).otherwise(raw["args"])).to_series()
+    frame = pl.DataFrame(
+        {
+            "idx": idx,
+            "ph": ph,
+            "name": name,
+            "cat": cat,
+            "pid": pid,
+            "tid": tid,
+            "ts": ts,
+            "dur": dur,
+            "id": ident,
+            "id2": id2,
+            "bp": json_text(raw["bp"])[0],
+            "scope": json_text(raw["s"])[0],
+            "bind_id": json_text(raw["bind_id"])[0],
+            "flow_in": json_bool(raw["flow_in"]),
+            "flow_out": json_bool(raw["flow_out"]),
+            "args": args,
+            "kind_ext": json_text(raw["kind"])[0],
+            "flops": to_ns(raw["flops"], scale=1)[0],
+            "bytes": to_ns(raw["bytes"], scale=1)[0],
+        }
+    )
+    keep = ~(no_ph | not_obj)
+    is_meta = ph == "M"
+    _warn_count(
+        warnings, keep & ~name_is_str, idx, "with a non-string 'name' (kept as its JSON text)"
+    )
+    _warn_count(warnings, keep & (ts_bad & ~is_meta), idx, "with a non-numeric 'ts', skipped")
+    missing_ts = keep & ~is_meta & ts.is_null() & ~ts_bad
+    _warn_count(warnings, missing_ts, idx, "without 'ts', skipped")
+    keep = keep & (is_meta | ts.is_not_null())
+    is_x = ph == "X"
+    _warn_count(warnings, keep & is_x & dur_bad, idx, "with a non-numeric 'dur', skipped")
+    _warn_count(
+        warnings, keep & is_x & dur.is_null() & ~dur_bad, idx, "of phase X without 'dur', skipped"
+    )
+    neg = keep & is_x & (dur < 0).fill_null(False)
+    _warn_count(warnings, neg, idx, "with a negative 'dur', skipped")
+    keep = keep & ~(is_x & (dur.is_null() | (dur < 0).fill_null(False)))
+    no_pid = keep & pid.is_null() & ~is_meta
+    _warn_count(warnings, no_pid, idx, "without 'pid' (put on pid 0)")
+    frame = frame.filter(keep).with_columns(pl.col("pid").fill_null("0"))
+    return frame.with_columns(pl.col("tid").fill_null(pl.col("pid")))
+
+
+def trace_from_raw(raw: RawTrace, path: str | Path, *, flavor: str | None = None) -> Trace:
+    """Build a `Trace` from decoded raw columns (Chrome semantics + flavor)."""
+    warnings = list(raw.warnings)
+    frame = decode_columns(raw.events, warnings)
+    phases = (
+        Counter(frame["ph"].to_list())
+        if frame.height < 2000
+        else dict(frame.group_by("ph").len().iter_rows())
+    )
+    unknown = {p: n for p, n in phases.items() if p not in _KNOWN}
+    for p, n in sorted(unknown.items()):
+        what = _IGNORED_NAMES.get(p, "unknown phase")
+        warnings.append(f"skipped {n} event(s) of phase {p!r} ({what})")
+    meta_rows = frame.filter(pl.col("ph") == "M")
+    chosen = flavor or detect_flavor(raw.top, frame, meta_rows, path)
+    built = parts.build(frame, meta_rows, raw.top, warnings, moetrace=(chosen == "moetrace"))
+    meta: dict[str, Any] = {
+        "format": "chrome-json",
+        "flavor": chosen,
+        "source": [str(path)],
+        "container": raw.container,
+        "top": {k: v for k, v in raw.top.items() if k != "moetrace"},
+    }
+    trace = interpret(chosen, built, raw.top, path, meta)
+    trace.meta["warnings"] = [*warnings, *trace.meta.get("warnings", [])]
+    return trace
+
+
+def decode_args(args: list[str | None]) -> list[dict[str, Any]]:
+    """JSON args texts -> dicts (small populations only: M and C events)."""
+    out: list[dict[str, Any]] = []
+    for text in args:
+        try:
+            value = msgspec.json.decode(text) if text else {}
+        except msgspec.DecodeError:
+            value = {}
+        out.append(value if isinstance(value, dict) else {})
+    return out
+
+
+def as_int_or_text(values: np.ndarray | list[Any]) -> list[Any]:
+    """pid/tid texts -> int where they are integer digits (writers emit numbers then)."""
+    out: list[Any] = []
+    for v in values:
+        s = str(v)
+        out.append(int(s) if s.lstrip("-").isdigit() and len(s) < 20 else s)
+    return out

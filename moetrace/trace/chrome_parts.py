@@ -1,0 +1,402 @@
+"""Chrome semantics on decoded columns: slices, tracks, overflow lanes, flows and counters.
+
+`build` turns typed event columns into the parts of a `Trace` before any flavor meaning:
+X / matched B-E / b-e async slices and instants with ids in file order, one track per
+(pid, tid) (plus overflow lanes for partially overlapping slices, as Perfetto does), flow
+edges bound to slices by the v1 (s/t/f, `bp`) and v2 (`bind_id`) rules, and counters.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import msgspec
+import numpy as np
+import polars as pl
+
+from moetrace.trace.chrome_phases import (
+    assign_overflow_lanes,
+    chain_edges,
+    enclosing_slice,
+    match_begin_end,
+    next_slice,
+)
+from moetrace.trace.model import nesting_depth
+
+_SLICE_COLS = [
+    "idx",
+    "pid",
+    "tid",
+    "name",
+    "cat",
+    "ts",
+    "dur",
+    "args",
+    "bind_id",
+    "flow_in",
+    "flow_out",
+    "kind_ext",
+    "flops",
+    "bytes",
+    "ph",
+]
+
+
+@dataclass
+class Built:
+    """Flavor-neutral parts of a trace (ids assigned, tracks laid out, flows bound)."""
+
+    events: pl.DataFrame  # id, track, name, cat, ts, dur, depth, args, kind_ext, flops, bytes, ph
+    tracks: pl.DataFrame  # track, pid, tid, lane, process_name, thread_name, labels, sort_index
+    flows: pl.DataFrame  # src, dst, cat, name
+    counters: pl.DataFrame  # track, name, ts, value
+    stored: dict[str, Any] = field(default_factory=dict)  # moetrace's own tables, if present
+
+
+def _tkey(pid: str = "pid", tid: str = "tid") -> pl.Expr:
+    return pl.concat_str([pl.col(pid), pl.col(tid)], separator="\x00")
+
+
+def _merge_args(begin: str | None, end: str | None) -> str | None:
+    """B args updated by E args (Chrome merges them); kept as JSON text."""
+    if not end or end.strip() in ("{}", ""):
+        return begin
+    try:
+        a = msgspec.json.decode(begin) if begin else {}
+        b = msgspec.json.decode(end)
+    except msgspec.DecodeError:
+        return begin
+    if isinstance(a, dict) and isinstance(b, dict):
+        return msgspec.json.encode({**a, **b}).decode()
+    return begin
+
+
+def _paired(
+    frame: pl.DataFrame,
+    begin: str,
+    end: str,
+    key: pl.Expr,
+    what: str,
+    warnings: list[str],
+    trace_end: int,
+) -> pl.DataFrame:
+    rows = frame.filter(pl.col("ph").is_in([begin, end])).with_columns(
+        key.alias("mkey"), (pl.col("ph") == begin).alias("is_begin")
+    )
+    if rows.height == 0:
+        return frame.select(_SLICE_COLS).clear()
+    pairs, lone_end, lone_begin = match_begin_end(rows, "mkey")
+    if lone_end.height:
+        first = int(lone_end["idx"].min())  # type: ignore[arg-type]
+        warnings.append(
+            f"{lone_end.height} unmatched '{end}' event(s) with no open '{begin}' on {what}, skipped (first: event #{first})"
+        )
+    if lone_begin.height:
+        first = int(lone_begin["idx"].min())  # type: ignore[arg-type]
+        warnings.append(
+            f"{lone_begin.height} unmatched '{begin}' event(s) never ended on {what}: closed at the end of the trace (first: event #{first})"
+        )
+    end_args = rows.filter(~pl.col("is_begin")).select(
+        pl.col("idx").alias("end_idx"), pl.col("args").alias("end_args")
+    )
+    pairs = pairs.join(end_args, on="end_idx", how="left")
+    if pairs["end_args"].is_not_null().any():
+        merged = [
+            _merge_args(a, b)
+            for a, b in zip(pairs["args"].to_list(), pairs["end_args"].to_list(), strict=True)
+        ]
+        pairs = pairs.with_columns(pl.Series("args", merged, dtype=pl.String))
+    pairs = pairs.with_columns((pl.col("end_ts") - pl.col("ts")).alias("dur"))
+    lone = lone_begin.with_columns(
+        pl.max_horizontal(pl.lit(trace_end) - pl.col("ts"), pl.lit(0)).alias("dur")
+    )
+    out = pl.concat([pairs.select(_SLICE_COLS), lone.select(_SLICE_COLS)])
+    return out.with_columns(pl.col("ph").replace({begin: "X" if begin == "B" else "b"}))
+
+
+def collect_slices(frame: pl.DataFrame, warnings: list[str]) -> pl.DataFrame:
+    """Every slice and instant, one row each, in file order of the opening event."""
+    x = frame.filter(pl.col("ph") == "X").select(_SLICE_COLS)
+    inst = frame.filter(pl.col("ph").is_in(["i", "I", "R", "n"])).with_columns(
+        pl.lit(0, pl.Int64).alias("dur")
+    )
+    inst = inst.with_columns(
+        pl.when(pl.col("ph") == "n")
+        .then(pl.lit("async:") + pl.col("cat").fill_null(""))
+        .otherwise(pl.col("tid"))
+        .alias("tid")
+    ).select(_SLICE_COLS)
+    ends = frame.filter(pl.col("ph").is_in(["X", "B", "E", "b", "e", "i", "I", "R", "n"]))
+    trace_end = (
+        int(ends.select((pl.col("ts") + pl.col("dur").fill_null(0)).max()).item() or 0)
+        if ends.height
+        else 0
+    )
+    be = _paired(frame, "B", "E", _tkey(), "their thread", warnings, trace_end)
+    async_key = pl.concat_str(
+        [
+            pl.col("pid"),
+            pl.col("cat").fill_null(""),
+            pl.coalesce(pl.col("id"), pl.col("id2")).fill_null(""),
+        ],
+        separator="\x00",
+    )
+    asy = _paired(frame, "b", "e", async_key, "their async id", warnings, trace_end)
+    asy = asy.with_columns((pl.lit("async:") + pl.col("cat").fill_null("")).alias("tid"))
+    return pl.concat([x, inst, be, asy]).sort("idx")
+
+
+def _metadata(meta_rows: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """M events -> per-pid (process_name, labels, process_sort) and per-(pid, tid) names/sorts."""
+    from moetrace.trace.chrome import decode_args
+
+    procs: dict[str, dict[str, Any]] = {}
+    threads: dict[tuple[str, str], dict[str, Any]] = {}
+    rows = meta_rows.select("name", "pid", "tid", "args").rows()
+    decoded = decode_args([r[3] for r in rows])
+    for (name, pid, tid, _), a in zip(rows, decoded, strict=True):
+        if name == "process_name":
+            procs.setdefault(pid, {})["process_name"] = _text(a.get("name"))
+        elif name == "process_labels":
+            procs.setdefault(pid, {})["labels"] = _text(a.get("labels"))
+        elif name == "process_sort_index":
+            procs.setdefault(pid, {})["psort"] = _int(a.get("sort_index"))
+        elif name == "thread_name":
+            threads.setdefault((pid, tid), {})["thread_name"] = _text(a.get("name"))
+        elif name == "thread_sort_index":
+            threads.setdefault((pid, tid), {})["tsort"] = _int(a.get("sort_index"))
+    p = pl.DataFrame(
+        {
+            "pid": list(procs),
+            "process_name": [v.get("process_name") for v in procs.values()],
+            "labels": [v.get("labels") for v in procs.values()],
+            "psort": [v.get("psort") for v in procs.values()],
+        },
+        schema={
+            "pid": pl.String,
+            "process_name": pl.String,
+            "labels": pl.String,
+            "psort": pl.Int64,
+        },
+    )
+    t = pl.DataFrame(
+        {
+            "pid": [k[0] for k in threads],
+            "tid": [k[1] for k in threads],
+            "thread_name": [v.get("thread_name") for v in threads.values()],
+            "tsort": [v.get("tsort") for v in threads.values()],
+        },
+        schema={"pid": pl.String, "tid": pl.String, "thread_name": pl.String, "tsort": pl.Int64},
+    )
+    return p, t
+
+
+def _text(v: Any) -> str | None:
+    return None if v is None else str(v)
+
+
+def _int(v: Any) -> int | None:
+    try:
+        return int(v) if v is not None and -(2**31) <= int(v) < 2**31 else None
+    except (TypeError, ValueError):
+        return None
+
+
+def _numeric_sort(col: str) -> pl.Expr:
+    return pl.col(col).cast(pl.Int64, strict=False)
+
+
+def build(
+    frame: pl.DataFrame,
+    meta_rows: pl.DataFrame,
+    top: dict[str, Any],
+    warnings: list[str],
+    *,
+    moetrace: bool = False,
+) -> Built:
+    """Chrome semantics: slices with ids, tracks with overflow lanes, bound flows, counters."""
+    slices = collect_slices(frame, warnings)
+    slices = slices.with_columns(pl.int_range(pl.len(), dtype=pl.UInt32).alias("id"))
+    counters = _counter_rows(frame, warnings)
+    stored = top.get("moetrace") if moetrace and isinstance(top.get("moetrace"), dict) else None
+    if stored and isinstance(stored.get("tracks"), dict):
+        from moetrace.trace.flavors import restore_moetrace_tracks
+
+        return restore_moetrace_tracks(slices, counters, stored, warnings)
+    # Lay out tracks: one per (pid, tid), overflow lanes for partially overlapping slices.
+    base_keys = pl.concat([slices.select("pid", "tid"), counters.select("pid", "tid")]).unique(
+        maintain_order=True
+    )
+    base_keys = base_keys.with_columns(pl.int_range(pl.len()).alias("base"))
+    slices = slices.join(base_keys, on=["pid", "tid"], how="left", maintain_order="left")
+    lane = assign_overflow_lanes(
+        slices["base"].to_numpy(), slices["ts"].to_numpy(), slices["dur"].to_numpy()
+    )
+    slices = slices.with_columns(pl.Series("lane", lane, dtype=pl.Int64))
+    n_moved = int((lane > 0).sum())
+    if n_moved:
+        warnings.append(
+            f"{n_moved} slice(s) overlap an earlier slice on their thread without nesting: "
+            f"moved to overflow tracks (as Perfetto does)"
+        )
+    counters = counters.with_columns(pl.lit(0, pl.Int64).alias("lane"))
+    keys = pl.concat(
+        [slices.select("pid", "tid", "lane"), counters.select("pid", "tid", "lane")]
+    ).unique()
+    procs, threads = _metadata(meta_rows)
+    tracks = keys.join(procs, on="pid", how="left").join(threads, on=["pid", "tid"], how="left")
+    tracks = tracks.with_columns(
+        pl.when(pl.col("lane") > 0)
+        .then(
+            pl.concat_str(
+                [
+                    pl.coalesce(pl.col("thread_name"), pl.col("tid")),
+                    pl.lit(" (overlap "),
+                    pl.col("lane").cast(pl.String),
+                    pl.lit(")"),
+                ]
+            )
+        )
+        .when(pl.col("tid").str.starts_with("async:"))
+        .then(pl.coalesce(pl.col("thread_name"), pl.col("tid")))
+        .otherwise(pl.col("thread_name"))
+        .alias("thread_name")
+    )
+    tracks = tracks.sort(
+        [
+            pl.col("psort").fill_null(2**40),
+            _numeric_sort("pid"),
+            "pid",
+            pl.col("tsort").fill_null(2**40),
+            _numeric_sort("tid"),
+            "tid",
+            "lane",
+        ],
+        nulls_last=True,
+    ).with_columns(pl.int_range(pl.len(), dtype=pl.UInt32).alias("track"))
+    tracks = tracks.with_columns(pl.col("track").cast(pl.Int32).alias("sort_index"))
+    slices = slices.join(
+        tracks.select("pid", "tid", "lane", "track"),
+        on=["pid", "tid", "lane"],
+        how="left",
+        maintain_order="left",
+    )
+    counters = counters.join(
+        tracks.select("pid", "tid", "lane", "track"),
+        on=["pid", "tid", "lane"],
+        how="left",
+        maintain_order="left",
+    )
+    depth, _ = nesting_depth(
+        slices["track"].to_numpy(), slices["ts"].to_numpy(), slices["dur"].to_numpy()
+    )
+    slices = slices.with_columns(pl.Series("depth", depth, dtype=pl.UInt16))
+    flows = _bind_flows(frame, slices, tracks)
+    return Built(slices, tracks, flows, counters.select("track", "name", "ts", "value"))
+
+
+def _counter_rows(frame: pl.DataFrame, warnings: list[str]) -> pl.DataFrame:
+    """C events: one sample per numeric arg; series name `name` ("<name> <key>" when the key
+    is not `value` and there are several keys, "<name> id: <id> ..." with an id)."""
+    from moetrace.trace.chrome import decode_args
+
+    c = frame.filter(pl.col("ph") == "C").select("idx", "pid", "tid", "name", "ts", "args", "id")
+    out: dict[str, list[Any]] = {"pid": [], "tid": [], "name": [], "ts": [], "value": []}
+    bad = 0
+    first_bad = -1
+    for (idx, pid, tid, name, ts, _a, cid), args in zip(
+        c.rows(), decode_args(c["args"].to_list()), strict=True
+    ):
+        prefix = name or ""
+        if cid is not None:
+            prefix = f"{prefix} id: {cid}"
+        for key, value in args.items():
+            if isinstance(value, bool) or not isinstance(value, int | float):
+                bad += 1
+                first_bad = idx if first_bad < 0 else first_bad
+                continue
+            series = (
+                prefix
+                if (key == "value" or (len(args) == 1 and key == name))
+                else f"{prefix} {key}"
+            )
+            out["pid"].append(pid)
+            out["tid"].append(tid)
+            out["name"].append(series)
+            out["ts"].append(ts)
+            out["value"].append(float(value))
+    if bad:
+        warnings.append(f"{bad} non-numeric counter value(s) skipped (first: event #{first_bad})")
+    return pl.DataFrame(
+        out,
+        schema={
+            "pid": pl.String,
+            "tid": pl.String,
+            "name": pl.String,
+            "ts": pl.Int64,
+            "value": pl.Float64,
+        },
+    )
+
+
+def _bind_flows(frame: pl.DataFrame, slices: pl.DataFrame, tracks: pl.DataFrame) -> pl.DataFrame:
+    """Flow edges (src, dst event ids, cat, name) from v1 s/t/f points and v2 bind_ids."""
+    empty = pl.DataFrame(
+        schema={"src": pl.Int64, "dst": pl.Int64, "cat": pl.String, "name": pl.String}
+    )
+    pts = frame.filter(pl.col("ph").is_in(["s", "t", "f"]))
+    edges = [empty]
+    if pts.height and slices.height:
+        s_track = slices["track"].to_numpy().astype(np.int64)
+        s_ts, s_dur = slices["ts"].to_numpy(), slices["dur"].to_numpy()
+        s_depth, s_id = slices["depth"].to_numpy(), slices["id"].to_numpy().astype(np.int64)
+        lane_tracks = tracks.select("pid", "tid", "lane", "track")
+        event = np.full(pts.height, -1, dtype=np.int64)
+        enclosing = ((pts["ph"] != "f") | (pts["bp"] == "e")).fill_null(True).to_numpy()
+        q_ts = pts["ts"].to_numpy()
+        for lane in range(int(tracks["lane"].max() or 0) + 1):  # type: ignore[arg-type]
+            q = (
+                pts.select("pid", "tid")
+                .with_columns(pl.lit(lane, pl.Int64).alias("lane"))
+                .join(lane_tracks, on=["pid", "tid", "lane"], how="left", maintain_order="left")
+            )
+            q_track = q["track"].fill_null(2**31).to_numpy().astype(np.int64)
+            todo = event < 0
+            enc = enclosing_slice(s_track, s_ts, s_dur, s_depth, s_id, q_track, q_ts)
+            nxt = next_slice(s_track, s_ts, s_dur, s_id, q_track, q_ts)
+            found = np.where(enclosing, enc, nxt)
+            event = np.where(todo, found, event)
+        points = pts.with_columns(
+            pl.Series("event", event),
+            pl.concat_str(
+                [
+                    pl.col("cat").fill_null(""),
+                    pl.col("name").fill_null(""),
+                    pl.col("id").fill_null(""),
+                ],
+                separator="\x00",
+            ).alias("fkey"),
+            pl.col("ph").is_in(["s", "t"]).alias("out"),
+            pl.col("ph").is_in(["t", "f"]).alias("in"),
+        )
+        edges.append(chain_edges(points, "fkey"))
+    v2 = slices.filter(pl.col("bind_id").is_not_null())
+    if v2.height:
+        points = v2.select(
+            pl.col("bind_id"),
+            "ts",
+            "idx",
+            pl.col("flow_out").alias("out"),
+            pl.col("flow_in").alias("in"),
+            pl.col("id").cast(pl.Int64).alias("event"),
+            "cat",
+            "name",
+        )
+        edges.append(chain_edges(points, "bind_id"))
+    return pl.concat(
+        [
+            e.select(pl.col("src").cast(pl.Int64), pl.col("dst").cast(pl.Int64), "cat", "name")
+            for e in edges
+        ]
+    )

@@ -1,0 +1,190 @@
+"""Loading and saving traces: files, several ranks, directories; format by extension.
+
+`load` reads Chrome JSON (.json, .json.gz: Kineto, Ascend, moetrace, plain) and Perfetto
+.pftrace; several files are several ranks merged into one `Trace`. `write_trace` writes
+.json / .json.gz (Chrome JSON) or .pftrace, never overwriting without `force`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import IO, Any
+
+import polars as pl
+
+from moetrace.trace.model import Trace, TraceFormatError
+
+TRACE_SUFFIXES = (".json", ".json.gz", ".pftrace")
+_NOT_TRACES = {
+    "communication.json",
+    "communication_matrix.json",
+    "profiler_info.json",
+    "profiler_metadata.json",
+    "cluster_communication.json",
+    "cluster_communication_matrix.json",
+    "communication_group.json",
+}
+
+
+def _is_trace_name(p: Path) -> bool:
+    name = p.name.lower()
+    if name in _NOT_TRACES or name.startswith("profiler_info"):
+        return False
+    return name.endswith(TRACE_SUFFIXES)
+
+
+def find_traces(directory: Path) -> list[Path]:
+    """Trace files under `directory`: Ascend `*_ascend_pt/ASCEND_PROFILER_OUTPUT/trace_view.json`
+    (one per rank; the side files next to them are not traces), else every .json, .json.gz and
+    .pftrace file (recursively), sorted by path."""
+    ascend = sorted(directory.rglob("ASCEND_PROFILER_OUTPUT/trace_view.json"))
+    ascend_roots = {p.parent.parent for p in ascend}
+    others = [
+        p
+        for p in sorted(directory.rglob("*"))
+        if p.is_file() and _is_trace_name(p) and not any(r in p.parents for r in ascend_roots)
+    ]
+    return sorted({*ascend, *others})
+
+
+def _expand(paths: str | Path | Sequence[str | Path]) -> list[Path]:
+    items = [paths] if isinstance(paths, str | Path) else list(paths)
+    if not items:
+        raise TraceFormatError(None, "no trace files given")
+    out: list[Path] = []
+    for item in items:
+        p = Path(item)
+        if p.is_dir():
+            found = find_traces(p)
+            if not found:
+                raise TraceFormatError(
+                    p, "directory holds no traces (*.json, *.json.gz, *.pftrace, *_ascend_pt/)"
+                )
+            out.extend(found)
+        elif not p.exists():
+            raise TraceFormatError(p, "no such file or directory")
+        else:
+            out.append(p)
+    return out
+
+
+def read_one(path: Path, *, flavor: str | None = None) -> Trace:
+    """Read one trace file; .pftrace by name or magic, everything else as Chrome JSON."""
+    with open(path, "rb") as fh:
+        head = fh.read(16)
+    is_json_like = head.lstrip()[:1] in (b"[", b"{") or head[:2] == b"\x1f\x8b"
+    if path.name.endswith(".pftrace") and not is_json_like:
+        try:
+            from moetrace.trace.pftrace import read_pftrace
+        except ImportError:
+            raise TraceFormatError(
+                path, "reading .pftrace is not available yet (moetrace.trace.pftrace missing)"
+            ) from None
+        return read_pftrace(path)
+    from moetrace.trace.chrome import read_chrome
+
+    return read_chrome(path, flavor=flavor)
+
+
+def load(paths: str | Path | Sequence[str | Path], *, flavor: str | None = None) -> Trace:
+    """Load one trace file, several (one rank each, merged), or a directory of traces.
+
+    Ranks come from each file (Kineto `distributedInfo.rank`, moetrace's metadata, Ascend
+    `rank<N>` in the path); a file that names none gets its position in the list.
+    Raises `TraceFormatError` for bad input.
+    """
+    files = _expand(paths)
+    traces = [read_one(p, flavor=flavor) for p in files]
+    if len(traces) == 1:
+        return traces[0]
+    claimed: dict[int, Path] = {}
+    fixed: list[Trace] = []
+    for position, (path, trace) in enumerate(zip(files, traces, strict=True)):
+        if trace.tracks.height and trace.tracks["rank"].null_count() == trace.tracks.height:
+            trace = Trace(
+                trace.events,
+                trace.tracks.with_columns(pl.lit(position, pl.Int32).alias("rank")),
+                trace.deps,
+                trace.counters,
+                {
+                    **trace.meta,
+                    "warnings": [
+                        *trace.warnings,
+                        f"{path}: no rank in the file; using its position {position}",
+                    ],
+                },
+            )
+        for r in trace.ranks:
+            if r in claimed and claimed[r] != path:
+                trace = trace.with_meta(
+                    warnings=[*trace.warnings, f"{path}: rank {r} also in {claimed[r]}"]
+                )
+            claimed.setdefault(r, path)
+        fixed.append(trace)
+    return merge(fixed)
+
+
+def merge(traces: Sequence[Trace]) -> Trace:
+    """One trace from several (e.g. one per rank): ids and track numbers renumbered so they
+    stay unique, ranks kept, warnings and sources concatenated."""
+    if not traces:
+        return Trace()
+    events, tracks, deps, counters = [], [], [], []
+    id_off = track_off = 0
+    for t in traces:
+        events.append(_offset(t.events, {"id": id_off, "track": track_off}))
+        tracks.append(_offset(t.tracks, {"track": track_off, "sort_index": track_off}))
+        deps.append(_offset(t.deps, {"src": id_off, "dst": id_off}))
+        counters.append(_offset(t.counters, {"track": track_off}))
+        id_off += int(t.events["id"].cast(pl.Int64).max() or 0) + 1 if t.events.height else 0  # type: ignore[arg-type]
+        track_off += int(t.tracks["track"].cast(pl.Int64).max() or 0) + 1 if t.tracks.height else 0  # type: ignore[arg-type]
+    first = traces[0].meta
+    meta: dict[str, Any] = {k: v for k, v in first.items() if k not in ("warnings", "source")}
+    formats = {t.meta.get("format") for t in traces}
+    flavors = {t.meta.get("flavor") for t in traces}
+    meta["format"] = formats.pop() if len(formats) == 1 else "mixed"
+    meta["flavor"] = flavors.pop() if len(flavors) == 1 else "mixed"
+    meta["warnings"] = [w for t in traces for w in t.warnings]
+    meta["source"] = [s for t in traces for s in t.meta.get("source", [])]
+    return Trace.from_frames(
+        pl.concat(events), pl.concat(tracks), pl.concat(deps), pl.concat(counters), meta
+    )
+
+
+def _offset(frame: pl.DataFrame, offsets: dict[str, int]) -> pl.DataFrame:
+    return frame.with_columns(
+        [(pl.col(c).cast(pl.Int64) + off).cast(frame.schema[c]) for c, off in offsets.items()]
+    )
+
+
+def write_trace(trace: Trace, path: str | Path | IO[bytes], *, force: bool = False) -> Path:
+    """Write `trace`: .json / .json.gz -> Chrome JSON, .pftrace -> Perfetto protobuf.
+
+    A binary stream gets Chrome JSON. Refuses to overwrite an existing file unless `force`
+    (TraceFormatError). Returns the path written (`Path("-")` for a stream).
+    """
+    from moetrace.trace.chrome import write_chrome
+
+    if not isinstance(path, str | Path):
+        write_chrome(trace, path)
+        return Path("-")
+    out = Path(path)
+    name = out.name.lower()
+    if not name.endswith(TRACE_SUFFIXES):
+        raise TraceFormatError(out, "unknown output format: use .json, .json.gz or .pftrace")
+    if out.exists() and not force:
+        raise TraceFormatError(out, "already exists (use --force to overwrite)")
+    if not out.parent.exists():
+        raise TraceFormatError(out.parent, "no such directory")
+    if name.endswith(".pftrace"):
+        try:
+            from moetrace.trace.pftrace import write_pftrace
+        except ImportError:
+            raise TraceFormatError(
+                out, "writing .pftrace is not available yet (moetrace.trace.pftrace missing)"
+            ) from None
+        write_pftrace(trace, out)
+        return out
+    write_chrome(trace, out)
+    return out
