@@ -63,21 +63,23 @@ class MoetraceApp(ViewerActions, App[None]):
     COMMANDS = App.COMMANDS | {ViewerCommands}
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("enter", "details", "Details", id="app.details"),
-        Binding("c", "overlay('critical')", "Crit.path", id="app.overlay_critical"),
-        Binding("i", "overlay('gaps')", "Idle gaps", id="app.overlay_gaps"),
-        Binding("x", "overlay('exposed')", "Exposed comm", id="app.overlay_exposed"),
-        Binding("right_square_bracket", "follow(1)", "Follow dep", id="app.follow_next"),
-        Binding("left_square_bracket", "follow(-1)", "Back dep", id="app.follow_prev"),
+        Binding("c", "overlay('critical')", "CritPath", id="app.overlay_critical"),
+        Binding("i", "overlay('gaps')", "Idle", id="app.overlay_gaps"),
+        Binding("x", "overlay('exposed')", "Exposed", id="app.overlay_exposed"),
+        Binding(
+            "right_square_bracket", "follow(1)", "Follow dep", show=False, id="app.follow_next"
+        ),
+        Binding("left_square_bracket", "follow(-1)", "Back dep", show=False, id="app.follow_prev"),
         Binding("slash", "prompt('search')", "Search", id="app.search"),
         Binding("n", "search_step(1)", "Next hit", show=False, id="app.search_next"),
         Binding("N", "search_step(-1)", "Prev hit", show=False, id="app.search_prev"),
-        Binding("backslash", "prompt('filter')", "Filter lanes", id="app.filter"),
+        Binding("backslash", "prompt('filter')", "Filter lanes", show=False, id="app.filter"),
         Binding("1", "table('critical')", "CP table", show=False, id="app.table_critical"),
         Binding("2", "table('gaps')", "Gaps table", show=False, id="app.table_gaps"),
         Binding("3", "table('comm')", "Comm table", show=False, id="app.table_comm"),
         Binding("4", "table('names')", "Names table", show=False, id="app.table_names"),
         Binding("question_mark,f1", "help", "Help", id="app.help"),
-        Binding("q", "close_or_quit", "Close/Quit", id="app.close_or_quit"),
+        Binding("q", "close_or_quit", "Close", id="app.close_or_quit"),
     ]
 
     def __init__(
@@ -249,12 +251,8 @@ class MoetraceApp(ViewerActions, App[None]):
 
     def refresh_details(self) -> None:
         origin = self.model.origin if self.model else 0
-        cp = (
-            self.overlays.cp_events
-            if self.overlays is not None and self.report is not None
-            else None
-        )
-        self.query_one(DetailsPane).show(self.trace, self.timeline.selected, origin, cp)
+        overlays = self.overlays if self.report is not None else None
+        self.query_one(DetailsPane).show(self.trace, self.timeline.selected, origin, overlays)
 
 
 def launch(source: Sequence[str | Path] | Trace, **options: Any) -> None:

@@ -111,13 +111,13 @@ class ViewerActions:
             self.set_status("select an event first (click, Enter, . or ,)")
             return
         sel = tl.selected
-        cp = self.overlays.cp_events if self.overlays is not None else np.empty(0, np.int64)
-        where = np.flatnonzero(cp == sel)
-        if len(where):
-            k = int(where[0]) + direction
-            if 0 <= k < len(cp):
-                tl.select_event(int(cp[k]))
-                self.set_status(f"critical path: event {k + 1} of {len(cp)}")
+        ov = self.overlays
+        found = ov.cp_position(sel) if ov is not None else None
+        if ov is not None and found is not None:
+            k, pos, total = found
+            if 0 <= pos + direction < total:
+                tl.select_event(int(ov.cp_events[k + direction]))
+                self.set_status(f"critical path: event {pos + direction + 1} of {total}")
             else:
                 self.set_status(
                     "end of the critical path" if direction > 0 else "start of the critical path"

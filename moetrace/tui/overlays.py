@@ -27,9 +27,17 @@ class Overlays:
     waits: dict[LaneKey, IntervalIndex] = field(default_factory=dict)
     gaps: dict[int, IntervalIndex] = field(default_factory=dict)  # by track
     exposed: dict[int | None, IntervalIndex] = field(default_factory=dict)  # by rank
-    cp_events: np.ndarray = field(
-        default_factory=lambda: np.empty(0, dtype=np.int64)
-    )  # ids in path order
+    cp_events: np.ndarray = field(default_factory=lambda: np.empty(0, dtype=np.int64))  # path order
+    cp_paths: np.ndarray = field(default_factory=lambda: np.empty(0, dtype=np.int64))  # path number
+
+    def cp_position(self, event_id: int) -> tuple[int, int, int] | None:
+        """(index into cp_events, position on its path, path length) of an event, or None."""
+        hits = np.flatnonzero(self.cp_events == event_id)
+        if len(hits) == 0:
+            return None
+        k = int(hits[0])
+        same = np.flatnonzero(self.cp_paths == self.cp_paths[k])
+        return k, k - int(same[0]), len(same)
 
 
 def _frame(report: Any, name: str) -> pl.DataFrame | None:
@@ -56,6 +64,13 @@ def build_overlays(report: Any, model: LaneModel) -> Overlays:
         cp = cp.sort(["rank", "step", "seq"]) if "rank" in cp.columns else cp.sort("seq")
         ev = cp.filter((pl.col("segment") == "event") & pl.col("event_id").is_not_null())
         out.cp_events = ev["event_id"].to_numpy().astype(np.int64)
+        keys = [c for c in ("rank", "step") if c in ev.columns]
+        if keys:
+            out.cp_paths = (
+                ev.select(pl.struct(keys).rank("dense")).to_series().to_numpy().astype(np.int64)
+            )
+        else:
+            out.cp_paths = np.zeros(len(out.cp_events), dtype=np.int64)
         lanes = model.lanes_of(out.cp_events)
         for kind, part in (("event", ev), ("wait", cp.filter(pl.col("segment") == "wait"))):
             if part.height == 0:

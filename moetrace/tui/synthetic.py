@@ -39,7 +39,9 @@ def synthetic_trace(
     starts[:, 0] = offsets[:, 0]
     for j in range(1, len(units)):
         ready = starts[:, j - 1] + durs[:, j - 1] + waits[:, j]
-        starts[:, j] = offsets[:, j] + np.maximum.accumulate(np.maximum(ready - offsets[:, j], 0), axis=-1)
+        starts[:, j] = offsets[:, j] + np.maximum.accumulate(
+            np.maximum(ready - offsets[:, j], 0), axis=-1
+        )
     ends = starts + durs
     durs, starts, ends = (x.reshape(n_lanes, n) for x in (durs, starts, ends))
     lane_units = np.array(list(units) * ranks)

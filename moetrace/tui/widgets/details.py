@@ -9,7 +9,6 @@ from __future__ import annotations
 import json
 from typing import Any
 
-import numpy as np
 import polars as pl
 from rich.text import Text
 from textual.app import ComposeResult
@@ -22,6 +21,7 @@ from moetrace.trace.model import Trace
 
 from ..format import fmt_ns
 from ..lanes import safe_text
+from ..overlays import Overlays
 
 MAX_ARGS_LINES = 14
 
@@ -145,7 +145,7 @@ class DetailsPane(Vertical):
         trace: Trace | None,
         event_id: int | None,
         origin: int,
-        cp_events: np.ndarray | None,
+        overlays: Overlays | None,
     ) -> None:
         """Fill in the pane for `event_id` (None clears it)."""
         text = self.query_one("#details-text", Static)
@@ -154,11 +154,9 @@ class DetailsPane(Vertical):
         if trace is None or event_id is None:
             text.update(Text("No event selected. Click an event or press . / ,", style="dim"))
             return
-        position = None
-        if cp_events is not None:
-            hits = np.flatnonzero(cp_events == event_id)
-            position = (int(hits[0]), len(cp_events)) if len(hits) else None
-        text.update(describe(trace, event_id, origin, position, cp_events is not None))
+        found = overlays.cp_position(event_id) if overlays is not None else None
+        position = (found[1], found[2]) if found is not None else None
+        text.update(describe(trace, event_id, origin, position, overlays is not None))
         options = dependency_options(trace, event_id)
         if options:
             deps.add_options(options)

@@ -35,7 +35,7 @@ def ranks_table(report: Any) -> Table | None:
     if ranks is None or ranks.height == 0:
         return None
     table = Table(box=None, pad_edge=False, expand=False, header_style="bold", title_justify="left")
-    for col in ("rank", "step", "compute", "exp.comm", "exp%", "CP cov", "CPcomm%"):
+    for col in ("rank", "step", "compute", "exp.comm", "exp%", "CPcov", "CPcomm"):
         table.add_column(col, justify="right", no_wrap=True)
     for row in ranks.head(MAX_RANK_ROWS).iter_rows(named=True):
         table.add_row(
@@ -62,7 +62,7 @@ def units_table(report: Any) -> Table | None:
     unit_cols = [c for c in wide.columns if c not in keys]
     table = Table(box=None, pad_edge=False, header_style="bold")
     for col in [*keys, *unit_cols]:
-        table.add_column(col if col in keys else f"{col} util", justify="right", no_wrap=True)
+        table.add_column(col if col in keys else f"{col}", justify="right", no_wrap=True)
     for row in wide.head(MAX_RANK_ROWS).iter_rows(named=True):
         cells = [Text(str(row[k])) for k in keys] + [Text(fmt_pct(row[c])) for c in unit_cols]
         table.add_row(*cells)
@@ -108,7 +108,7 @@ def render_report(report: Any, scope: str) -> RenderableType:
         return Group(*parts)
     for title, table in (
         ("ranks", ranks_table(report)),
-        ("utilisation", units_table(report)),
+        ("utilisation per unit", units_table(report)),
         ("critical path", critical_path_table(report)),
     ):
         if table is not None:

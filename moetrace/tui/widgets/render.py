@@ -40,7 +40,8 @@ KIND_COLOURS = {
 SUMMARY_COLOUR = "#b8b8b8"
 CRITICAL_COLOUR = "#ffd700"
 GAP_COLOUR = "#e05050"
-EXPOSED_BG = "#6a1010"
+EXPOSED_BG = "#8a1010"
+EXPOSED_COLOUR = "#ff3030"
 AREA_BG = "#1f3550"
 VIEWPORT_BG = "#3a3a3a"
 LABEL_STYLE = Style(color="#c8c8c8")
@@ -81,7 +82,11 @@ def cell_style(unit: str | None, summary: bool, key: int) -> Style:
     if key & VIEWPORT:
         bg = VIEWPORT_BG
     if key & EXPOSED:
-        bg = EXPOSED_BG
+        # Exposed comm: red cells; when also on the critical path, gold on red.
+        if key & CRITICAL:
+            bg = EXPOSED_BG
+        else:
+            colour = EXPOSED_COLOUR
     if key & SELECTED:
         colour, bold = "#ffffff", True
     style = Style(color=colour, bgcolor=bg, bold=bold, reverse=bool(key & CURSOR))

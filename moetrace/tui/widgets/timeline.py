@@ -87,10 +87,10 @@ class TimelineView(TimelineNavigation, ScrollView, can_focus=True):
     """
 
     BINDINGS: ClassVar[list[BindingType]] = [
-        Binding("w,plus", "zoom(1)", "Zoom in", id="timeline.zoom_in"),
-        Binding("s,minus", "zoom(-1)", "Zoom out", id="timeline.zoom_out"),
-        Binding("a", "pan(-1)", "Pan left", id="timeline.pan_left"),
-        Binding("d", "pan(1)", "Pan right", id="timeline.pan_right"),
+        Binding("w,plus", "zoom(1)", "Zoom+", key_display="w", id="timeline.zoom_in"),
+        Binding("s,minus", "zoom(-1)", "Zoom-", key_display="s", id="timeline.zoom_out"),
+        Binding("a", "pan(-1)", "Pan←", id="timeline.pan_left"),
+        Binding("d", "pan(1)", "Pan→", id="timeline.pan_right"),
         Binding("A", "pan(-10)", "Page left", show=False, id="timeline.page_left"),
         Binding("D", "pan(10)", "Page right", show=False, id="timeline.page_right"),
         Binding("left,h", "cursor(-1)", "Cursor left", show=False, id="timeline.cursor_left"),
@@ -99,13 +99,13 @@ class TimelineView(TimelineNavigation, ScrollView, can_focus=True):
         Binding("down,j", "lane(1)", "Lane down", show=False, id="timeline.lane_down"),
         Binding("pageup", "lane(-10)", "Page up", show=False, id="timeline.page_up"),
         Binding("pagedown", "lane(10)", "Page down", show=False, id="timeline.page_down"),
-        Binding("full_stop", "step_event(1)", "Next event", id="timeline.next_event"),
-        Binding("comma", "step_event(-1)", "Prev event", id="timeline.prev_event"),
-        Binding("f", "focus_selection", "Focus", id="timeline.focus"),
-        Binding("0,z", "reset_view", "Reset", id="timeline.reset"),
-        Binding("space", "toggle_group", "Expand/collapse", id="timeline.toggle_group"),
-        Binding("v", "area_select", "Area", id="timeline.area"),
-        Binding("m", "mark", "Mark", id="timeline.mark"),
+        Binding("full_stop", "step_event(1)", "Next", id="timeline.next_event"),
+        Binding("comma", "step_event(-1)", "Prev", id="timeline.prev_event"),
+        Binding("f", "focus_selection", "Focus", show=False, id="timeline.focus"),
+        Binding("0,z", "reset_view", "Reset", show=False, id="timeline.reset"),
+        Binding("space", "toggle_group", "Expand/collapse", show=False, id="timeline.toggle_group"),
+        Binding("v", "area_select", "Area", show=False, id="timeline.area"),
+        Binding("m", "mark", "Mark", show=False, id="timeline.mark"),
         Binding("escape", "clear_selection", "Clear", show=False, id="timeline.clear"),
     ]
 

@@ -180,14 +180,15 @@ class TimelineNavigation:
         if row.lane is None or row.lane.index.ids is None or len(row.lane.index.starts) == 0:
             return
         index = row.lane.index
-        here = self.cursor_t
+        here, from_selection = self.cursor_t, False
         if self.selected_span is not None and self.selected_span[0] == (
             row.lane.track,
             row.lane.depth,
         ):
-            here = self.selected_span[1]
+            here, from_selection = self.selected_span[1], True
         if direction > 0:
-            k = int(np.searchsorted(index.starts, here, side="right"))
+            side = "right" if from_selection else "left"  # an event at the cursor is "next"
+            k = int(np.searchsorted(index.starts, here, side=side))
         else:
             k = int(np.searchsorted(index.starts, here, side="left")) - 1
         if 0 <= k < len(index.starts) and index.ids is not None:

@@ -1,0 +1,230 @@
+"""Pilot tests: keys move the viewport, select events, follow the critical path and deps."""
+
+from __future__ import annotations
+
+import numpy as np
+import polars as pl
+from rich.color import Color
+
+from moetrace.trace.model import Trace
+from moetrace.tui.app import MoetraceApp
+
+from tui_helpers import find_row, lane_text, running, static_text
+
+GOLD = Color.parse("#ffd700")
+
+
+def details_text(app: MoetraceApp) -> str:
+    return static_text(app, "#details-text")
+
+
+async def test_first_frame_draws_each_event_where_it_is(small_trace: Trace) -> None:
+    app = MoetraceApp(small_trace)
+    async with running(app):
+        tl = app.timeline
+        text = lane_text(tl, ("lane", 0, 0))
+        assert text.startswith("    AIC 0")
+        cells = text[24 : 24 + tl.lanes_width]
+        # Independent check: a cell is blank iff no event of track 0 meets it.
+        ev = small_trace.events.filter(pl.col("track") == 0)
+        s = (ev["ts"].to_numpy() - tl.model.origin).astype(float)
+        e = s + ev["dur"].to_numpy()
+        edges = np.linspace(tl.t0, tl.t1, tl.lanes_width + 1)
+        for c, ch in enumerate(cells):
+            busy = bool(np.any((s < edges[c + 1]) & (e > edges[c])))
+            assert (ch != " ") == busy, (c, ch)
+
+
+async def test_next_previous_event_and_details(small_trace: Trace) -> None:
+    app = MoetraceApp(small_trace)
+    async with running(app) as pilot:
+        await pilot.press("j", "j")  # rank 0 -> aic -> AIC 0
+        assert app.timeline.rows[app.timeline.cursor_row].key == ("lane", 0, 0)
+        await pilot.press("full_stop")
+        assert app.timeline.selected == 0
+        assert "matmul_0" in details_text(app)
+        await pilot.press("full_stop", "full_stop", "comma")
+        assert app.timeline.selected == 1
+        assert "matmul_1" in details_text(app)
+
+
+async def test_zoom_keeps_the_cursor_time_and_pan_moves_the_view(small_trace: Trace) -> None:
+    app = MoetraceApp(small_trace)
+    async with running(app) as pilot:
+        tl = app.timeline
+        tl.cursor_t = tl.t0 + 0.3 * (tl.t1 - tl.t0)
+        width, frac = tl.t1 - tl.t0, 0.3
+        await pilot.press("w")
+        assert np.isclose(tl.t1 - tl.t0, 0.8 * width)
+        assert np.isclose((tl.cursor_t - tl.t0) / (tl.t1 - tl.t0), frac)
+        t0, w = tl.t0, tl.t1 - tl.t0
+        await pilot.pause(0.2)  # not a held key: no acceleration
+        await pilot.press("d")
+        assert np.isclose(tl.t0, t0 + 0.1 * w)
+        await pilot.press("0")
+        assert tl.t0 == 0.0 and np.isclose(tl.t1, tl.model.span)
+
+
+async def test_held_keys_accelerate(small_trace: Trace) -> None:
+    app = MoetraceApp(small_trace)
+    async with running(app) as pilot:
+        tl = app.timeline
+        widths = []
+        for _ in range(4):
+            before = tl.t1 - tl.t0
+            await pilot.press("w")
+            widths.append((tl.t1 - tl.t0) / before)
+        assert widths[0] > widths[-1]  # later repeats zoom by a bigger step
+
+
+async def test_search_then_n_steps_through_hits(small_trace: Trace) -> None:
+    app = MoetraceApp(small_trace)
+    async with running(app) as pilot:
+        await pilot.press("slash", *"swiglu_7", "enter")
+        names = dict(zip(small_trace.events["id"], small_trace.events["name"], strict=True))
+        want = sorted(i for i, n in names.items() if "swiglu_7" in n)
+        assert len(want) == 4
+        first = app.timeline.selected
+        assert names[first] == "swiglu_7"
+        await pilot.press("n")
+        second = app.timeline.selected
+        assert second != first and second in want
+        await pilot.press("N")
+        assert app.timeline.selected == first
+        assert "hit 1 of 4" in static_text(app, "#status")
+
+
+async def test_critical_path_next_and_previous(small_trace: Trace) -> None:
+    app = MoetraceApp(small_trace)
+    async with running(app) as pilot:
+        cp = app.report.critical_path
+        path = (
+            cp.filter((pl.col("rank") == 0) & (pl.col("segment") == "event"))
+            .sort("seq")["event_id"]
+            .to_list()
+        )
+        assert len(path) > 3
+        app.timeline.select_event(path[1])
+        await pilot.pause()
+        assert "ON the critical path" in details_text(app)
+        await pilot.press("right_square_bracket")
+        assert app.timeline.selected == path[2]
+        await pilot.press("left_square_bracket", "left_square_bracket")
+        assert app.timeline.selected == path[0]
+        await pilot.press("left_square_bracket")  # start of the path: stays
+        assert app.timeline.selected == path[0]
+
+
+async def test_follow_dependencies_off_the_critical_path(small_trace: Trace) -> None:
+    app = MoetraceApp(small_trace)
+    async with running(app) as pilot:
+        on_path = set(app.report.critical_path["event_id"].drop_nulls().to_list())
+        deps = small_trace.deps.filter(~pl.col("src").is_in(list(on_path)))
+        src = int(deps["src"][0])
+        out = deps.filter(pl.col("src") == src)
+        ev = small_trace.events.select("id", "ts", "dur")
+        # Expected by hand: the earliest-starting successor.
+        succ = sorted(out["dst"].to_list(), key=lambda i: ev.filter(pl.col("id") == i)["ts"][0])
+        app.timeline.select_event(src)
+        await pilot.press("right_square_bracket")
+        assert app.timeline.selected == succ[0]
+        target = app.timeline.selected
+        if target not in on_path:
+            preds = small_trace.deps.filter(pl.col("dst") == target)["src"].to_list()
+            ends = {
+                p: int(
+                    ev.filter(pl.col("id") == p)["ts"][0] + ev.filter(pl.col("id") == p)["dur"][0]
+                )
+                for p in preds
+            }
+            await pilot.press("left_square_bracket")
+            assert app.timeline.selected == max(ends, key=lambda p: ends[p])
+
+
+async def test_dependency_option_in_details_jumps(small_trace: Trace) -> None:
+    app = MoetraceApp(small_trace)
+    async with running(app) as pilot:
+        src, dst = small_trace.deps.row(0)[:2]
+        app.timeline.select_event(src)
+        await pilot.pause()
+        deps = app.query_one("#deps")
+        assert any(str(o.id) == f"→{dst}" for o in deps.options)
+        deps.focus()
+        index = next(i for i, o in enumerate(deps.options) if str(o.id) == f"→{dst}")
+        deps.highlighted = index
+        await pilot.press("enter")
+        assert app.timeline.selected == dst
+
+
+async def test_overlays_restyle_cells(small_trace: Trace) -> None:
+    app = MoetraceApp(small_trace)
+    async with running(app) as pilot:
+        tl = app.timeline
+        first = app.report.critical_path.filter(pl.col("segment") == "event").sort(["rank", "seq"])[
+            "event_id"
+        ][0]
+        lane, _, _ = tl.model.locate(int(first))
+        y = find_row(tl, lambda r: r.key == ("lane", lane.track, lane.depth)) + 2
+
+        def gold() -> bool:
+            return any(
+                seg.style is not None and seg.style.color == GOLD for seg in tl.render_line(y)
+            )
+
+        assert not gold()
+        await pilot.press("c")
+        assert "critical" in tl.active_overlays and gold()
+        await pilot.press("c")
+        assert not gold()
+        await pilot.press("i")
+        gaps_track = int(app.report.gaps["track"][0])
+        gy = find_row(tl, lambda r: r.key == ("lane", gaps_track, 0)) + 2
+        assert "·" in tl.render_line(gy).text
+
+
+async def test_area_selection_feeds_the_metrics_pane(small_trace: Trace) -> None:
+    app = MoetraceApp(small_trace)
+    async with running(app) as pilot:
+        await pilot.press("j", "j", "v", "d", "right", "right", "j", "v")
+        await app.workers.wait_for_complete()
+        await pilot.pause()
+        body = static_text(app, "#metrics-body")
+        assert tl_area(app) is not None
+        assert "area" in body and "rank 0" in body
+
+
+def tl_area(app: MoetraceApp) -> object:
+    return app.timeline.area
+
+
+async def test_lane_filter_keeps_matching_lanes(small_trace: Trace) -> None:
+    app = MoetraceApp(small_trace)
+    async with running(app) as pilot:
+        await pilot.press("backslash", *"aiv", "enter")
+        lanes = [r for r in app.timeline.rows if r.kind == "lane"]
+        assert lanes and all(r.unit == "aiv" for r in lanes)
+        assert len(lanes) == 4
+
+
+async def test_mouse_click_selects_the_event_under_it(small_trace: Trace) -> None:
+    app = MoetraceApp(small_trace)
+    async with running(app) as pilot:
+        tl = app.timeline
+        first = small_trace.events.filter(pl.col("track") == 0).sort("ts").row(0, named=True)
+        mid = first["ts"] - tl.model.origin + first["dur"] / 2
+        col = int((mid - tl.t0) / tl.cell_ns)
+        y = find_row(tl, lambda r: r.key == ("lane", 0, 0)) + 2
+        await pilot.click("#timeline", offset=(24 + col, y))
+        assert tl.selected == first["id"]
+
+
+async def test_groups_collapse_and_expand(small_trace: Trace) -> None:
+    app = MoetraceApp(small_trace)
+    async with running(app) as pilot:
+        tl = app.timeline
+        before = len(tl.rows)
+        await pilot.press("space")  # cursor on rank 0
+        assert len(tl.rows) == before - (before // 2 - 1)
+        assert "▸ rank 0" in lane_text(tl, ("rank", 0))
+        await pilot.press("space")
+        assert len(tl.rows) == before

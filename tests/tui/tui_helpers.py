@@ -1,0 +1,50 @@
+"""Helpers for the viewer tests: a headless app runner and rendered-row lookups."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from typing import Any
+
+from moetrace.tui.app import MoetraceApp
+from moetrace.tui.widgets.timeline import FIXED_ROWS, TimelineView
+
+
+@asynccontextmanager
+async def running(app: MoetraceApp, size: tuple[int, int] = (140, 36)) -> AsyncIterator[Any]:
+    """Run `app` headless and wait until loading and metrics workers are done."""
+    async with app.run_test(size=size) as pilot:
+        await settle(app, pilot)
+        yield pilot
+
+
+async def settle(app: MoetraceApp, pilot: Any) -> None:
+    await pilot.pause()
+    await app.workers.wait_for_complete()
+    await pilot.pause()
+
+
+def lane_text(timeline: TimelineView, key: tuple[object, ...]) -> str:
+    """The rendered text of the visible row with this key (label gutter included)."""
+    for i, row in enumerate(timeline.rows):
+        if row.key == key:
+            top = int(timeline.scroll_offset.y)
+            return timeline.render_line(i - top + FIXED_ROWS).text
+    raise AssertionError(f"row {key} not visible")
+
+
+def find_row(timeline: TimelineView, pred: Callable[[Any], bool]) -> int:
+    for i, row in enumerate(timeline.rows):
+        if pred(row):
+            return i
+    raise AssertionError("no such row")
+
+
+def static_text(app: MoetraceApp, selector: str) -> str:
+    """Plain text of a Static's content (Text or any Rich renderable), as the user reads it."""
+    from rich.console import Console
+
+    content = app.query_one(selector).content  # type: ignore[attr-defined]
+    console = Console(width=200, record=True, file=open("/dev/null", "w"))  # noqa: SIM115
+    console.print(content)
+    return console.export_text()
