@@ -112,16 +112,20 @@ def walk(
     gates: Gates,
     ts: list[int],
     end: list[int],
+    step: list[int | None],
     start: int,
     lo: int,
     hi: int,
 ) -> tuple[list[tuple[int, int, int]], bool]:
     """Walk gating predecessors back from event row `start`, clipped to [lo, hi).
 
+    The walk stays inside the step of `start` (a predecessor of another step ends it), so
+    without cross-track dependencies the path covers only its own track's part of the step.
     Returns segments (row or -1 for a wait, seg_start, seg_end) latest first, contiguous, so
     their lengths sum to the span; and whether a cycle stopped the walk.
     """
     gate = gates.gate
+    own_step = step[start]
     segments: list[tuple[int, int, int]] = []
     cursor = min(end[start], hi)
     node = start
@@ -132,6 +136,8 @@ def walk(
         seen.add(node)
         seg_end = min(end[node], cursor)
         g = int(gate[node])
+        if g >= 0 and step[g] != own_step:
+            g = -1
         if g < 0:
             seg_start = max(min(ts[node], seg_end), lo)
             if seg_end > seg_start:
@@ -161,6 +167,7 @@ def critical_paths(prep: Prepared, gates: Gates) -> tuple[pl.DataFrame, list[str
     lo, hi = prep.lo_hi()
     ts_l = ev["ts"].to_list()
     end_l = ev["end"].to_list()
+    step_l = ev["step"].to_list()
     rows_gid: list[int] = []
     rows_seq: list[int] = []
     rows_node: list[int] = []
@@ -168,7 +175,7 @@ def critical_paths(prep: Prepared, gates: Gates) -> tuple[pl.DataFrame, list[str
     rows_e: list[int] = []
     cycles = 0
     for gid, start in zip(last["gid"].to_list(), last["idx"].to_list(), strict=True):
-        segs, cycled = walk(gates, ts_l, end_l, int(start), int(lo[gid]), int(hi[gid]))
+        segs, cycled = walk(gates, ts_l, end_l, step_l, int(start), int(lo[gid]), int(hi[gid]))
         cycles += cycled
         k = len(segs)
         for seq, (node, s, e) in enumerate(reversed(segs)):

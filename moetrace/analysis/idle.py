@@ -71,11 +71,16 @@ def idle(prep: Prepared, gates: Gates) -> tuple[pl.DataFrame, pl.DataFrame, pl.D
         )
         .filter(pl.col("ce") > pl.col("cs"))
     )
-    before = clipped.group_by("pair", "ce").agg(
-        pl.col("id").last().alias("before_id"), pl.col("end").last().alias("before_end")
+    # the event ending where a gap starts and the one starting where it ends (max id on ties)
+    before = (
+        clipped.sort("id")
+        .group_by("pair", "ce")
+        .agg(pl.col("id").last().alias("before_id"), pl.col("end").last().alias("before_end"))
     )
-    after = clipped.group_by("pair", "cs").agg(
-        pl.col("id").last().alias("after_id"), pl.col("idx").last().alias("after_idx")
+    after = (
+        clipped.sort("id")
+        .group_by("pair", "cs")
+        .agg(pl.col("id").last().alias("after_id"), pl.col("idx").last().alias("after_idx"))
     )
     gaps = (
         gaps.join(before, left_on=["pair", "start_ns"], right_on=["pair", "ce"], how="left")

@@ -206,7 +206,7 @@ def prepare(
             launch.join(src_step, on="src", how="inner")
             .drop_nulls("launch_step")
             .group_by("dst")
-            .agg(pl.col("launch_step").first())
+            .agg(pl.col("launch_step").min())
         )
         ev = (
             ev.join(by_launch, left_on="id", right_on="dst", how="left")

@@ -221,7 +221,7 @@ def walk(
     while node not in seen:
         seen.add(node)
         seg_end = min(ev[node]["end"], cursor)
-        if node not in gates:
+        if node not in gates or ev[gates[node]]["step"] != ev[start]["step"]:
             s = max(min(ev[node]["ts"], seg_end), lo)
             if seg_end > s:
                 segs.append((ev[node]["id"], s, seg_end))
