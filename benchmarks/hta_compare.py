@@ -1,0 +1,109 @@
+"""moetrace vs Holistic Trace Analysis: communication/computation overlap on the same files.
+
+HTA runs in its own virtual environment (never a moetrace dependency):
+    python3 -m venv /work/htavenv
+    /work/htavenv/bin/pip install HolisticTraceAnalysis==0.5.0 "pandas<3"
+Usage: python benchmarks/hta_compare.py [--hta-python /work/htavenv/bin/python] [REAL_TRACES]
+Prints one line per trace and rank (HTA %, moetrace %, difference in points), then PASS or
+FAIL (target: within 1 percentage point). HTA drops the last ProfilerStep, so moetrace's
+figure pools the steps HTA keeps (Σ overlapped / Σ comm); the all-steps figure is printed too.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+DEFAULT_TRACES = HERE.parent.parent / "shared" / "real_traces"
+
+# HTA's trace_dir holds one file per rank; these groups mirror HTA's own test folders.
+GROUPS = {
+    "trace_filter": ["hta__trace_filter__sampled_rank-0.json.gz",
+                     "hta__trace_filter__sampled_rank-1.json.gz"],
+    "nccl_parser_config": ["hta__nccl_parser_config__nccl_data.json.gz"],
+    "df_index_resolver": ["hta__df_index_resolver__df_index_resolver.json.gz"],
+}
+
+HTA_DRIVER = r"""
+import json, sys, time, logging
+logging.disable(logging.WARNING)
+from hta.trace_analysis import TraceAnalysis
+t0 = time.perf_counter()
+ta = TraceAnalysis(trace_dir=sys.argv[1])
+t1 = time.perf_counter()
+df = ta.get_comm_comp_overlap(visualize=False)
+t2 = time.perf_counter()
+print(json.dumps({"load_s": t1 - t0, "overlap_s": t2 - t1,
+                  "overlap": {str(int(r)): float(p) for r, p in
+                              zip(df["rank"], df["comp_comm_overlap_pctg"])}}))
+"""
+
+
+def run_hta(python: str, files: list[Path]) -> dict:
+    """HTA's overlap % per rank for a trace_dir made of `files` (symlinks in a temp dir)."""
+    with tempfile.TemporaryDirectory() as tmp:
+        for f in files:
+            (Path(tmp) / f.name).symlink_to(f)
+        out = subprocess.run([python, "-c", HTA_DRIVER, tmp], capture_output=True, text=True,
+                             check=True)
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def run_moetrace(path: Path) -> tuple[int | None, float, float, float]:
+    """(rank, overlap % of the steps HTA keeps, overlap % of all steps, seconds)."""
+    from moetrace.analysis import analyze
+    from moetrace.trace.io import load
+
+    t0 = time.perf_counter()
+    report = analyze(load(path))
+    seconds = time.perf_counter() - t0
+    ranks = report.ranks.sort("step")
+    kept = ranks.head(-1) if ranks.height > 1 else ranks
+    pct_kept = 100 * kept["overlapped_ns"].sum() / max(kept["comm_ns"].sum(), 1)
+    pct_all = 100 * ranks["overlapped_ns"].sum() / max(ranks["comm_ns"].sum(), 1)
+    rank = ranks["rank"][0] if ranks.height else None
+    return rank, pct_kept, pct_all, seconds
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("traces", nargs="?", default=str(DEFAULT_TRACES))
+    parser.add_argument("--hta-python", default="/work/htavenv/bin/python")
+    args = parser.parse_args()
+    kineto = Path(args.traces) / "kineto"
+    if not Path(args.hta_python).exists():
+        print(f"HTA venv not found at {args.hta_python} (see the docstring)")
+        print("FAIL")
+        return 1
+    worst = 0.0
+    print(f"{'trace':<58} {'rank':>4} {'HTA %':>7} {'moetrace %':>10} {'diff pp':>7}"
+          f" {'all steps %':>11} {'HTA s':>6} {'ours s':>6}")
+    for group, names in GROUPS.items():
+        files = [kineto / n for n in names]
+        hta = run_hta(args.hta_python, files)
+        hta_s = hta["load_s"] + hta["overlap_s"]
+        for f in files:
+            rank, kept, every, secs = run_moetrace(f)
+            theirs = hta["overlap"].get(str(rank))
+            if theirs is None:
+                print(f"{f.name:<58} {rank!s:>4}  HTA reported no rank {rank}")
+                worst = float("inf")
+                continue
+            diff = kept - theirs
+            worst = max(worst, abs(diff))
+            print(f"{f.name:<58} {rank!s:>4} {theirs:7.2f} {kept:10.2f} {diff:+7.2f}"
+                  f" {every:11.2f} {hta_s:6.2f} {secs:6.2f}")
+    verdict = "PASS" if worst <= 1.0 else "FAIL"
+    print(f"largest difference {worst:.2f} percentage points (target <= 1.00)")
+    print(verdict)
+    return 0 if verdict == "PASS" else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
