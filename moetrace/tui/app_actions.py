@@ -52,6 +52,7 @@ class ViewerActions:
         on a group row, expand or collapse it."""
         tl = self.timeline
         side = self.query_one("#side")
+        side.display = True
         if tl.rows and tl.rows[tl.cursor_row].lane is None:
             tl.action_toggle_group()
             return

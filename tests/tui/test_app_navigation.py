@@ -5,11 +5,10 @@ from __future__ import annotations
 import numpy as np
 import polars as pl
 from rich.color import Color
+from tui_helpers import find_row, lane_text, running, static_text
 
 from moetrace.trace.model import Trace
 from moetrace.tui.app import MoetraceApp
-
-from tui_helpers import find_row, lane_text, running, static_text
 
 GOLD = Color.parse("#ffd700")
 

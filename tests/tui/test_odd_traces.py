@@ -1,0 +1,171 @@
+"""Odd and hostile traces render without errors; names are shown literally; many ranks collapse."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import polars as pl
+import pytest
+from tui_helpers import lane_text, running, static_text
+
+from moetrace.trace.model import Trace
+from moetrace.tui.app import MoetraceApp
+from moetrace.tui.lanes import LaneModel, safe_text
+from moetrace.tui.synthetic import one_lane_trace, synthetic_trace
+
+KEYS = ("w", "w", "d", "a", "j", "full_stop", "comma", "s", "f", "0", "c", "i", "x", "k")
+HOSTILE = "[bold red]x\x1b[31m"
+
+
+def one_event(
+    ts: list[int], dur: list[int], names: list[str] | None = None, thread: str = "t"
+) -> Trace:
+    n = len(ts)
+    events = {
+        "id": range(n),
+        "track": [0] * n,
+        "name": names or ["e"] * n,
+        "kind": ["compute"] * n,
+        "ts": ts,
+        "dur": dur,
+    }
+    tracks = {
+        "track": [0],
+        "rank": [0],
+        "pid": ["1"],
+        "tid": ["1"],
+        "thread_name": [thread],
+        "unit": ["stream"],
+    }
+    return Trace.from_frames(events, tracks, compute_depth=True)
+
+
+def nested(depth: int) -> Trace:
+    ts = list(range(depth))
+    dur = [2 * (depth - i) + 10 for i in range(depth)]
+    return one_event(ts, dur)
+
+
+ODD = {
+    "empty": lambda: Trace(),
+    "one_lane": lambda: one_event([100], [50]),
+    "zero_length": lambda: one_event([0, 10, 10, 20], [0, 0, 5, 0]),
+    "nested_20": lambda: nested(21),
+    "million_on_one_lane": lambda: one_lane_trace(1_000_000),
+}
+
+
+@pytest.mark.parametrize("name", list(ODD))
+async def test_odd_traces_render_and_take_keys(name: str) -> None:
+    trace = ODD[name]()
+    app = MoetraceApp(trace, metrics=name != "million_on_one_lane")
+    async with running(app, size=(120, 30)) as pilot:
+        await pilot.press(*KEYS)
+        await pilot.pause()
+        tl = app.timeline
+        for y in range(min(len(tl.rows) + 2, 10)):
+            assert tl.render_line(y).cell_length == 24 + tl.lanes_width
+        if name == "empty":
+            assert tl.rows == [] and " 0 events" in app.sub_title
+        if name == "nested_20":
+            assert ("track", 0) in tl.collapsed
+            lanes = [r for r in tl.rows if r.kind == "lane"]
+            assert len(lanes) == 1
+            tl.cursor_row = tl.rows.index(lanes[0])
+            await pilot.press("space")
+            assert len([r for r in tl.rows if r.kind == "lane"]) == 21
+        if name == "million_on_one_lane":
+            text = lane_text(tl, ("lane", 0, 0))[24:]
+            assert set(text.strip()) <= set("▁▂▃▄▅▆▇█▌▐▏▕")
+
+
+async def test_names_are_shown_literally() -> None:
+    trace = one_event([0, 100], [50, 50], names=[HOSTILE, "b"], thread=f"lane {HOSTILE}")
+    app = MoetraceApp(trace)
+    async with running(app) as pilot:
+        app.timeline.select_event(0)
+        await pilot.pause()
+        details = static_text(app, "#details-text")
+        assert "[bold red]x\\x1b[31m" in details and "\x1b" not in details
+        label = lane_text(app.timeline, ("lane", 0, 0))
+        assert "[bold red]" in label and "\x1b" not in label
+        await pilot.press("slash", *"[bold", "enter")
+        assert app.timeline.selected == 0
+        await pilot.press("4")
+        cell = app.screen.query_one("DataTable").get_row_at(0)[0]
+        assert "[bold red]" in str(cell) and "\x1b" not in str(cell)
+
+
+def test_safe_text_escapes_control_characters() -> None:
+    assert safe_text("a\x1b[31mb\x07\x9b") == "a\\x1b[31mb\\x07\\x9b"
+    assert safe_text("plain [b]µs") == "plain [b]µs"
+
+
+async def test_many_ranks_collapse_to_one_summary_lane_each() -> None:
+    trace = synthetic_trace(ranks=64, events_per_lane=8, seed=3, with_deps=False)
+    app = MoetraceApp(trace, metrics=False)
+    async with running(app, size=(120, 30)) as pilot:
+        tl = app.timeline
+        assert len(tl.rows) == 64 and all(r.kind == "rank" for r in tl.rows)
+        # A collapsed rank shows the busy share of its lanes: blank exactly where all are idle.
+        model = LaneModel(trace)
+        text = lane_text(tl, ("rank", 0))[24:]
+        assert text.strip() and any(c in "▁▂▃▄▅▆▇█" for c in text)
+        await pilot.press("space")
+        assert len(tl.rows) > 64 and tl.rows[1].kind == "unit"
+        await pilot.press(
+            "pagedown", "pagedown", "pagedown", "pagedown", "pagedown", "pagedown", "pagedown"
+        )
+        assert tl.cursor_row == 70 and int(tl.scroll_offset.y) > 0
+        assert model.summary_scale(("rank", 0)) == 6
+
+
+@pytest.mark.parametrize("schedule", ["tile", "sequential"])
+async def test_executor_trace(schedule: str) -> None:
+    run = pytest.importorskip("moetrace.executor.run")
+    trace = run.simulate(ranks=8, tokens=256, schedule=schedule, seed=0)
+    app = MoetraceApp(trace)
+    async with running(app, size=(140, 40)) as pilot:
+        assert app.report is not None
+        ov = app.overlays
+        path = ov.cp_events[ov.cp_paths == ov.cp_paths[0]]
+        assert len(path) > 2
+        app.timeline.select_event(int(path[1]))
+        await pilot.press("right_square_bracket")
+        assert app.timeline.selected == int(path[2])
+        await pilot.press("left_square_bracket", "left_square_bracket")
+        assert app.timeline.selected == int(path[0])
+        units = {r.unit for r in app.timeline.rows if r.kind == "unit"}
+        assert {"aic", "aiv", "link"} <= units
+        lane = app.timeline.model.locate(int(path[0]))[0]
+        assert lane_text(app.timeline, ("lane", lane.track, lane.depth)).strip()
+
+
+async def test_real_kineto_trace(real_traces: Path) -> None:
+    io = pytest.importorskip("moetrace.trace.io")
+    trace = io.load([real_traces / "kineto" / "hta__nccl_parser_config__nccl_data.json.gz"])
+    app = MoetraceApp(trace)
+    async with running(app, size=(140, 40)) as pilot:
+        tl = app.timeline
+        stream = next(i for i, r in enumerate(tl.rows) if r.kind == "lane" and r.unit == "stream")
+        tl.cursor_row = stream
+        await pilot.press("full_stop")
+        lane = tl.rows[stream].lane
+        first = trace.events.filter(
+            (pl.col("track") == lane.track) & (pl.col("depth") == lane.depth)
+        ).sort("ts")
+        assert tl.selected == first["id"][0]
+        await pilot.press("full_stop")
+        assert tl.selected == first["id"][1]
+        await pilot.press("slash", *"ncclKernel", "enter")
+        name = trace.events.filter(pl.col("id") == tl.selected)["name"][0]
+        assert "ncclkernel" in name.lower()
+        hits = trace.events.filter(
+            pl.col("name").str.to_lowercase().str.contains("ncclkernel", literal=True)
+        )
+        assert f"of {hits.height}" in static_text(app, "#status")
+        await pilot.press("c", "x", "i", "w", "w", "d")
+        assert tl.active_overlays == {"critical", "exposed", "gaps"}
+        assert app.report.ranks.height >= 1
+        assert np.isfinite(tl.t0)
