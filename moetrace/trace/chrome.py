@@ -106,8 +106,8 @@ def decode_columns(raw: pl.DataFrame, warnings: list[str]) -> pl.DataFrame:
             "flow_out": json_bool(raw["flow_out"]),
             "args": args,
             "kind_ext": json_text(raw["kind"])[0],
-            "flops": to_ns(raw["flops"], scale=1)[0],
-            "bytes": to_ns(raw["bytes"], scale=1)[0],
+            "flops": raw["flops"].cast(pl.Float64, strict=False),
+            "bytes": raw["bytes"].cast(pl.Float64, strict=False),
         }
     )
     keep = ~(no_ph | not_obj)

@@ -339,13 +339,12 @@ def restore_moetrace_tracks(
     tracks = pl.DataFrame(stored["tracks"]).with_columns(
         [pl.col(c).cast(t, strict=False) for c, t in TRACK_SCHEMA.items() if c in stored["tracks"]]
     )
-    lanes = pl.DataFrame(
-        stored.get("lanes") or {"pid": [], "tid": [], "track": []},
-        schema={"pid": pl.String, "tid": pl.String, "track": pl.UInt32},
-    )
-    lookup = pl.concat(
-        [tracks.select("pid", "tid", "track"), lanes.select("pid", "tid", "track")]
-    ).unique(["pid", "tid"], keep="last")
+    if isinstance(stored.get("lanes"), dict):
+        schema = {"pid": pl.String, "tid": pl.String, "track": pl.UInt32}
+        lookup = pl.DataFrame(stored["lanes"], schema=schema)
+    else:
+        lookup = tracks.select("pid", "tid", pl.col("track").cast(pl.UInt32))
+    lookup = lookup.unique(["pid", "tid"], keep="first")
     slices = slices.join(lookup, on=["pid", "tid"], how="left", maintain_order="left")
     counters = counters.join(lookup, on=["pid", "tid"], how="left", maintain_order="left")
     lost = int(slices["track"].null_count())

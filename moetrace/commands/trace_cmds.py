@@ -1,0 +1,203 @@
+"""`moetrace info` and `moetrace convert`: what is in a trace, and changing its format."""
+
+from __future__ import annotations
+
+import sys
+from typing import Any
+
+import click
+
+from moetrace.commands._common import check_output_path, handle_errors
+
+_FLAVORS = click.Choice(["auto", "kineto", "ascend", "moetrace", "chrome"])
+
+
+def summarize(trace: Any) -> dict[str, Any]:
+    """Plain, stable summary of a Trace (the --json output of `moetrace info`)."""
+    import polars as pl
+
+    window = trace.window()
+    units = dict(
+        sorted(
+            trace.tracks.group_by(pl.col("unit").cast(pl.String)).len().iter_rows(),
+            key=lambda r: str(r[0]),
+        )
+    )
+    kinds = dict(
+        sorted(
+            trace.events.group_by(pl.col("kind").cast(pl.String)).len().iter_rows(),
+            key=lambda r: str(r[0]),
+        )
+    )
+    deps = dict(
+        sorted(
+            trace.deps.group_by(pl.col("kind").cast(pl.String)).len().iter_rows(),
+            key=lambda r: str(r[0]),
+        )
+    )
+    return {
+        "source": [str(s) for s in trace.meta.get("source", [])],
+        "format": trace.meta.get("format"),
+        "flavor": trace.meta.get("flavor"),
+        "events": trace.events.height,
+        "tracks": trace.tracks.height,
+        "ranks": trace.ranks,
+        "units": {str(k): int(v) for k, v in units.items()},
+        "kinds": {str(k): int(v) for k, v in kinds.items()},
+        "window_ns": None
+        if window is None
+        else {"start": window[0], "end": window[1], "duration": window[1] - window[0]},
+        "deps": {str(k): int(v) for k, v in deps.items()},
+        "counters": {
+            "samples": trace.counters.height,
+            "series": int(trace.counters["name"].n_unique()) if trace.counters.height else 0,
+        },
+        "warnings": trace.warnings,
+    }
+
+
+def _safe(text: str) -> str:
+    """Data shown to people: no Rich markup, no terminal escapes."""
+    from rich.markup import escape
+
+    cleaned = "".join(c if c.isprintable() else repr(c)[1:-1] for c in str(text))
+    return escape(cleaned)
+
+
+def _ms(ns: int) -> str:
+    return f"{ns / 1e6:,.3f} ms"
+
+
+def _print_table(info: dict[str, Any]) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    console = Console(highlight=False, soft_wrap=False)
+    table = Table(show_header=False, box=None, pad_edge=False)
+    table.add_column(style="bold")
+    table.add_column()
+    table.add_row("source", _safe(", ".join(info["source"])))
+    table.add_row("format", _safe(f"{info['format']} ({info['flavor']})"))
+    table.add_row(
+        "events",
+        f"{info['events']:,}  " + _safe(", ".join(f"{k} {v:,}" for k, v in info["kinds"].items())),
+    )
+    table.add_row(
+        "tracks",
+        f"{info['tracks']:,}  " + _safe(", ".join(f"{k} {v}" for k, v in info["units"].items())),
+    )
+    ranks = info["ranks"]
+    table.add_row("ranks", "unknown" if not ranks else _safe(f"{len(ranks)}: {_ranges(ranks)}"))
+    w = info["window_ns"]
+    table.add_row(
+        "window",
+        "empty" if w is None else f"{_ms(w['duration'])} (from {w['start']} to {w['end']} ns)",
+    )
+    table.add_row(
+        "deps",
+        f"{sum(info['deps'].values()):,}  "
+        + _safe(", ".join(f"{k} {v:,}" for k, v in info["deps"].items())),
+    )
+    c = info["counters"]
+    table.add_row("counters", f"{c['samples']:,} samples in {c['series']} series")
+    table.add_row("warnings", str(len(info["warnings"])))
+    console.print(table)
+    for warning in info["warnings"]:
+        console.print(f"  [yellow]warning:[/] {_safe(warning)}")
+
+
+def _ranges(values: list[int]) -> str:
+    out: list[str] = []
+    start = prev = values[0]
+    for v in [*values[1:], None]:
+        if v is not None and v == prev + 1:
+            prev = v
+            continue
+        out.append(str(start) if start == prev else f"{start}-{prev}")
+        if v is not None:
+            start = prev = v
+    return ", ".join(out)
+
+
+@click.command("info")
+@click.argument("traces", nargs=-1, required=True, type=click.Path(dir_okay=True, allow_dash=False))
+@click.option(
+    "--json", "as_json", is_flag=True, help="Print plain JSON (stable keys) instead of a table."
+)
+@click.option(
+    "--flavor",
+    type=_FLAVORS,
+    default="auto",
+    show_default=True,
+    help="How to interpret Chrome JSON.",
+)
+@handle_errors
+def info(traces: tuple[str, ...], as_json: bool, flavor: str) -> None:
+    """Show what is in a trace: format, flavor, events, tracks, ranks, units, window,
+    dependencies, counters and the warnings raised while reading.
+
+    Several files (or a directory) are read as one job, one rank per file.
+
+    \b
+    Examples:
+      moetrace info trace.json
+      moetrace info rank0.json.gz rank1.json.gz --json
+      moetrace info ./profiler_output/        # all *_ascend_pt ranks inside
+    """
+    import msgspec
+
+    from moetrace.trace.io import load
+
+    trace = load(list(traces), flavor=None if flavor == "auto" else flavor)
+    summary = summarize(trace)
+    if as_json:
+        click.echo(msgspec.json.format(msgspec.json.encode(summary), indent=2).decode())
+    else:
+        _print_table(summary)
+
+
+@click.command("convert")
+@click.argument("inputs", nargs=-1, required=True, type=click.Path(dir_okay=True))
+@click.option(
+    "-o",
+    "--output",
+    required=True,
+    help="Output file: .json, .json.gz or .pftrace; '-' = Chrome JSON on stdout.",
+)
+@click.option("--force", is_flag=True, help="Overwrite the output file if it exists.")
+@click.option(
+    "--flavor",
+    type=_FLAVORS,
+    default="auto",
+    show_default=True,
+    help="How to interpret Chrome JSON inputs.",
+)
+@handle_errors
+def convert(inputs: tuple[str, ...], output: str, force: bool, flavor: str) -> None:
+    """Convert traces between formats; the output format follows its extension.
+
+    Several inputs are merged (one rank per file). moetrace's Chrome JSON keeps every
+    track's unit and rank, event kinds and dependencies, so converting back loses nothing.
+
+    \b
+    Examples:
+      moetrace convert trace_view.json -o trace.pftrace      # open in ui.perfetto.dev
+      moetrace convert rank*.json.gz -o job.json.gz
+      moetrace convert run.json -o - | gzip > run.json.gz
+    """
+    from moetrace.trace.io import load, write_trace
+
+    target = check_output_path(output, force)
+    trace = load(list(inputs), flavor=None if flavor == "auto" else flavor)
+    if target is None:
+        write_trace(trace, sys.stdout.buffer)
+        sys.stdout.buffer.flush()
+        return
+    written = write_trace(trace, target, force=True)
+    click.echo(
+        f"wrote {trace.events.height:,} events on {trace.tracks.height} tracks to {written}",
+        err=True,
+    )
+
+
+COMMANDS = [info, convert]

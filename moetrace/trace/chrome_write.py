@@ -1,0 +1,422 @@
+"""Chrome JSON writer: object form, metadata first, µs with 3 decimals from exact integer ns.
+
+Every line is built with Polars string expressions (no per-event Python). The file carries a
+top-level `"moetrace"` object with the tracks table (unit, rank, sort_index), the (pid, tid)
+lane of every track, the dependency edges and the trace's `meta`, so reading it back gives
+the same frames exactly; the events themselves carry their `kind` (and flops/bytes) as extra
+keys that other tools ignore.
+
+Dependencies are also written as flow events so Perfetto draws arrows. Flow v2 (`bind_id` on
+the slice itself) is exact but allows one in- and one out-edge per event, so an edge goes to
+v2 when it is the first out-edge of its source and the first in-edge of its destination (the
+edges then form chains sharing one bind_id); the rest of a fan-in/fan-out DAG is written as
+v1 `s`/`f` pairs with `bp: "e"` at the source's and destination's start.
+"""
+
+from __future__ import annotations
+
+import gzip
+from pathlib import Path
+from typing import IO, Any
+
+import msgspec
+import numpy as np
+import polars as pl
+
+from moetrace.trace.chrome_phases import assign_overflow_lanes
+from moetrace.trace.model import Trace
+
+_BATCH = 200_000
+
+
+def _json_str(expr: pl.Expr) -> pl.Expr:
+    """JSON string literal of a String expression (escaped by Polars' serializer); null -> null."""
+    encoded = pl.struct(expr.alias("v")).struct.json_encode()
+    return encoded.str.slice(5, encoded.str.len_chars() - 6)
+
+
+def _us(expr: pl.Expr) -> pl.Expr:
+    """Integer ns -> microseconds text with exactly 3 decimals (exact, no float)."""
+    mag = expr.abs()
+    sign = pl.when(expr < 0).then(pl.lit("-")).otherwise(pl.lit(""))
+    return pl.concat_str(
+        [
+            sign,
+            (mag // 1000).cast(pl.String),
+            pl.lit("."),
+            (mag % 1000).cast(pl.String).str.zfill(3),
+        ]
+    )
+
+
+def _id_json(expr: pl.Expr) -> pl.Expr:
+    """pid/tid text -> a JSON integer when it is one, else a JSON string."""
+    return pl.when(expr.str.contains(r"^-?[0-9]{1,18}$")).then(expr).otherwise(_json_str(expr))
+
+
+def _float_json(expr: pl.Expr) -> pl.Expr:
+    return pl.when(expr.is_finite()).then(expr.cast(pl.String)).otherwise(pl.lit("null"))
+
+
+def _opt(key: str, value: pl.Expr, present: pl.Expr) -> pl.Expr:
+    return pl.when(present).then(pl.lit(f',"{key}":') + value).otherwise(pl.lit(""))
+
+
+def _lanes(trace: Trace) -> tuple[pl.DataFrame, np.ndarray]:
+    """Output (pid, tid) per (track, lane): unique across tracks, overflow lanes for any
+    partially overlapping slices of one track. Returns the lanes table and each event's lane."""
+    ev = trace.events
+    lane = assign_overflow_lanes(ev["track"].to_numpy(), ev["ts"].to_numpy(), ev["dur"].to_numpy())
+    used = pl.DataFrame({"track": ev["track"], "lane": lane}).unique()
+    base = trace.tracks.select("track", "pid", "tid", "sort_index").with_columns(
+        pl.lit(0, pl.Int64).alias("lane")
+    )
+    extra = used.filter(pl.col("lane") > 0).join(
+        trace.tracks.select("track", "pid", "tid", "sort_index"), on="track"
+    )
+    lanes = pl.concat([base, extra.select(base.columns)]).sort(
+        "sort_index", "track", "lane", nulls_last=True
+    )
+    lanes = lanes.with_columns(
+        pl.col("pid").fill_null("0"),
+        pl.when(pl.col("lane") > 0)
+        .then(
+            pl.concat_str(
+                [
+                    pl.col("tid").fill_null(""),
+                    pl.lit(" (overlap "),
+                    pl.col("lane").cast(pl.String),
+                    pl.lit(")"),
+                ]
+            )
+        )
+        .otherwise(pl.col("tid").fill_null(pl.col("pid").fill_null("0")))
+        .alias("out_tid"),
+    )
+    # Tracks sharing (pid, tid) (e.g. ranks merged from files with equal pids) get a suffix.
+    lanes = lanes.with_columns(pl.int_range(pl.len()).over(["pid", "out_tid"]).alias("dup"))
+    lanes = lanes.with_columns(
+        pl.when(pl.col("dup") > 0)
+        .then(pl.concat_str([pl.col("out_tid"), pl.lit(" #"), pl.col("dup").cast(pl.String)]))
+        .otherwise(pl.col("out_tid"))
+        .alias("out_tid")
+    )
+    return lanes.drop("dup"), lane
+
+
+def _stored(trace: Trace, lanes: pl.DataFrame) -> dict[str, Any]:
+    ids = trace.events["id"]
+    dense = bool(ids.len() == 0 or (ids.to_numpy() == np.arange(ids.len())).all())
+    tracks = {
+        c: trace.tracks[c].cast(pl.String if c == "unit" else trace.tracks[c].dtype).to_list()
+        for c in trace.tracks.columns
+    }
+    return {
+        "version": 1,
+        "meta": trace.meta,
+        "tracks": tracks,
+        "lanes": {
+            "pid": lanes["pid"].to_list(),
+            "tid": lanes["out_tid"].to_list(),
+            "track": lanes["track"].to_list(),
+        },
+        "event_ids": None if dense else ids.to_list(),
+        "deps": {
+            "src": trace.deps["src"].to_list(),
+            "dst": trace.deps["dst"].to_list(),
+            "kind": trace.deps["kind"].cast(pl.String).to_list(),
+        },
+    }
+
+
+def _metadata_lines(trace: Trace, lanes: pl.DataFrame) -> list[str]:
+    tr = lanes.join(
+        trace.tracks.select("track", "process_name", "thread_name", "rank"), on="track", how="left"
+    )
+    procs = tr.group_by("pid", maintain_order=True).agg(
+        pl.col("process_name").drop_nulls().first(),
+        pl.col("sort_index").min(),
+        pl.col("rank").drop_nulls().first(),
+    )
+    out: list[str] = []
+    p_json = _id_json(pl.col("pid"))
+    for row in procs.select(
+        p_json.alias("p"),
+        _json_str(pl.col("process_name")).alias("n"),
+        pl.col("sort_index"),
+        pl.col("rank"),
+    ).iter_rows():
+        p, n, sort, rank = row
+        if n != "null":
+            out.append(
+                f'{{"ph":"M","name":"process_name","pid":{p},"tid":0,"args":{{"name":{n}}}}}'
+            )
+        if rank is not None:
+            out.append(
+                f'{{"ph":"M","name":"process_labels","pid":{p},"tid":0,"args":{{"labels":"rank {rank}"}}}}'
+            )
+        if sort is not None:
+            out.append(
+                f'{{"ph":"M","name":"process_sort_index","pid":{p},"tid":0,"args":{{"sort_index":{sort}}}}}'
+            )
+    names = (
+        pl.when(pl.col("lane") > 0)
+        .then(
+            pl.concat_str(
+                [
+                    pl.coalesce(pl.col("thread_name"), pl.col("tid")),
+                    pl.lit(" (overlap "),
+                    pl.col("lane").cast(pl.String),
+                    pl.lit(")"),
+                ]
+            )
+        )
+        .otherwise(pl.col("thread_name"))
+    )
+    for p, t, n, sort in tr.select(
+        p_json.alias("p"),
+        _id_json(pl.col("out_tid")).alias("t"),
+        _json_str(names).alias("n"),
+        pl.col("sort_index"),
+    ).iter_rows():
+        if n != "null":
+            out.append(
+                f'{{"ph":"M","name":"thread_name","pid":{p},"tid":{t},"args":{{"name":{n}}}}}'
+            )
+        if sort is not None:
+            out.append(
+                f'{{"ph":"M","name":"thread_sort_index","pid":{p},"tid":{t},"args":{{"sort_index":{sort}}}}}'
+            )
+    return out
+
+
+def _v2_edges(trace: Trace, ev: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """Split deps into v2 chain edges and v1 edges; return (per-event bind fields, v1 edges)."""
+    deps = trace.deps.with_columns(pl.int_range(pl.len()).alias("edge"))
+    order = ev.select(pl.col("id"), pl.col("ts"), pl.col("row"))
+    d = deps.join(
+        order.rename({"id": "src", "ts": "s_ts", "row": "s_row"}), on="src", how="left"
+    ).join(order.rename({"id": "dst", "ts": "d_ts", "row": "d_row"}), on="dst", how="left")
+    first_out = pl.col("edge") == pl.col("edge").min().over("src")
+    first_in = pl.col("edge") == pl.col("edge").min().over("dst")
+    forward = (pl.col("s_ts") < pl.col("d_ts")) | (
+        (pl.col("s_ts") == pl.col("d_ts")) & (pl.col("s_row") < pl.col("d_row"))
+    )
+    d = d.with_columns(
+        (first_out & first_in & forward & (pl.col("src") != pl.col("dst")))
+        .fill_null(False)
+        .alias("v2")
+    )
+    chain = d.filter(pl.col("v2"))
+    # Chain id = the first event of the path: follow predecessor pointers by doubling.
+    if chain.height:
+        ids = ev["id"].to_numpy().astype(np.int64)
+        pos = np.full(int(ids.max()) + 1, -1, dtype=np.int64)
+        pos[ids] = np.arange(len(ids))
+        pred = np.arange(len(ids))
+        pred[pos[chain["dst"].to_numpy().astype(np.int64)]] = pos[
+            chain["src"].to_numpy().astype(np.int64)
+        ]
+        for _ in range(64):
+            nxt = pred[pred]
+            if np.array_equal(nxt, pred):
+                break
+            pred = nxt
+        head = ids[pred]
+        has_in = np.zeros(len(ids), dtype=bool)
+        has_out = np.zeros(len(ids), dtype=bool)
+        has_in[pos[chain["dst"].to_numpy().astype(np.int64)]] = True
+        has_out[pos[chain["src"].to_numpy().astype(np.int64)]] = True
+        bind = pl.DataFrame({"id": ev["id"], "bind": head, "fin": has_in, "fout": has_out}).filter(
+            pl.col("fin") | pl.col("fout")
+        )
+    else:
+        bind = pl.DataFrame(
+            schema={"id": pl.UInt32, "bind": pl.Int64, "fin": pl.Boolean, "fout": pl.Boolean}
+        )
+    return bind, d.filter(~pl.col("v2"))
+
+
+def event_lines(trace: Trace) -> tuple[list[str], pl.DataFrame, dict[str, Any]]:
+    """(metadata lines, one-column frame of event JSON lines in id order, stored tables)."""
+    lanes, lane = _lanes(trace)
+    stored = _stored(trace, lanes)
+    ev = trace.events.with_columns(
+        pl.Series("lane", lane, dtype=pl.Int64), pl.int_range(pl.len()).alias("row")
+    )
+    ev = ev.join(
+        lanes.select("track", "lane", "pid", "out_tid"),
+        on=["track", "lane"],
+        how="left",
+        maintain_order="left",
+    )
+    bind, v1 = _v2_edges(trace, ev)
+    ev = ev.join(bind, on="id", how="left", maintain_order="left")
+    line = pl.concat_str(
+        [
+            pl.lit('{"ph":"X","name":'),
+            _json_str(pl.col("name").fill_null("")),
+            _opt("cat", _json_str(pl.col("cat")), pl.col("cat").is_not_null()),
+            pl.lit(',"pid":'),
+            _id_json(pl.col("pid")),
+            pl.lit(',"tid":'),
+            _id_json(pl.col("out_tid")),
+            pl.lit(',"ts":'),
+            _us(pl.col("ts")),
+            pl.lit(',"dur":'),
+            _us(pl.col("dur")),
+            pl.lit(',"kind":"'),
+            pl.col("kind").cast(pl.String),
+            pl.lit('"'),
+            _opt("flops", _float_json(pl.col("flops")), pl.col("flops").is_not_null()),
+            _opt("bytes", _float_json(pl.col("bytes")), pl.col("bytes").is_not_null()),
+            _opt(
+                "bind_id",
+                pl.concat_str(
+                    [
+                        pl.lit('"0x'),
+                        pl.col("bind").map_batches(_hex, return_dtype=pl.String),
+                        pl.lit('"'),
+                    ]
+                ),
+                pl.col("bind").is_not_null(),
+            ),
+            _opt("flow_in", pl.lit("true"), pl.col("fin").fill_null(False)),
+            _opt("flow_out", pl.lit("true"), pl.col("fout").fill_null(False)),
+            _opt("args", pl.col("args"), pl.col("args").is_not_null()),
+            pl.lit("}"),
+        ]
+    )
+    events = ev.select(line.alias("line"))
+    flows = _v1_lines(v1, ev)
+    counters = _counter_lines(trace, lanes)
+    return _metadata_lines(trace, lanes), pl.concat([events, flows, counters]), stored
+
+
+def _hex(s: pl.Series) -> pl.Series:
+    return pl.Series(
+        [format(int(v), "x") if v is not None else None for v in s.to_list()], dtype=pl.String
+    )
+
+
+def _v1_lines(v1: pl.DataFrame, ev: pl.DataFrame) -> pl.DataFrame:
+    if v1.height == 0:
+        return pl.DataFrame(schema={"line": pl.String})
+    pos = ev.select("id", "pid", "out_tid", "ts")
+    d = v1.join(
+        pos.rename({"id": "src", "pid": "sp", "out_tid": "st", "ts": "sts"}), on="src", how="left"
+    ).join(
+        pos.rename({"id": "dst", "pid": "dp", "out_tid": "dt", "ts": "dts"}), on="dst", how="left"
+    )
+    d = d.filter(pl.col("sts").is_not_null() & pl.col("dts").is_not_null())
+    common = [
+        pl.lit(',"cat":"moetrace.dep","name":"'),
+        pl.col("kind").cast(pl.String),
+        pl.lit('","id":'),
+        pl.col("edge").cast(pl.String),
+    ]
+    s = pl.concat_str(
+        [
+            pl.lit('{"ph":"s"'),
+            *common,
+            pl.lit(',"pid":'),
+            _id_json(pl.col("sp")),
+            pl.lit(',"tid":'),
+            _id_json(pl.col("st")),
+            pl.lit(',"ts":'),
+            _us(pl.col("sts")),
+            pl.lit(',"bp":"e"}'),
+        ]
+    )
+    f = pl.concat_str(
+        [
+            pl.lit('{"ph":"f"'),
+            *common,
+            pl.lit(',"pid":'),
+            _id_json(pl.col("dp")),
+            pl.lit(',"tid":'),
+            _id_json(pl.col("dt")),
+            pl.lit(',"ts":'),
+            _us(pl.col("dts")),
+            pl.lit(',"bp":"e"}'),
+        ]
+    )
+    return pl.concat([d.select(s.alias("line")), d.select(f.alias("line"))])
+
+
+def _counter_lines(trace: Trace, lanes: pl.DataFrame) -> pl.DataFrame:
+    c = trace.counters.join(
+        lanes.filter(pl.col("lane") == 0).select("track", "pid", "out_tid"),
+        on="track",
+        how="left",
+        maintain_order="left",
+    )
+    line = pl.concat_str(
+        [
+            pl.lit('{"ph":"C","name":'),
+            _json_str(pl.col("name").fill_null("")),
+            pl.lit(',"pid":'),
+            _id_json(pl.col("pid").fill_null("0")),
+            pl.lit(',"tid":'),
+            _id_json(pl.col("out_tid").fill_null("0")),
+            pl.lit(',"ts":'),
+            _us(pl.col("ts")),
+            pl.lit(',"args":{"value":'),
+            _float_json(pl.col("value")),
+            pl.lit("}}"),
+        ]
+    )
+    return c.select(line.alias("line"))
+
+
+def _enc_hook(obj: Any) -> Any:
+    if isinstance(obj, Path):
+        return str(obj)
+    if isinstance(obj, set | frozenset | tuple):
+        return list(obj)
+    if isinstance(obj, np.generic):
+        return obj.item()
+    if isinstance(obj, pl.DataFrame):
+        return obj.to_dicts()
+    return str(obj)
+
+
+def _top_level(trace: Trace, stored: dict[str, Any]) -> bytes:
+    """The object's keys before traceEvents: the source's own top-level keys (so Kineto
+    consumers still find distributedInfo etc.), then moetrace's tables."""
+    top = trace.meta.get("top") if isinstance(trace.meta.get("top"), dict) else {}
+    head = {k: v for k, v in (top or {}).items() if k not in ("traceEvents", "moetrace")}
+    head["moetrace"] = stored
+    encoded = msgspec.json.encode(head, enc_hook=_enc_hook)
+    return encoded[:-1]  # without the closing brace
+
+
+def write_chrome(trace: Trace, out: str | Path | IO[bytes]) -> None:
+    """Write `trace` as Chrome JSON to a path (gzip when it ends in .gz) or a binary stream."""
+    meta_lines, events, stored = event_lines(trace)
+    if isinstance(out, str | Path):
+        path = Path(out)
+        if path.name.endswith(".gz"):
+            with gzip.open(path, "wb", compresslevel=5) as fh:
+                _emit(fh, trace, meta_lines, events, stored)  # type: ignore[arg-type]
+        else:
+            with open(path, "wb") as fh:
+                _emit(fh, trace, meta_lines, events, stored)
+    else:
+        _emit(out, trace, meta_lines, events, stored)
+
+
+def _emit(
+    fh: IO[bytes], trace: Trace, meta_lines: list[str], events: pl.DataFrame, stored: dict[str, Any]
+) -> None:
+    head = _top_level(trace, stored)
+    fh.write(head + (b',\n"traceEvents":[\n' if head != b"{" else b'"traceEvents":[\n'))
+    first = True
+    if meta_lines:
+        fh.write(",\n".join(meta_lines).encode())
+        first = False
+    for start in range(0, events.height, _BATCH):
+        chunk = events["line"].slice(start, _BATCH).str.join(",\n").item()
+        fh.write(("" if first else ",\n").encode() + chunk.encode())
+        first = False
+    fh.write(b"\n]}\n")

@@ -1,0 +1,265 @@
+"""Round trips lose nothing: Trace -> Chrome JSON -> Trace, and Chrome JSON -> Trace -> Chrome
+JSON -> Trace, on random traces (hypothesis) and on every real trace."""
+
+from __future__ import annotations
+
+import io
+import json
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from moetrace.trace.chrome import read_chrome, write_chrome
+from moetrace.trace.io import load, write_trace
+from moetrace.trace.model import DEP_KINDS, EVENT_KINDS, UNITS, Trace
+
+_text = st.text(st.characters(exclude_categories=["Cs"]), max_size=12)
+_pid = st.one_of(st.integers(-(2**40), 2**62).map(str), _text.filter(lambda s: s != ""))
+
+
+@st.composite
+def traces(draw: Any) -> Trace:
+    """Random moetrace traces: any names, nesting or partial overlaps, epoch-sized or negative
+    times, nullable flops/bytes/args, deps with fan-in/fan-out, counters."""
+    n_tracks = draw(st.integers(1, 5))
+    pids = draw(st.lists(_pid, min_size=n_tracks, max_size=n_tracks))
+    tids = draw(st.lists(_pid, min_size=n_tracks, max_size=n_tracks))
+    tracks = {
+        "track": list(range(n_tracks)),
+        "rank": draw(
+            st.lists(
+                st.one_of(st.none(), st.integers(0, 1000)), min_size=n_tracks, max_size=n_tracks
+            )
+        ),
+        "pid": pids,
+        "tid": tids,
+        "process_name": draw(
+            st.lists(st.one_of(st.none(), _text), min_size=n_tracks, max_size=n_tracks)
+        ),
+        "thread_name": draw(
+            st.lists(st.one_of(st.none(), _text), min_size=n_tracks, max_size=n_tracks)
+        ),
+        "unit": draw(st.lists(st.sampled_from(UNITS), min_size=n_tracks, max_size=n_tracks)),
+        "sort_index": draw(st.lists(st.integers(-5, 50), min_size=n_tracks, max_size=n_tracks)),
+    }
+    n = draw(st.integers(0, 25))
+    base = draw(st.sampled_from([0, 1_736_405_443_909_176_934, -5_000]))
+    ts = [base + draw(st.integers(0, 10_000)) for _ in range(n)]
+    args_values = st.one_of(
+        st.none(),
+        st.dictionaries(
+            _text,
+            st.one_of(
+                st.integers(-(2**63), 2**63 - 1),
+                _text,
+                st.floats(allow_nan=False, allow_infinity=False),
+            ),
+            max_size=3,
+        ).map(json.dumps),
+    )
+    finite = st.floats(allow_nan=False, allow_infinity=False, width=64)
+    events = {
+        "id": draw(st.permutations(list(range(n * 3))))[:n] if n else [],
+        "track": draw(st.lists(st.integers(0, n_tracks - 1), min_size=n, max_size=n)),
+        "name": draw(st.lists(_text, min_size=n, max_size=n)),
+        "cat": draw(st.lists(st.one_of(st.none(), _text), min_size=n, max_size=n)),
+        "kind": draw(st.lists(st.sampled_from(EVENT_KINDS), min_size=n, max_size=n)),
+        "ts": ts,
+        "dur": draw(st.lists(st.integers(0, 3_000), min_size=n, max_size=n)),
+        "flops": draw(st.lists(st.one_of(st.none(), finite), min_size=n, max_size=n)),
+        "bytes": draw(st.lists(st.one_of(st.none(), finite), min_size=n, max_size=n)),
+        "args": draw(st.lists(args_values, min_size=n, max_size=n)),
+    }
+    ids = events["id"]
+    m = draw(st.integers(0, 2 * n)) if n > 1 else 0
+    deps = {
+        "src": [draw(st.sampled_from(ids)) for _ in range(m)],
+        "dst": [draw(st.sampled_from(ids)) for _ in range(m)],
+        "kind": [draw(st.sampled_from(DEP_KINDS)) for _ in range(m)],
+    }
+    k = draw(st.integers(0, 6))
+    counters = {
+        "track": draw(st.lists(st.integers(0, n_tracks - 1), min_size=k, max_size=k)),
+        "name": draw(st.lists(_text, min_size=k, max_size=k)),
+        "ts": draw(st.lists(st.integers(-(10**12), 10**18), min_size=k, max_size=k)),
+        "value": draw(st.lists(finite, min_size=k, max_size=k)),
+    }
+    meta = {
+        "format": "executor",
+        "flavor": "moetrace",
+        "executor": {"workload": {"experts": 8}},
+        "peak_flops": 1.5e15,
+    }
+    return Trace.from_frames(events, tracks, deps, counters, meta, compute_depth=True)
+
+
+def _roundtrip(trace: Trace, path: Path) -> Trace:
+    write_chrome(trace, path)
+    return read_chrome(path)
+
+
+def _diff(a: Trace, b: Trace) -> str:
+    for table in ("events", "tracks", "deps", "counters"):
+        x, y = getattr(a, table), getattr(b, table)
+        if not x.equals(y):
+            return f"{table}:\n{x}\n{y}"
+    return ""
+
+
+@settings(
+    max_examples=60,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
+@given(trace=traces())
+def test_random_trace_roundtrips_exactly(trace: Trace, tmp_path: Path) -> None:
+    back = _roundtrip(trace, tmp_path / "t.json")
+    assert trace.frames_equal(back), _diff(trace, back)
+    assert back.meta["executor"] == trace.meta["executor"]
+    assert back.meta["peak_flops"] == trace.meta["peak_flops"]
+    assert back.meta["format"] == "chrome-json"
+
+
+@st.composite
+def chrome_events(draw: Any) -> list[dict[str, Any]]:
+    """Random plain Chrome JSON event lists: X, B/E, i, C, flows v1, M names."""
+    out: list[dict[str, Any]] = []
+    n = draw(st.integers(0, 20))
+    for i in range(n):
+        pid = draw(st.sampled_from([1, 2, "Spans", 4_376_751_100]))
+        tid = draw(st.sampled_from([1, 7, "stream 7"]))
+        ts = draw(st.one_of(st.integers(0, 10**6), st.decimals(0, 10**6, places=3).map(str)))
+        ph = draw(st.sampled_from(["X", "X", "B", "E", "i", "C", "s", "f", "M"]))
+        ev: dict[str, Any] = {
+            "ph": ph,
+            "pid": pid,
+            "tid": tid,
+            "ts": ts,
+            "name": draw(_text),
+            "cat": "c",
+        }
+        if ph == "X":
+            ev["dur"] = draw(st.integers(0, 5_000))
+        if ph == "C":
+            ev["args"] = {"value": draw(st.integers(-100, 100))}
+        if ph in ("s", "f"):
+            ev["id"] = draw(st.integers(0, 3))
+            if draw(st.booleans()):
+                ev["bp"] = "e"
+        if ph == "M":
+            ev["name"] = draw(st.sampled_from(["thread_name", "process_name"]))
+            ev["args"] = {"name": draw(_text)}
+        elif ph in ("X", "B", "i") and draw(st.booleans()):
+            ev["args"] = {"i": i, "s": draw(_text)}
+        out.append(ev)
+    return out
+
+
+@settings(
+    max_examples=60,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
+@given(events=chrome_events(), obj=st.booleans())
+def test_random_chrome_json_roundtrips(
+    events: list[dict[str, Any]], obj: bool, tmp_path: Path
+) -> None:
+    src = tmp_path / "in.json"
+    src.write_text(json.dumps({"traceEvents": events} if obj else events))
+    first = read_chrome(src)
+    assert first.problems() == []
+    second = _roundtrip(first, tmp_path / "out.json")
+    assert first.frames_equal(second), _diff(first, second)
+    third = _roundtrip(second, tmp_path / "out2.json")
+    assert second.frames_equal(third)
+
+
+def test_every_real_trace_roundtrips(real_traces: Path, tmp_path: Path) -> None:
+    for path in sorted(p for p in real_traces.rglob("*") if p.name.endswith((".json", ".json.gz"))):
+        if path.stat().st_size > 2_000_000:
+            continue  # the big ones are covered by the CLI test below; keep this test quick
+        first = load(path)
+        out = tmp_path / (path.name.replace(".json.gz", "") + ".rt.json.gz")
+        write_trace(first, out)
+        second = load(out)
+        assert first.frames_equal(second), (path, _diff(first, second))
+        assert second.meta["flavor"] == first.meta["flavor"]
+
+
+def test_written_json_is_object_form_metadata_first_3_decimals(tmp_path: Path) -> None:
+    trace = Trace.from_frames(
+        {
+            "id": [0, 1],
+            "track": [0, 0],
+            "name": ["a", "b"],
+            "kind": ["compute", "comm"],
+            "ts": [1_736_405_443_909_176_934, 1_736_405_443_909_177_000],
+            "dur": [5, 1_000],
+        },
+        {
+            "track": [0],
+            "pid": ["3"],
+            "tid": ["7"],
+            "unit": ["aic"],
+            "rank": [2],
+            "sort_index": [0],
+            "thread_name": ["AIC 0"],
+        },
+        {"src": [0], "dst": [1], "kind": ["data"]},
+        compute_depth=True,
+    )
+    buf = io.BytesIO()
+    write_trace(trace, buf)
+    doc = json.loads(buf.getvalue(), parse_float=str)
+    assert isinstance(doc, dict) and list(doc)[-1] == "traceEvents"
+    phs = [e["ph"] for e in doc["traceEvents"]]
+    assert phs[: phs.count("M")] == ["M"] * phs.count("M") and phs.count("M") >= 2
+    xs = [e for e in doc["traceEvents"] if e["ph"] == "X"]
+    assert xs[0]["ts"] == "1736405443909176.934" and xs[0]["dur"] == "0.005"
+    assert xs[0]["pid"] == 3 and xs[0]["tid"] == 7
+    # the dep is a v2 flow on the slices themselves (one in, one out)
+    assert (
+        xs[0]["flow_out"] is True
+        and xs[1]["flow_in"] is True
+        and xs[0]["bind_id"] == xs[1]["bind_id"]
+    )
+
+
+def test_fan_in_fan_out_deps_become_v1_flows(tmp_path: Path) -> None:
+    trace = Trace.from_frames(
+        {
+            "id": [0, 1, 2, 3],
+            "track": [0, 1, 2, 0],
+            "name": list("abcd"),
+            "kind": ["compute"] * 4,
+            "ts": [0, 10, 10, 30],
+            "dur": [5, 5, 5, 5],
+        },
+        {
+            "track": [0, 1, 2],
+            "pid": ["1", "1", "1"],
+            "tid": ["1", "2", "3"],
+            "unit": ["aic", "aiv", "link"],
+        },
+        {"src": [0, 0, 1, 2], "dst": [1, 2, 3, 3], "kind": ["data"] * 4},
+        compute_depth=True,
+    )
+    path = tmp_path / "dag.json"
+    write_trace(trace, path)
+    doc = json.loads(path.read_text())
+    v1 = [e for e in doc["traceEvents"] if e["ph"] in ("s", "f")]
+    v2 = [e for e in doc["traceEvents"] if "bind_id" in e]
+    assert len(v1) == 4 and len(v2) == 3  # 2 edges as v2 (chain 0->1->3), 2 as v1 pairs
+    back = read_chrome(path)
+    assert trace.frames_equal(back)
+    # Without moetrace's tables, Chrome semantics alone recover the same edges from the flows.
+    del doc["moetrace"]
+    plain = tmp_path / "plain.json"
+    plain.write_text(json.dumps(doc))
+    again = read_chrome(plain)
+    got = set(again.deps.select("src", "dst").iter_rows())
+    assert got == {(0, 1), (0, 2), (1, 3), (2, 3)}
+    assert again.deps.height == 4 and set(again.deps["kind"].cast(pl.String)) == {"flow"}
