@@ -33,7 +33,7 @@ def _warn(message: str) -> None:
 def _analyze_paths(
     paths: Sequence[str], peak_tflops: float | None, patterns: Sequence[str]
 ) -> list[tuple[str, Report]]:
-    """Load and analyze each trace; warnings go to stderr."""
+    """Load and analyze each trace (warnings are printed by the caller)."""
     from moetrace.analysis.classify import check_patterns
     from moetrace.analysis.report import analyze
     from moetrace.trace.io import load
@@ -46,10 +46,46 @@ def _analyze_paths(
     for path in paths:
         trace = load(path)
         report = analyze(trace, peak_tflops=peak_tflops, comm_patterns=pats)
-        for w in report.warnings:
-            _warn(f"{path}: {w}")
         out.append((path, report))
     return out
+
+
+def _check_computed(results: list[tuple[str, Report]]) -> None:
+    """Exit 2 (one line) when no trace gave a single window; else print the warnings."""
+    if all(r.ranks.height == 0 for _, r in results):
+        path, report = results[0]
+        why = [w for w in report.warnings if "cross-track" not in w]
+        detail = "; ".join(why[:2]) if why else "no compute or communication events"
+        raise UserError(f"{path}: nothing to analyze ({detail})")
+    for path, report in results:
+        for w in report.warnings:
+            _warn(f"{path}: {w}")
+
+
+def _people_frame(report: Report) -> pl.DataFrame:
+    """The per (rank, step) table for people: key figures plus util per unit as columns."""
+    import polars as pl
+
+    frame = report.ranks.select(
+        "rank",
+        "step",
+        "window_ns",
+        "compute_ns",
+        "comm_ns",
+        "exposed_comm_ns",
+        "free_ns",
+        "overlap_ratio",
+        "cp_span_ns",
+        "cp_coverage",
+        "cp_comm_ratio",
+        "mfu",
+    )
+    if report.units.height:
+        util = report.units.with_columns(("util " + pl.col("unit")).alias("u")).pivot(
+            on="u", index=["rank", "step"], values="util"
+        )
+        frame = frame.join(util, on=["rank", "step"], how="left", nulls_equal=True)
+    return frame
 
 
 def _frame_by(report: Report, by: str) -> pl.DataFrame:
@@ -88,11 +124,14 @@ def _fmt(value: Any, column: str) -> str:
     """A cell for people: ns as ms with 3 decimals, ratios as percent."""
     if value is None:
         return "-"
-    if isinstance(value, float) and (
-        column.endswith("ratio") or column in ("util", "mfu", "cp_coverage")
-    ):
+    is_ratio = (
+        column.endswith("ratio")
+        or column.startswith("util")
+        or column in ("mfu", "cp_coverage", "x%")
+    )
+    if isinstance(value, float) and is_ratio:
         return f"{100 * value:.2f}%"
-    if column.endswith("_ns") and isinstance(value, int):
+    if column.endswith("_ns") and isinstance(value, int | float):
         return f"{value / 1e6:.3f}"
     if isinstance(value, float):
         return f"{value:.4g}"
@@ -100,18 +139,29 @@ def _fmt(value: Any, column: str) -> str:
 
 
 def _print_table(frame: pl.DataFrame, title: str) -> None:
-    """A rich table of `frame`; headers say ms for ns columns; cells are never markup."""
-    from rich.console import Console
+    """A rich table of `frame`: ns columns in ms, ratios in %; cells are never markup."""
+    import polars as pl
     from rich.table import Table
     from rich.text import Text
 
     table = Table(title=Text(title), title_justify="left")
     for col in frame.columns:
-        header = col[:-3] + " (ms)" if col.endswith("_ns") else col
-        table.add_column(Text(header), justify="left" if frame[col].dtype == str else "right")
+        header = col[:-3] if col.endswith("_ns") else col
+        table.add_column(
+            Text(header),
+            justify="left" if frame[col].dtype == pl.String else "right",
+            overflow="fold",
+        )
     for row in frame.iter_rows():
         table.add_row(*[Text(_fmt(v, c)) for v, c in zip(row, frame.columns, strict=True)])
-    Console(highlight=False).print(table)
+    _console().print(table)
+
+
+def _console():  # type: ignore[no-untyped-def]
+    """A console that never truncates: wide when stdout is not a terminal."""
+    from rich.console import Console
+
+    return Console(highlight=False, width=None if sys.stdout.isatty() else 240)
 
 
 @click.command("metrics")
@@ -155,10 +205,7 @@ def metrics(
     if as_json and as_csv:
         raise UserError("--json and --csv are exclusive")
     results = _analyze_paths(traces, peak_tflops, comm_patterns)
-    if all(r.ranks.height == 0 for _, r in results):
-        raise UserError(
-            f"{traces[0]}: nothing to analyze (no compute or communication events on any track)"
-        )
+    _check_computed(results)
     if as_json:
         doc = {"traces": [{"source": p, **r.to_dict()} for p, r in results]}
         click.echo(json.dumps(doc, indent=1))
@@ -168,10 +215,8 @@ def metrics(
         sys.stdout.write(pl.concat(frames, how="diagonal_relaxed").write_csv())
         return
     for path, report in results:
-        frame = _frame_by(report, by)
-        if by == "rank":
-            frame = frame.drop("window_start_ns", "window_end_ns")
-        _print_table(frame, f"{path}  ({by})")
+        frame = _people_frame(report) if by == "rank" else _frame_by(report, by)
+        _print_table(frame, f"{path}  (per {by}; times in ms)")
 
 
 @click.command("compare")
@@ -199,30 +244,33 @@ def compare(
     """Totals of two traces side by side with ratios B/A (e.g. sequential vs tile schedule)."""
     from moetrace.analysis.report import compare as compare_reports
 
-    (_, ra), (_, rb) = _analyze_paths([a, b], peak_tflops, comm_patterns)
-    if ra.ranks.height == 0 and rb.ranks.height == 0:
-        raise UserError(f"{a}, {b}: nothing to compare (no compute or communication events)")
+    results = _analyze_paths([a, b], peak_tflops, comm_patterns)
+    _check_computed(results)
+    (_, ra), (_, rb) = results
     frame = compare_reports(ra, rb)
     if as_json:
         click.echo(json.dumps({"a": a, "b": b, "metrics": frame.to_dicts()}, indent=1))
     elif as_csv:
         sys.stdout.write(frame.write_csv())
     else:
-        from rich.console import Console
         from rich.table import Table
         from rich.text import Text
 
-        table = Table(title=Text(f"A = {a}\nB = {b}"), title_justify="left")
+        console = _console()
+        console.print(Text(f"A = {a}"))
+        console.print(Text(f"B = {b}"))
+        table = Table()
         for col in ("metric", "A", "B", "B/A"):
             table.add_column(col, justify="left" if col == "metric" else "right")
         for m, va, vb, ratio in frame.iter_rows():
+            label = f"{m[:-3]} (ms)" if m.endswith("_ns") else m
             table.add_row(
-                Text(m),
-                Text(_fmt(va, m if m.endswith("_ns") else "x")),
-                Text(_fmt(vb, m if m.endswith("_ns") else "x")),
+                Text(label),
+                Text(_fmt(va, m)),
+                Text(_fmt(vb, m)),
                 Text("-" if ratio is None else f"{ratio:.3f}x"),
             )
-        Console(highlight=False).print(table)
+        console.print(table)
 
 
 @click.command("query")
@@ -261,7 +309,6 @@ def query(trace: str, sql: str, as_json: bool, as_csv: bool, limit: int) -> None
     elif as_csv:
         sys.stdout.write(frame.write_csv())
     else:
-        from rich.console import Console
         from rich.table import Table
         from rich.text import Text
 
@@ -270,7 +317,7 @@ def query(trace: str, sql: str, as_json: bool, as_csv: bool, limit: int) -> None
             table.add_column(Text(col))
         for row in frame.head(limit).iter_rows():
             table.add_row(*[Text("null" if v is None else str(v)) for v in row])
-        Console(highlight=False).print(table)
+        _console().print(table)
 
 
 COMMANDS: list[click.Command] = [metrics, compare, query]
