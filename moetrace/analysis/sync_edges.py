@@ -1,4 +1,17 @@
-"""Kineto synchronisation edges, as Holistic Trace Analysis models them (placeholder)."""
+"""Kineto synchronisation edges, derived the way Holistic Trace Analysis models them.
+
+PyTorch's profiler (with `enable_cuda_sync_events`) records a `cuda_sync` slice for each CUDA
+synchronisation, linked by `correlation` to the runtime call that caused it. Kernels are
+ordered per stream by the start of their launch call (HTA's rule). Edges, all of kind `sync`:
+
+- Context Sync (cudaDeviceSynchronize): the last kernel of every stream launched before the
+  call → the call (it returns when they are done).
+- Stream Sync (cudaStreamSynchronize): the last kernel of that stream → the call.
+- Event Sync (cudaEventSynchronize / Query): the last kernel launched on the recorded stream
+  before the matching cudaEventRecord → the call.
+- Stream Wait Event (cudaStreamWaitEvent): that same kernel → the next kernel launched on the
+  waiting stream after the call (GPU → GPU).
+"""
 
 from __future__ import annotations
 
@@ -6,7 +19,122 @@ import polars as pl
 
 from moetrace.analysis.steps import Prepared
 
+SYNC_NAMES = ("Context Sync", "Stream Sync", "Event Sync", "Stream Wait Event")
+RECORD_CALLS = ("cudaEventRecord", "hipEventRecord", "cudaEventRecordWithFlags")
+
+
+def _arg_int(name: str) -> pl.Expr:
+    """An integer arg from the JSON args text (null when absent)."""
+    return pl.col("args").str.extract(rf'"{name}"\s*:\s*(-?\d+)', 1).cast(pl.Int64, strict=False)
+
 
 def kineto_sync_edges(prep: Prepared) -> pl.DataFrame | None:
-    """Extra `sync` dependency edges (src, dst, kind) derived from CUDA sync calls."""
-    return None
+    """Extra dependency edges (src, dst, kind="sync") by event id; None when not applicable."""
+    ev = prep.ev
+    sync = ev.filter(pl.col("name").is_in(SYNC_NAMES) & pl.col("args").is_not_null())
+    if sync.height == 0:
+        return None
+    sync = sync.select(
+        "rank",
+        pl.col("name").alias("sync_kind"),
+        _arg_int("correlation").alias("corr"),
+        _arg_int("stream").alias("stream"),
+        _arg_int("wait_on_stream").alias("wait_stream"),
+        _arg_int("wait_on_cuda_event_record_corr_id").alias("record_corr"),
+    )
+    host = (
+        ev.filter((pl.col("unit") == "cpu") & pl.col("args").is_not_null())
+        .select("rank", "id", "ts", "end", pl.col("name"), _arg_int("correlation").alias("corr"))
+        .drop_nulls("corr")
+    )
+    calls = sync.join(
+        host.rename({"id": "call", "ts": "call_ts"}).drop("end", "name"),
+        on=["rank", "corr"],
+        how="inner",
+    )
+    records = host.filter(pl.col("name").is_in(RECORD_CALLS)).select(
+        "rank", pl.col("corr").alias("record_corr"), pl.col("ts").alias("record_ts")
+    )
+    launch = (
+        prep.deps.filter(pl.col("kind") == "launch")
+        .join(ev.select(pl.col("id").alias("src"), pl.col("ts").alias("launch_ts")), on="src")
+        .group_by("dst")
+        .agg(pl.col("launch_ts").min())
+    )
+    kernels = (
+        ev.filter(
+            (pl.col("unit") == "stream")
+            & pl.col("kind").is_in(["compute", "comm", "memory"])
+            & pl.col("args").is_not_null()
+        )
+        .select("rank", "id", "ts", _arg_int("stream").alias("stream"))
+        .drop_nulls("stream")
+        .join(launch, left_on="id", right_on="dst", how="left")
+        .with_columns(pl.coalesce("launch_ts", "ts").alias("launch_ts"))
+        .select("rank", "stream", "id", "launch_ts")
+        .sort("launch_ts")
+    )
+    if kernels.height == 0 or calls.height == 0:
+        return None
+    out: list[pl.DataFrame] = []
+
+    def last_before(frame: pl.DataFrame, time_col: str, stream_col: str) -> pl.DataFrame:
+        """Add `kernel`: the last kernel on `stream_col` launched before `time_col`."""
+        return (
+            frame.sort(time_col)
+            .join_asof(
+                kernels.rename({"id": "kernel", "stream": stream_col}),
+                left_on=time_col,
+                right_on="launch_ts",
+                by=["rank", stream_col],
+                strategy="backward",
+                allow_exact_matches=False,
+                check_sortedness=False,
+            )
+            .drop_nulls("kernel")
+        )
+
+    # Context Sync: every stream of the rank
+    ctx = (
+        calls.filter(pl.col("sync_kind") == "Context Sync")
+        .drop("stream")
+        .join(kernels.select("rank", "stream").unique(), on="rank")
+    )
+    stream_sync = calls.filter(pl.col("sync_kind") == "Stream Sync")
+    for frame in (ctx, stream_sync):
+        if frame.height:
+            hit = last_before(frame, "call_ts", "stream")
+            out.append(hit.select(pl.col("kernel").alias("src"), pl.col("call").alias("dst")))
+    waits = calls.filter(pl.col("sync_kind").is_in(["Event Sync", "Stream Wait Event"])).join(
+        records, on=["rank", "record_corr"], how="inner"
+    )
+    if waits.height:
+        hit = last_before(
+            waits.with_columns(pl.col("wait_stream").alias("kstream")), "record_ts", "kstream"
+        )
+        event_sync = hit.filter(pl.col("sync_kind") == "Event Sync")
+        out.append(event_sync.select(pl.col("kernel").alias("src"), pl.col("call").alias("dst")))
+        swe = hit.filter(pl.col("sync_kind") == "Stream Wait Event").select(
+            "rank", "stream", "call_ts", pl.col("kernel").alias("src")
+        )
+        if swe.height:
+            nxt = (
+                swe.sort("call_ts")
+                .join_asof(
+                    kernels.rename({"id": "dst"}),
+                    left_on="call_ts",
+                    right_on="launch_ts",
+                    by=["rank", "stream"],
+                    strategy="forward",
+                    allow_exact_matches=False,
+                    check_sortedness=False,
+                )
+                .drop_nulls("dst")
+            )
+            out.append(nxt.select("src", "dst"))
+    if not out:
+        return None
+    edges = pl.concat(
+        [o.select(pl.col("src").cast(pl.UInt32), pl.col("dst").cast(pl.UInt32)) for o in out]
+    ).unique()
+    return edges.with_columns(pl.lit("sync").alias("kind"))

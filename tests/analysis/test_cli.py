@@ -113,7 +113,7 @@ def test_errors_are_one_line_exit_2(tmp_path: Path) -> None:
         ["metrics", str(_write(tmp_path / "ok.json", 0)), "--comm-pattern", "("],
         ["query", str(p), "SELEC nonsense"],
     ):
-        code, out, err = run(*args)
+        code, _out, err = run(*args)
         assert code == 2, args
         assert len(err.strip().splitlines()) == 1 and err.startswith("moetrace: error:"), err
         assert "Traceback" not in err

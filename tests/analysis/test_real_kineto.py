@@ -65,3 +65,32 @@ def test_cpu_only_gloo_trace(real_traces: Path) -> None:
     lo, hi = int(inside["ts"].min()), int((inside["ts"] + inside["dur"]).max())
     assert row["window_ns"] == hi - lo
     assert set(report.units["unit"]) == {"cpu"}
+
+
+def test_cuda_sync_edges_as_hta_models_them(real_traces: Path) -> None:
+    """The multi-stream event-sync trace: each cuda_sync slice becomes the edge HTA draws.
+
+    Worked out by hand from the file: kernel 15 (stream 20) is recorded by cudaEventRecord
+    corr 32 and 1385, kernel 30 (stream 28) by corr 62; cudaEventQuery 26 waits on 32,
+    cudaEventQuery 44 on 62, cudaStreamWaitEvent 38 makes stream 24 wait on 1385 (the next
+    kernel launched there is the memset 45), cudaDeviceSynchronize 55 waits for the last
+    kernel of streams 20, 24 and 28 (15, 48, 30).
+    """
+    io = pytest.importorskip("moetrace.trace.io")
+    from moetrace.analysis.steps import prepare
+    from moetrace.analysis.sync_edges import kineto_sync_edges
+
+    name = "hta__critical_path__cuda_event_sync_multi_stream__event_sync_trace.json.gz"
+    trace = io.load(real_traces / "kineto" / name)
+    edges = kineto_sync_edges(prepare(trace))
+    assert edges is not None
+    assert set(zip(edges["src"], edges["dst"], strict=True)) == {
+        (15, 26),
+        (30, 44),
+        (15, 45),
+        (15, 55),
+        (30, 55),
+        (48, 55),
+    }
+    report = analyze(trace)
+    assert report.critical_path["dur_ns"].sum() == report.ranks["cp_span_ns"].sum()
