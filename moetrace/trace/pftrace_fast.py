@@ -1,201 +1,325 @@
 """Vectorised protobuf encoding of the hot `.pftrace` packets (BEGIN/END/INSTANT/COUNTER).
 
-Every field of every packet is a "ragged" column: one flat uint8 buffer plus a byte length
-per row (0 = field absent). Varints are encoded 7 bits at a time for all rows at once,
-columns are concatenated row-wise by scattering each into its rows' slots, and the packets
-are finally put in file order with one gather. Fields are emitted in field-number order,
-which is what the protobuf runtime (upb) writes, so the output is byte-identical to
-`StreamingTraceProtoBuilder`; a test compares the two.
+A packet is a record of pieces (constant tags, varints, fixed64s, repeated flow ids) in
+field-number order, which is what the protobuf runtime (upb) writes, so the output is
+byte-identical to the official `StreamingTraceProtoBuilder` path (a test compares them).
+Rows whose pieces have the same byte widths form a group; a group is a dense
+(rows x width) byte matrix filled column block by column block and copied to the rows'
+final offsets in one scatter. Only the variable-length args strings are copied byte-wise.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 import polars as pl
 
-from moetrace.trace.pftrace_plan import BEGIN, END, INSTANT, PftracePlan
-
-Ragged = tuple[np.ndarray, np.ndarray]
-"""(flat uint8 bytes, int64 byte length of each row)."""
+from moetrace.trace.pftrace_plan import COUNTER, END, PftracePlan
 
 _U8 = np.uint8
+_U64 = np.uint64
 
 
-def _offsets(lens: np.ndarray) -> np.ndarray:
-    """Exclusive prefix sum: where each row starts in its flat buffer."""
-    out = np.zeros(len(lens), dtype=np.int64)
-    if len(lens) > 1:
-        np.cumsum(lens[:-1], out=out[1:])
+def varint_len(values: np.ndarray) -> np.ndarray:
+    """Bytes of the base-128 varint of each uint64 value (1-10)."""
+    v = np.asarray(values, dtype=_U64)
+    lens = np.ones(len(v), dtype=np.int64)
+    top = int(v.max(initial=0))
+    for k in range(1, 10):
+        if top < 1 << (7 * k):
+            break
+        lens += v >= _U64(1 << (7 * k))
+    return lens
+
+
+def _nested(body: np.ndarray) -> np.ndarray:
+    """Size of a length-delimited field with a 1-byte tag around a body of `body` bytes."""
+    return 1 + varint_len(body) + body
+
+
+def _cumsum0(values: np.ndarray) -> np.ndarray:
+    """[0, v0, v0+v1, ...]: start offsets, with the total at the end."""
+    out = np.zeros(len(values) + 1, dtype=np.int64)
+    np.cumsum(values, out=out[1:])
     return out
 
 
-def varint(values: np.ndarray) -> Ragged:
-    """Base-128 varints of uint64 `values` (1-10 bytes each)."""
-    v = np.ascontiguousarray(values, dtype=np.uint64)
-    lens = np.ones(len(v), dtype=np.int64)
-    for k in range(1, 10):
-        lens += v >= np.uint64(1 << (7 * k))
-    flat = np.empty(int(lens.sum()), dtype=_U8)
-    start = _offsets(lens)
-    for k in range(int(lens.max(initial=0))):
-        rows = np.flatnonzero(lens > k) if k else np.arange(len(v))
-        byte = (v[rows] >> np.uint64(7 * k)) & np.uint64(0x7F)
-        more = lens[rows] > k + 1
-        flat[start[rows] + k] = (byte | (more.astype(np.uint64) << np.uint64(7))).astype(_U8)
-    return flat, lens
+@dataclass
+class Piece:
+    """One field (or run of constant bytes) of a record.
+
+    kind: "table" (row r gets `table[codes[r]]`; a constant is a 1-entry table),
+    "varint" (`values`), "fixed64" (`values`, 8 bytes little-endian) or "flows" (for each
+    row, every (tag, fixed64) entry of `values` whose `rows` entry is that row).
+    `present` masks rows that have the field at all.
+    """
+
+    kind: str
+    values: np.ndarray | None = None
+    present: np.ndarray | None = None
+    table: np.ndarray | None = None  # (entries, max width) uint8
+    table_len: np.ndarray | None = None
+    codes: np.ndarray | None = None
+    tag: bytes = b""
+    rows: np.ndarray | None = None
+    _widths: np.ndarray | None = None
+
+    def widths(self, n: int) -> np.ndarray:
+        """Bytes of this piece in each of the `n` rows (0 where absent); computed once."""
+        if self._widths is None or len(self._widths) != n:
+            self._widths = self._compute_widths(n)
+        return self._widths
+
+    def _compute_widths(self, n: int) -> np.ndarray:
+        if self.kind == "table":
+            assert self.table_len is not None
+            w = self.table_len[self.codes] if self.codes is not None else self.table_len[0]
+            w = np.broadcast_to(w, (n,))
+        elif self.kind == "varint":
+            w = varint_len(self.values if self.values is not None else np.zeros(n, _U64))
+        elif self.kind == "fixed64":
+            w = np.full(n, 8, np.int64)
+        else:
+            assert self.rows is not None
+            count = np.bincount(self.rows, minlength=n) if len(self.rows) else np.zeros(n)
+            w = count.astype(np.int64) * (len(self.tag) + 8)
+        return np.where(self.present, w, 0) if self.present is not None else np.asarray(w)
+
+    def fill(self, block: np.ndarray, rows: np.ndarray) -> None:
+        """Write this piece's bytes of `rows` (all of the same width) into `block`."""
+        width = block.shape[1]
+        if self.kind == "table":
+            assert self.table is not None
+            if self.codes is None:
+                block[:] = self.table[0, :width]
+            else:
+                block[:] = self.table[self.codes[rows], :width]
+        elif self.kind == "varint":
+            assert self.values is not None
+            shifts = (7 * np.arange(width)).astype(_U64)
+            groups = (self.values[rows][:, None] >> shifts) & _U64(0x7F)
+            block[:] = groups
+            block[:, :-1] |= 0x80
+        elif self.kind == "fixed64":
+            assert self.values is not None
+            raw = np.ascontiguousarray(self.values[rows])
+            block[:] = raw.astype(raw.dtype.newbyteorder("<"), copy=False).view(_U8).reshape(-1, 8)
+        else:
+            assert self.rows is not None and self.values is not None
+            step = len(self.tag) + 8
+            count = width // step
+            first = np.searchsorted(self.rows, rows)
+            ids = self.values[first[:, None] + np.arange(count)]  # (g, count)
+            cells = block.reshape(len(rows), count, step)
+            cells[:, :, : len(self.tag)] = np.frombuffer(self.tag, _U8)
+            cells[:, :, len(self.tag) :] = (
+                np.ascontiguousarray(ids, dtype="<u8").view(_U8).reshape(len(rows), count, 8)
+            )
 
 
-def const(data: bytes, n: int, present: np.ndarray | None = None) -> Ragged:
-    """The same bytes in every row (or only in rows where `present`)."""
-    if present is None:
-        return np.tile(np.frombuffer(data, dtype=_U8), n), np.full(n, len(data), np.int64)
-    count = int(present.sum())
-    return np.tile(np.frombuffer(data, dtype=_U8), count), np.where(present, len(data), 0)
+def const(data: bytes, present: np.ndarray | None = None) -> Piece:
+    table = np.frombuffer(data, _U8).reshape(1, -1)
+    return Piece("table", table=table, table_len=np.array([len(data)]), present=present)
 
 
-def fixed64(values: np.ndarray, present: np.ndarray | None = None) -> Ragged:
-    """Little-endian 8-byte values (uint64 or float64) in every row (or where `present`)."""
-    v = np.ascontiguousarray(values)
-    if present is not None:
-        v = v[present]
-    flat = v.astype(v.dtype.newbyteorder("<"), copy=False).view(_U8).ravel()
-    lens = np.full(len(values), 8, np.int64) if present is None else np.where(present, 8, 0)
-    return flat, lens
+def table(entries: list[bytes], codes: np.ndarray, present: np.ndarray | None = None) -> Piece:
+    width = max((len(e) for e in entries), default=0)
+    matrix = np.zeros((max(len(entries), 1), width), _U8)
+    for i, entry in enumerate(entries):
+        matrix[i, : len(entry)] = np.frombuffer(entry, _U8)
+    lens = np.array([len(e) for e in entries] or [0], dtype=np.int64)
+    return Piece("table", table=matrix, table_len=lens, codes=codes, present=present)
 
 
-def strings(values: pl.Series) -> Ragged:
-    """UTF-8 bytes of a String series; nulls are empty rows."""
+def varint(values: np.ndarray, present: np.ndarray | None = None) -> Piece:
+    return Piece("varint", values=np.asarray(values, dtype=_U64), present=present)
+
+
+def fixed64(values: np.ndarray, present: np.ndarray | None = None) -> Piece:
+    return Piece("fixed64", values=np.asarray(values), present=present)
+
+
+def flows(tag: bytes, rows: np.ndarray, values: np.ndarray) -> Piece:
+    return Piece("flows", tag=tag, rows=rows, values=np.asarray(values, dtype=_U64))
+
+
+def write_records(out: np.ndarray, start: np.ndarray, pieces: list[Piece]) -> np.ndarray:
+    """Write one record per row at `start[row]`; returns each row's record size in bytes.
+
+    Rows are grouped by the tuple of their piece widths (a mixed-radix key), so inside a
+    group every piece sits at the same column of a dense byte matrix.
+    """
+    n = len(start)
+    widths = [p.widths(n) for p in pieces]
+    size = sum(widths, np.zeros(n, np.int64))
+    if n == 0:
+        return size
+    key = np.zeros(n, dtype=np.int64)
+    for piece_widths in widths:
+        low, high = int(piece_widths.min()), int(piece_widths.max())
+        if low != high:
+            key = key * (high - low + 1) + (piece_widths - low)
+            if int(key.max()) > 1 << 40:
+                key = np.unique(key, return_inverse=True)[1].ravel().astype(np.int64)
+    if int(key.max()) == int(key.min()):
+        groups = [np.arange(n)]
+    else:
+        order = np.argsort(key, kind="stable")
+        groups = np.split(order, np.flatnonzero(np.diff(key[order])) + 1)
+    for rows in groups:
+        shape = [int(w[rows[0]]) for w in widths]
+        record = np.empty((len(rows), sum(shape)), dtype=_U8)
+        column = 0
+        for piece, width in zip(pieces, shape, strict=True):
+            if width:
+                piece.fill(record[:, column : column + width], rows)
+                column += width
+        out[start[rows][:, None] + np.arange(record.shape[1])] = record
+    return size
+
+
+def _utf8(values: pl.Series) -> tuple[np.ndarray, np.ndarray]:
+    """UTF-8 bytes of a String series back to back, and each row's byte length (0 for null)."""
     lens = values.str.len_bytes().fill_null(0).to_numpy().astype(np.int64)
     joined = values.str.join("").item() if values.len() else ""
-    flat = np.frombuffer((joined or "").encode("utf-8"), dtype=_U8)
-    return flat, lens
+    return np.frombuffer((joined or "").encode("utf-8"), dtype=_U8), lens
 
 
-def concat(parts: list[Ragged]) -> Ragged:
-    """Row-wise concatenation: row i of the result is row i of every part, in order."""
-    lens = np.zeros(len(parts[0][1]), dtype=np.int64)
-    for _, part_lens in parts:
-        lens += part_lens
-    out = np.empty(int(lens.sum()), dtype=_U8)
-    cursor = _offsets(lens)
-    for flat, part_lens in parts:
-        if flat.size:
-            shift = np.repeat(cursor - _offsets(part_lens), part_lens)
-            out[shift + np.arange(flat.size)] = flat
-        cursor += part_lens
-    return out, lens
+def _kind_table(kinds: pl.Series) -> tuple[list[bytes], np.ndarray]:
+    """The whole `kind` debug annotation per distinct kind, and each row's entry."""
+    names = sorted(kinds.drop_nulls().unique().to_list())
+    entries = []
+    for name in names:
+        raw = name.encode("utf-8")
+        body = b"\x08\x02\x32" + _varint_bytes(len(raw)) + raw
+        entries.append(b"\x22" + _varint_bytes(len(body)) + body)
+    codes = kinds.replace_strict(names, list(range(len(names))), default=0, return_dtype=pl.Int64)
+    return entries, codes.to_numpy().astype(np.int64)
 
 
-def gather(rows: Ragged, order: np.ndarray) -> Ragged:
-    """Rows of `rows` taken in `order`."""
-    flat, lens = rows
-    new_lens = lens[order]
-    shift = np.repeat(_offsets(lens)[order] - _offsets(new_lens), new_lens)
-    return flat[shift + np.arange(int(new_lens.sum()))], new_lens
-
-
-def stack(parts: list[Ragged]) -> Ragged:
-    """Rows of all parts one after the other."""
-    return np.concatenate([p[0] for p in parts]), np.concatenate([p[1] for p in parts])
-
-
-def field(tag: bytes, body: Ragged, present: np.ndarray | None = None) -> Ragged:
-    """A length-delimited field: tag, varint length, body; absent where not `present`."""
-    lens = body[1]
-    pieces = concat([const(tag, len(lens)), varint(lens.astype(np.uint64)), body])
-    if present is None:
-        return pieces
-    return pieces[0][np.repeat(present, pieces[1])], np.where(present, pieces[1], 0)
-
-
-def _grouped(rows: np.ndarray, values: np.ndarray, n: int, tag: bytes) -> Ragged:
-    """A repeated fixed64 field: for each event row, every (tag + 8 bytes) it owns, in order.
-
-    `rows` is sorted; each row gets a contiguous run of the entries.
-    """
-    count = np.bincount(rows, minlength=n).astype(np.int64) if len(rows) else np.zeros(n, np.int64)
-    item = concat([const(tag, len(values)), fixed64(values.astype(np.uint64))])
-    return item[0], count * (len(tag) + 8)
-
-
-def _annotation(iid: int, body: Ragged, present: np.ndarray | None = None) -> Ragged:
-    """DebugAnnotation{name_iid=iid, <value field>} as a TrackEvent.debug_annotations entry."""
-    inner = concat([const(bytes([0x08, iid]), len(body[1])), body])
-    return field(b"\x22", inner, present)
-
-
-def _event_bodies(plan: PftracePlan) -> Ragged:
-    """TrackEvent bodies of the BEGIN/INSTANT packets, one row per event."""
-    n = len(plan.ts)
-    has_cat = plan.cat_iid > 0
-    cat_varint = varint(plan.cat_iid)
-    cat_field = concat([const(b"\x18", n), cat_varint])
-    cat_field = (cat_field[0][np.repeat(has_cat, cat_field[1])], np.where(has_cat, cat_field[1], 0))
-    kind_set = plan.kind.is_not_null().to_numpy()
-    args_set = plan.args.is_not_null().to_numpy()
-    kinds = strings(plan.kind)
-    args = strings(plan.args)
-    instant = plan.end.view(np.int64) <= plan.ts.view(np.int64)
-    parts = [
-        cat_field,
-        _annotation(1, concat([const(b"\x18", n), varint(plan.event_id)])),
-        _annotation(
-            2, concat([const(b"\x32", n), varint(kinds[1].astype(np.uint64)), kinds]), kind_set
-        ),
-        _annotation(3, concat([const(b"\x29", n), fixed64(plan.flops)]), plan.flops_set),
-        _annotation(4, concat([const(b"\x29", n), fixed64(plan.bytes_)]), plan.bytes_set),
-        _annotation(
-            5, concat([const(b"\x4a", n), varint(args[1].astype(np.uint64)), args]), args_set
-        ),
-        const(b"\x48\x01", n, ~instant),
-        const(b"\x48\x03", n, instant),
-        const(b"\x50", n),
-        varint(plan.name_iid),
-        const(b"\x58", n),
-        varint(plan.lane_uuid),
-        _grouped(plan.out_row, plan.out_flow, n, b"\xf9\x02"),
-        _grouped(plan.in_row, plan.in_flow, n, b"\x81\x03"),
-    ]
-    return concat(parts)
-
-
-def _packets(ts: np.ndarray, event: Ragged, flags: bool) -> Ragged:
-    """TracePacket{timestamp, trusted_packet_sequence_id=1, track_event, [sequence_flags=2]}."""
-    n = len(ts)
-    parts = [const(b"\x40", n), varint(ts), const(b"\x50\x01", n), field(b"\x5a", event)]
-    if flags:
-        parts.append(const(b"\x68\x02", n))
-    return concat(parts)
+def _varint_bytes(value: int) -> bytes:
+    out = bytearray()
+    while True:
+        low = value & 0x7F
+        value >>= 7
+        out.append(low | (0x80 if value else 0))
+        if not value:
+            return bytes(out)
 
 
 def encode_hot_packets(plan: PftracePlan) -> bytes:
     """All BEGIN/END/INSTANT/COUNTER packets in file order, each wrapped as Trace{packet}."""
-    n = len(plan.ts)
-    begins = _packets(plan.ts, _event_bodies(plan), flags=True)
-    sliced = plan.end.view(np.int64) > plan.ts.view(np.int64)
-    end_rows = np.flatnonzero(sliced)
-    m = len(end_rows)
-    end_event = concat([const(b"\x48\x02\x58", m), varint(plan.lane_uuid[end_rows])])
-    ends = _packets(plan.end[end_rows], end_event, flags=False)
-    c = len(plan.counter_ts)
-    counter_event = concat(
-        [
-            const(b"\x48\x04\x58", c),
-            varint(plan.counter_uuid),
-            const(b"\xe1\x02", c),
-            fixed64(plan.counter_value),
-        ]
-    )
-    counters = _packets(plan.counter_ts, counter_event, flags=False)
-    # Row of each hot packet in stack([begins, ends, counters]).
-    end_slot = np.full(n, -1, dtype=np.int64)
-    end_slot[end_rows] = np.arange(m)
     kind, row = plan.packet_kind, plan.packet_row
-    index = np.where(
-        (kind == BEGIN) | (kind == INSTANT),
-        row,
-        np.where(kind == END, n + end_slot[np.where(kind == END, row, 0)], n + m + row),
-    )
-    ordered = gather(stack([begins, ends, counters]), index)
-    flat, _ = field(b"\x0a", ordered)
-    return flat.tobytes()
+    is_end, is_counter = kind == END, kind == COUNTER
+    is_begin = ~(is_end | is_counter)
+    perm = row[is_begin]
+    n = len(perm)
+    rank = np.empty(n, dtype=np.int64)
+    rank[perm] = np.arange(n)
+
+    def renumbered(rows: np.ndarray, ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        new = rank[rows]
+        order = np.argsort(new, kind="stable")  # keeps each row's flows in written order
+        return new[order], ids[order]
+
+    kinds, args = plan.kind.gather(perm), plan.args.gather(perm)
+    kind_entries, kind_code = _kind_table(kinds)
+    kind_set = kinds.is_not_null().to_numpy()
+    args_set = args.is_not_null().to_numpy()
+    args_bytes, args_len = _utf8(args)
+    ts, lane = plan.ts[perm], plan.lane_uuid[perm]
+    cat_iid, event_id, name_iid = plan.cat_iid[perm], plan.event_id[perm], plan.name_iid[perm]
+    flops, flops_set = plan.flops[perm], plan.flops_set[perm]
+    nbytes, bytes_set = plan.bytes_[perm], plan.bytes_set[perm]
+    instant = (plan.end[perm].view(np.int64) <= ts.view(np.int64)).astype(np.int64)
+    has_cat = cat_iid > 0
+    out_row, out_flow = renumbered(plan.out_row, plan.out_flow)
+    in_row, in_flow = renumbered(plan.in_row, plan.in_flow)
+    id_body = 3 + varint_len(event_id)
+    args_body = 3 + varint_len(args_len) + args_len
+    # The packet around the args bytes: prefix (up to args' length) and suffix.
+    fields = [
+        const(b"\x18", has_cat),
+        varint(cat_iid, has_cat),
+        const(b"\x22"),
+        varint(id_body),
+        const(b"\x08\x01\x18"),
+        varint(event_id),
+        table(kind_entries, kind_code, kind_set),
+        const(b"\x22\x0b\x08\x03\x29", flops_set),
+        fixed64(flops, flops_set),
+        const(b"\x22\x0b\x08\x04\x29", bytes_set),
+        fixed64(nbytes, bytes_set),
+        const(b"\x22", args_set),
+        varint(args_body, args_set),
+        const(b"\x08\x05\x4a", args_set),
+        varint(args_len, args_set),
+    ]
+    suffix = [
+        table([b"\x48\x01", b"\x48\x03"], instant),
+        const(b"\x50"),
+        varint(name_iid),
+        const(b"\x58"),
+        varint(lane),
+        flows(b"\xf9\x02", out_row, out_flow),
+        flows(b"\x81\x03", in_row, in_flow),
+        const(b"\x68\x02"),
+    ]
+    fields_len = sum((p.widths(n) for p in fields), np.zeros(n, np.int64))
+    suffix_len = sum((p.widths(n) for p in suffix), np.zeros(n, np.int64)) - 2  # minus flags
+    event_len = fields_len + args_len + suffix_len
+    begin_len = 1 + varint_len(ts) + 2 + _nested(event_len) + 2
+    head = [
+        const(b"\x0a"),
+        varint(begin_len),
+        const(b"\x40"),
+        varint(ts),
+        const(b"\x50\x01\x5a"),
+        varint(event_len),
+    ]
+    end_rows = row[is_end]
+    end_ts, end_uuid = plan.end[end_rows], plan.lane_uuid[end_rows]
+    end_event_len = 3 + varint_len(end_uuid)
+    end_len = 1 + varint_len(end_ts) + 2 + _nested(end_event_len)
+    ends = [
+        const(b"\x0a"),
+        varint(end_len),
+        const(b"\x40"),
+        varint(end_ts),
+        const(b"\x50\x01\x5a"),
+        varint(end_event_len),
+        const(b"\x48\x02\x58"),
+        varint(end_uuid),
+    ]
+    counter_rows = row[is_counter]
+    counter_ts, counter_uuid = plan.counter_ts[counter_rows], plan.counter_uuid[counter_rows]
+    counter_event_len = 3 + varint_len(counter_uuid) + 10
+    counter_len = 1 + varint_len(counter_ts) + 2 + _nested(counter_event_len)
+    counters = [
+        const(b"\x0a"),
+        varint(counter_len),
+        const(b"\x40"),
+        varint(counter_ts),
+        const(b"\x50\x01\x5a"),
+        varint(counter_event_len),
+        const(b"\x48\x04\x58"),
+        varint(counter_uuid),
+        const(b"\xe1\x02"),
+        fixed64(plan.counter_value[counter_rows]),
+    ]
+    sizes = np.empty(len(kind), dtype=np.int64)
+    sizes[is_begin] = _nested(begin_len)
+    sizes[is_end] = _nested(end_len)
+    sizes[is_counter] = _nested(counter_len)
+    start = _cumsum0(sizes)
+    out = np.empty(int(start[-1]), dtype=_U8)
+    begin_start = start[:-1][is_begin]
+    at = begin_start + write_records(out, begin_start, head + fields)
+    if args_bytes.size:
+        shift = np.repeat(at - _cumsum0(args_len)[:-1], args_len)
+        out[shift + np.arange(args_bytes.size)] = args_bytes
+    write_records(out, at + args_len, suffix)
+    write_records(out, start[:-1][is_end], ends)
+    write_records(out, start[:-1][is_counter], counters)
+    return out.tobytes()

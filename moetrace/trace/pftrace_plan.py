@@ -86,20 +86,10 @@ def _as_u64(values: np.ndarray) -> np.ndarray:
 def _intern(values: pl.Series) -> tuple[list[str], np.ndarray]:
     """Distinct non-null strings (sorted, iids 1..n) and each row's iid (0 for null)."""
     table = sorted(values.drop_nulls().unique().to_list())
-    lookup = pl.DataFrame(
-        {
-            "v": pl.Series(table, dtype=pl.String),
-            "iid": np.arange(1, len(table) + 1, dtype=np.uint64),
-        }
-    )
-    iid = (
-        values.to_frame("v")
-        .join(lookup, on="v", how="left", maintain_order="left")["iid"]
-        .fill_null(0)
-        .to_numpy()
-        .astype(np.uint64)
-    )
-    return table, iid
+    if not table:
+        return table, np.zeros(len(values), dtype=np.uint64)
+    codes = values.cast(pl.Enum(table)).to_physical().cast(pl.Int64) + 1
+    return table, codes.fill_null(0).to_numpy().astype(np.uint64)
 
 
 def group_pids(keys: list[str | None]) -> list[int]:
@@ -348,10 +338,10 @@ def packet_order(
     ts = np.asarray(ts, dtype=np.int64)
     dur = np.asarray(dur, dtype=np.int64)
     begin_rank = np.empty(n, dtype=np.int64)
-    begin_rank[np.lexsort((np.arange(n), -dur, ts))] = np.arange(n)
+    begin_rank[_arg_sort([ts, -dur, np.arange(n)])] = np.arange(n)
     sliced = np.flatnonzero(dur > 0)
     nc = len(counter_ts)
-    time = np.concatenate([ts + dur * 0, (ts + dur)[sliced], np.asarray(counter_ts, np.int64)])
+    time = np.concatenate([ts, (ts + dur)[sliced], np.asarray(counter_ts, np.int64)])
     phase = np.concatenate(
         [np.ones(n, np.int64), np.zeros(len(sliced), np.int64), np.full(nc, 2, np.int64)]
     )
@@ -364,5 +354,16 @@ def packet_order(
         ]
     )
     row = np.concatenate([np.arange(n, dtype=np.int64), sliced, np.arange(nc, dtype=np.int64)])
-    order = np.lexsort((tie, phase, time))
+    order = _arg_sort([time, phase * (2 * n + 1) + tie])
     return kind[order], row[order]
+
+
+def _arg_sort(keys: list[np.ndarray]) -> np.ndarray:
+    """Indices that sort rows by `keys` (first key first); keys are unique together.
+
+    Polars' multi-column sort is several times faster than `np.lexsort` here.
+    """
+    if len(keys[0]) == 0:
+        return np.zeros(0, dtype=np.int64)
+    frame = pl.DataFrame({f"k{i}": k for i, k in enumerate(keys)})
+    return frame.select(pl.arg_sort_by(frame.columns)).to_series().to_numpy().astype(np.int64)
