@@ -1,0 +1,224 @@
+"""`simulate()`: workload + hardware + schedule -> a `Trace` of every rank's tiles."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from moetrace.executor.engine import run_dynamic, run_static
+from moetrace.executor.errors import ExecutorInputError
+from moetrace.executor.hardware import Hardware, get_hardware
+from moetrace.executor.schedules import ScheduleOptions, Timed, lane_layout, schedule
+from moetrace.executor.tiles import TaskGraph, build_graph
+from moetrace.executor.workload import DTYPE_BYTES, Workload, make_workload, route
+from moetrace.trace.model import Trace
+
+Progress = Callable[[str, float], None]
+MAX_TASKS = 6_000_000
+_OPTIONS = {
+    "one_sided",
+    "l2",
+    "dynamic",
+    "chunks",
+    "dispatch_dtype",
+    "shared_expert",
+    "tile_rows",
+    "n_tile",
+    "progress",
+    "max_tasks",
+}
+
+
+@dataclass
+class Run:
+    """Everything a simulation produced, for the functional proof and for tests."""
+
+    workload: Workload
+    hardware: Hardware
+    options: ScheduleOptions
+    graph: TaskGraph
+    timed: Timed
+    start: np.ndarray
+    lane: np.ndarray
+
+    @property
+    def makespan_ns(self) -> int:
+        return int((self.start + self.timed.dur).max())
+
+
+def estimate_tasks(wl: Workload) -> int:
+    """Upper estimate of the task count, computed before any allocation."""
+    sh = wl.shape
+    rows = wl.ranks * wl.tokens * sh.top_k
+    row_tiles = rows // wl.tile_rows + sh.experts
+    n1 = -(-2 * sh.intermediate // wl.n_tile)
+    n2 = -(-sh.hidden // wl.n_tile)
+    comm = rows // wl.tile_rows + wl.ranks * wl.ranks
+    token_tiles = wl.ranks * -(-wl.tokens // wl.tile_rows)
+    return row_tiles * (n1 + n2 + 1) + 8 * comm + token_tiles * (4 + n1 + n2)
+
+
+def check_memory(wl: Workload, hw: Hardware, assign: np.ndarray, expert_rank: np.ndarray) -> None:
+    """Refuse a run whose busiest rank would not fit its weights and buffers in HBM."""
+    sh = wl.shape
+    received = np.bincount(expert_rank[assign.ravel()], minlength=wl.ranks).max()
+    weights = (
+        wl.experts_per_rank * 3.0 * sh.hidden * sh.intermediate * 2 + sh.hidden * sh.experts * 2
+    )
+    if wl.shared_expert:
+        weights += sh.shared_experts * 3.0 * sh.hidden * sh.intermediate * 2
+    own = wl.tokens * sh.hidden * 2.0 * 2 + wl.tokens * sh.top_k * (
+        wl.dispatch_row_bytes + wl.combine_row_bytes
+    )
+    per_row = sh.hidden * DTYPE_BYTES[wl.dispatch_dtype] + 3 * sh.intermediate * 2 + sh.hidden * 2
+    need = weights + own + received * per_row
+    if need > hw.hbm_bytes:
+        raise ExecutorInputError(
+            f"the busiest rank needs {need / 1e9:.1f} GB of HBM for weights and buffers; "
+            f"{hw.name} has {hw.hbm_bytes / 1e9:.1f} GB (fewer tokens or more ranks)"
+        )
+
+
+def prepare(
+    preset: Any = "deepseek-v3",
+    hardware: str | Hardware = "ascend-a3",
+    ranks: int = 64,
+    tokens: int = 4096,
+    schedule_name: str = "tile",
+    routing: str = "balanced",
+    placement: str = "round-robin",
+    seed: int = 0,
+    hw_overrides: dict[str, Any] | None = None,
+    **options: Any,
+) -> tuple[Workload, Hardware, ScheduleOptions, int]:
+    """Validate every input (no heavy work): raises `ExecutorInputError` with one line."""
+    unknown = set(options) - _OPTIONS
+    if unknown:
+        raise ExecutorInputError(f"unknown option(s): {', '.join(sorted(unknown))}")
+    hw = get_hardware(hardware, hw_overrides)
+    wl = make_workload(
+        preset,
+        ranks,
+        tokens,
+        routing,
+        placement,
+        seed,
+        options.get("dispatch_dtype"),
+        bool(options.get("shared_expert", False)),
+        int(options.get("tile_rows", 128)),
+        int(options.get("n_tile", 512)),
+    )
+    opts = ScheduleOptions(
+        schedule=schedule_name,
+        chunks=int(options.get("chunks", 4)),
+        one_sided=bool(options.get("one_sided", True)),
+        l2=bool(options.get("l2", True)),
+        dynamic=bool(options.get("dynamic", False)),
+    )
+    opts.check()
+    est = estimate_tasks(wl)
+    limit = int(options.get("max_tasks", MAX_TASKS))
+    if est > limit:
+        raise ExecutorInputError(
+            f"run too large: about {est:,} tasks (limit {limit:,}); "
+            "use fewer ranks/tokens or larger tiles"
+        )
+    if wl.ranks * wl.tokens * wl.shape.top_k > 100_000_000:
+        raise ExecutorInputError("run too large: more than 100M routed rows")
+    return wl, hw, opts, est
+
+
+def execute(
+    wl: Workload, hw: Hardware, opts: ScheduleOptions, progress: Progress | None = None
+) -> Run:
+    """Build the graph, schedule it and time it on all ranks together."""
+    say = progress or (lambda stage, frac: None)
+    say("routing", 0.05)
+    assign = route(wl)
+    from moetrace.executor.workload import place
+
+    check_memory(wl, hw, assign, place(wl, assign))
+    say("task graph", 0.15)
+    graph = build_graph(
+        wl,
+        chunks=opts.chunks if opts.schedule == "chunked" else 1,
+        aiv_comm=opts.schedule == "tile",
+        two_sided=opts.schedule == "tile" and not opts.one_sided,
+    )
+    timed = schedule(graph, wl, hw, opts)
+    say("engine", 0.4)
+    layout = lane_layout(hw, opts)
+    start, lane = run_dynamic(timed, layout) if opts.dynamic else run_static(timed, layout)
+    return Run(wl, hw, opts, graph, timed, start, lane)
+
+
+def to_trace(run: Run, elapsed_s: float | None = None) -> Trace:
+    """The `Trace` of a finished run, with the workload, hardware and schedule in meta."""
+    from moetrace.executor.trace_out import build_trace
+
+    wl, hw, opts = run.workload, run.hardware, run.options
+    makespan = run.makespan_ns
+    meta = {
+        "workload": wl.to_dict(),
+        "hardware": hw.to_dict(),
+        "schedule": {
+            "name": opts.schedule,
+            "chunks": opts.chunks if opts.schedule == "chunked" else 1,
+            "one_sided": opts.one_sided,
+            "l2": opts.l2,
+            "dynamic": opts.dynamic,
+        },
+        "l2_intermediates": run.timed.l2_intermediates,
+        "dispatch_bw": hw.link_rate("dispatch", wl.ranks),
+        "combine_bw": hw.link_rate("combine", wl.ranks),
+        "tasks": run.timed.n_graph,
+        "launches": run.timed.n - run.timed.n_graph,
+        "tokens_per_s": wl.ranks * wl.tokens / (makespan * 1e-9),
+        "makespan_ns": makespan,
+    }
+    if elapsed_s is not None:
+        meta["simulate_s"] = round(elapsed_s, 3)
+    return build_trace(run.graph, run.timed, run.start, run.lane, hw, opts, meta)
+
+
+def simulate(
+    preset: Any = "deepseek-v3",
+    hardware: str | Hardware = "ascend-a3",
+    ranks: int = 64,
+    tokens: int = 4096,
+    schedule: str = "tile",
+    routing: str = "balanced",
+    placement: str = "round-robin",
+    seed: int = 0,
+    hw_overrides: dict[str, Any] | None = None,
+    **options: Any,
+) -> Trace:
+    """Simulate one MoE layer on `ranks` EP ranks and return its trace (deterministic).
+
+    options: one_sided, l2, dynamic (tile ablations), chunks (chunked), dispatch_dtype
+    (bf16/fp16/fp8/int8), shared_expert, tile_rows, n_tile, progress(stage, fraction), max_tasks.
+    """
+    t0 = time.perf_counter()
+    wl, hw, opts, _ = prepare(
+        preset, hardware, ranks, tokens, schedule, routing, placement, seed, hw_overrides, **options
+    )
+    run = execute(wl, hw, opts, options.get("progress"))
+    progress = options.get("progress")
+    if progress:
+        progress("trace", 0.8)
+    trace = to_trace(run)
+    if progress:
+        progress("done", 1.0)
+    del t0
+    return trace
+
+
+def simulate_run(**kwargs: Any) -> Run:
+    """Like `simulate` but returns the raw `Run` (graph, durations, starts, lanes)."""
+    sched = kwargs.pop("schedule", "tile")
+    wl, hw, opts, _ = prepare(schedule_name=sched, **kwargs)
+    return execute(wl, hw, opts, kwargs.get("progress"))

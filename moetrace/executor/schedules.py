@@ -1,0 +1,287 @@
+"""Schedules: turn the task graph into timed work on lanes (durations, edge delays, launches).
+
+- `sequential`: one kernel per operator on one stream; each kernel waits for the previous one
+  on its rank (device barrier) and pays a launch; the all-to-all is an HCCL collective (no AIV),
+  so GEMMs start only after every tile has arrived; intermediates go through HBM.
+- `chunked`: the same kernels per micro-batch on a compute and a comm stream: chunk c's
+  dispatch overlaps chunk c-1's GEMMs (coarse overlap, MindSpeed/DualPipe style).
+- `tile` (HyperParallel-MoE): one kernel; static per-core task order; AIV-issued one-sided
+  writes release dependents on arrival; intermediates in L2 when they fit; per-task sync.
+  Ablations: one_sided=False (two-sided: a rendezvous before each transfer and no per-tile
+  arrival signal, so GEMMs wait until all of a rank's dispatch has arrived), l2=False
+  (intermediates via
+  HBM), dynamic=True (runtime ready queue: pays a dequeue per task; order decided at run time).
+"""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass
+
+import numpy as np
+
+from moetrace.executor.errors import ExecutorInputError
+from moetrace.executor.hardware import Hardware
+from moetrace.executor.tiles import AIC_TYPES, TYPES, T, TaskGraph
+from moetrace.executor.workload import Workload
+
+SCHEDULES = ("sequential", "chunked", "tile")
+POOL_AIC, POOL_AIV, POOL_AIVC, POOL_TX, POOL_RX, POOL_STEP, POOL_STREAM = range(7)
+A_INTERMEDIATE = {T["swiglu"], T["gemm2"], T["shared_act"], T["shared_down"]}
+OUT_INTERMEDIATE = {T["gemm1"], T["swiglu"], T["shared_up"], T["shared_act"]}
+_COMPUTE_OPS = ("gate", "topk", "permute", "shared_up", "shared_act", "shared_down")
+_EXPERT_OPS = ("gemm1", "swiglu", "gemm2")
+
+
+@dataclass(frozen=True)
+class ScheduleOptions:
+    """Which schedule and which HyperParallel mechanisms are on."""
+
+    schedule: str = "tile"
+    chunks: int = 4
+    one_sided: bool = True
+    l2: bool = True
+    dynamic: bool = False
+
+    def check(self) -> None:
+        if self.schedule not in SCHEDULES:
+            raise ExecutorInputError(
+                f"unknown schedule {self.schedule!r} (known: {', '.join(SCHEDULES)})"
+            )
+        if self.chunks < 1:
+            raise ExecutorInputError(f"chunks must be >= 1 (got {self.chunks})")
+        if self.schedule != "tile" and (not self.one_sided or not self.l2 or self.dynamic):
+            raise ExecutorInputError(
+                "--no-one-sided, --no-l2 and --dynamic apply to the tile schedule only"
+            )
+
+
+@dataclass
+class Timed:
+    """A scheduled graph: tasks (graph tasks then launch nodes), durations (ns) and edges."""
+
+    n: int
+    rank: np.ndarray
+    type: np.ndarray
+    dur: np.ndarray  # int64 ns, >= 1
+    src: np.ndarray
+    dst: np.ndarray
+    w: np.ndarray  # int64 ns: start[dst] >= end[src] + w
+    pool: np.ndarray  # POOL_* code
+    seq: np.ndarray  # order hint for FIFO lanes (links, streams)
+    launch_op: list[str]  # op name of every launch node (ids n_graph, n_graph+1, ...)
+    n_graph: int
+    lanes_per_rank: int
+    l2_intermediates: bool
+    hbm_bytes: np.ndarray
+    l2_bytes: np.ndarray
+    list_scheduled: bool  # tile: per-core orders come from an offline list scheduler
+
+
+def lane_layout(hw: Hardware, opts: ScheduleOptions) -> dict[int, tuple[int, int]]:
+    """Pool -> (first lane index within the rank, number of lanes)."""
+    tile = opts.schedule == "tile"
+    vec = hw.n_aiv - hw.comm_aiv if tile else hw.n_aiv
+    link = hw.n_aic + hw.n_aiv
+    out = {
+        POOL_AIC: (0, hw.n_aic),
+        POOL_AIV: (hw.n_aic, vec),
+        POOL_TX: (link, 1),
+        POOL_RX: (link + 1, 1),
+        POOL_STEP: (link + 2, 1),
+    }
+    if tile:
+        out[POOL_AIVC] = (hw.n_aic + vec, hw.comm_aiv)
+    if opts.schedule == "chunked":
+        out[POOL_STREAM] = (link + 3, 1)
+    return out
+
+
+def _ns(x: np.ndarray) -> np.ndarray:
+    return np.maximum(1, np.rint(x)).astype(np.int64)
+
+
+def schedule(graph: TaskGraph, wl: Workload, hw: Hardware, opts: ScheduleOptions) -> Timed:
+    """Durations, edge delays and kernel launches of `graph` under `opts` on `hw`."""
+    c = graph.cols
+    typ, rank = c["type"], c["rank"]
+    tile = opts.schedule == "tile"
+    n = graph.n
+    is_aic = np.isin(typ, [T[x] for x in AIC_TYPES])
+    is_tx = np.isin(typ, [T["dispatch_tx"], T["combine_tx"]])
+    is_rx = np.isin(typ, [T["dispatch_rx"], T["combine_rx"]])
+    is_issue = np.isin(typ, [T["dispatch_issue"], T["combine_issue"]])
+    is_done = np.isin(typ, [T["dispatch_done"], T["combine_done"]])
+    is_vec = ~(is_aic | is_tx | is_rx | is_issue | is_done)
+
+    live = hw.n_aic * wl.tile_rows * 3 * wl.shape.intermediate * 2.0
+    l2_inter = tile and opts.l2 and live <= hw.l2_bytes / 2
+    inter_a = np.isin(typ, list(A_INTERMEDIATE))
+    inter_o = np.isin(typ, list(OUT_INTERMEDIATE))
+    a_hbm = np.where(inter_a, 0.0 if l2_inter else 1.0, c["a_hbm"])
+    o_hbm = np.where(inter_o, 0.0 if l2_inter else 1.0, 1.0)
+    hbm = c["a_bytes"] * a_hbm + c["w_bytes"] * c["w_hbm"] + c["out_bytes"] * o_hbm
+    l2 = c["a_bytes"] + c["w_bytes"] + c["out_bytes"] - hbm
+    sharing = np.where(is_aic, hw.n_aic, hw.n_aiv)  # fair share within the pool (see docs: HBM)
+    hbm_rate = np.minimum(hw.hbm_core_rate, hw.hbm_bw / sharing)
+    mem_s = hbm / hbm_rate + l2 / hw.l2_core_rate
+    eff = hw.tile_gemm_eff if tile else hw.gemm_eff
+    flop_rate = np.where(is_aic, hw.core_peak_flops * eff, hw.vector_core_flops)
+    work_ns = np.maximum(c["flops"] / flop_rate, mem_s) * 1e9
+    sync = hw.tile_sync_ns if tile else 0.0
+    extra = sync + (hw.dequeue_ns if opts.dynamic else 0.0)
+
+    peer = c["peer"]
+    local = peer == rank
+    is_dispatch = np.isin(typ, [T["dispatch_tx"], T["dispatch_rx"]])
+    ep = wl.ranks
+    link_rate = np.where(is_dispatch, hw.link_rate("dispatch", ep), hw.link_rate("combine", ep))
+    link_rate = np.where(local, hw.hbm_bw / 2, link_rate)
+    dur_f = np.where(is_tx | is_rx, c["comm_bytes"] / link_rate * 1e9, work_ns + extra)
+    copy_ns = c["comm_bytes"] / hw.aiv_copy_bw * 1e9
+    dur_f = np.where(
+        np.isin(typ, [T["dispatch_issue"], T["combine_issue"]]), copy_ns + extra, dur_f
+    )
+    dur_f = np.where(is_done, hw.tile_sync_ns, dur_f)
+    dur = _ns(dur_f)
+
+    src, dst = graph.edge_src, graph.edge_dst
+    w = np.zeros(src.size, dtype=np.int64)
+    lat = np.where(local, 0, round(hw.link_latency_ns))
+    st, dt = typ[src], typ[dst]
+    tx_after_issue = np.isin(dt, [T["dispatch_tx"], T["combine_tx"]]) & np.isin(
+        st, [T["dispatch_issue"], T["combine_issue"]]
+    )
+    rendezvous = 0 if opts.one_sided else 2 * lat[dst]
+    w = np.where(tx_after_issue, np.maximum(round(sync) - dur[src], -dur[dst]) + rendezvous, w)
+    rx_after_tx = np.isin(dt, [T["dispatch_rx"], T["combine_rx"]])
+    w = np.where(rx_after_tx, lat[dst] - np.minimum(dur[src], dur[dst]), w)
+
+    pool = np.where(is_aic, POOL_AIC, np.where(is_vec, POOL_AIV, POOL_AIVC))
+    pool = np.where(is_tx, POOL_TX, np.where(is_rx, POOL_RX, np.where(is_done, POOL_STEP, pool)))
+    seq = graph.seq.copy()
+
+    launch = _launches(graph, wl, hw, opts, n)
+    l_rank, l_dur, l_pool, l_seq, l_op, e_src, e_dst = launch
+    return Timed(
+        n=n + l_rank.size,
+        rank=np.concatenate([rank, l_rank]),
+        type=np.concatenate([typ, np.full(l_rank.size, T["launch"], dtype=np.int64)]),
+        dur=np.concatenate([dur, l_dur]),
+        src=np.concatenate([src, e_src]),
+        dst=np.concatenate([dst, e_dst]),
+        w=np.concatenate([w, np.zeros(e_src.size, dtype=np.int64)]),
+        pool=np.concatenate([pool, l_pool]),
+        seq=np.concatenate([seq, l_seq]),
+        launch_op=l_op,
+        n_graph=n,
+        lanes_per_rank=max(b + s for b, s in lane_layout(hw, opts).values()),
+        l2_intermediates=l2_inter,
+        hbm_bytes=np.concatenate([hbm, np.zeros(l_rank.size)]),
+        l2_bytes=np.concatenate([l2, np.zeros(l_rank.size)]),
+        list_scheduled=tile,
+    )
+
+
+def _kernels(
+    graph: TaskGraph, opts: ScheduleOptions
+) -> list[tuple[str, int, int, list[tuple[str, int]]]]:
+    """Kernels in launch order: (op, chunk, stream, producer kernels on another stream)."""
+    shared = "shared_up" in graph.ids
+    pre = [op for op in _COMPUTE_OPS if shared or not op.startswith("shared")]
+    out: list[tuple[str, int, int, list[tuple[str, int]]]] = []
+    if opts.schedule == "sequential":
+        for op in (*pre, "dispatch", *_EXPERT_OPS, "combine", "unpermute"):
+            out.append((op, 0, 0, []))
+        return out
+    k = graph.chunks
+    for ch in range(k):
+        out += [(op, ch, 0, []) for op in pre]
+    for ch in range(k):
+        out.append(("dispatch", ch, 1, [("permute", ch)]))
+    for ch in range(k):
+        out.append(("gemm1", ch, 0, [("dispatch", ch)]))
+        out += [(op, ch, 0, []) for op in _EXPERT_OPS[1:]]
+    for ch in range(k):
+        out.append(("combine", ch, 1, [("gemm2", ch)]))
+    for ch in range(k):
+        out.append(("unpermute", ch, 0, [("combine", ch)]))
+    return out
+
+
+def _launches(
+    graph: TaskGraph, wl: Workload, hw: Hardware, opts: ScheduleOptions, n: int
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, list[str], np.ndarray, np.ndarray]:
+    """Launch nodes (one per kernel per rank) and their edges."""
+    ep = wl.ranks
+    typ, rank, chunk = graph.cols["type"], graph.cols["rank"], graph.cols["chunk"]
+    indeg = np.bincount(graph.edge_dst, minlength=n)
+    if opts.schedule == "tile":
+        l_ids = n + np.arange(ep)
+        roots = np.flatnonzero(indeg == 0)
+        return (
+            np.arange(ep),
+            np.full(ep, int(hw.launch_ns) or 1, dtype=np.int64),
+            np.full(ep, POOL_STEP),
+            np.zeros(ep, dtype=np.int64),
+            ["kernel"],
+            l_ids[rank[roots]],
+            roots,
+        )
+    kernels = _kernels(graph, opts)
+    op_types = {op: [T[op]] for op in TYPES}
+    op_types["dispatch"] = [T["dispatch_tx"], T["dispatch_rx"]]
+    op_types["combine"] = [T["combine_tx"], T["combine_rx"]]
+    nk = len(kernels)
+    kernel_of = np.full(n, -1, dtype=np.int64)
+    index = {(op, ch): i for i, (op, ch, _, _) in enumerate(kernels)}
+    for i, (op, ch, _, _) in enumerate(kernels):
+        kernel_of[np.isin(typ, op_types[op]) & (chunk == ch)] = i
+    # launch node id of (rank r, kernel i) = n + r * nk + i
+    l_rank = np.repeat(np.arange(ep), nk)
+    l_kernel = np.tile(np.arange(nk), ep)
+    comm = np.array([op in ("dispatch", "combine") for op, _, _, _ in kernels])
+    l_dur = np.where(comm[l_kernel], int(hw.collective_ns) or 1, int(hw.launch_ns) or 1).astype(
+        np.int64
+    )
+    streams = np.array([s for _, _, s, _ in kernels])
+    l_pool = np.where(streams[l_kernel] == 1, POOL_STREAM, POOL_STEP)
+    tasks = np.flatnonzero(kernel_of >= 0)
+    e_src = [n + rank[tasks] * nk + kernel_of[tasks]]
+    e_dst = [tasks]
+    # task of kernel i -> launch of the next kernel on its stream and of cross-stream consumers
+    nxt = np.full(nk, -1)
+    for s in (0, 1):
+        idx = [i for i in range(nk) if streams[i] == s]
+        for a, b in itertools.pairwise(idx):
+            nxt[a] = b
+    consumers: list[list[int]] = [[] for _ in range(nk)]
+    for i, (_, _, _, producers) in enumerate(kernels):
+        for prod in producers:
+            consumers[index[prod]].append(i)
+        if nxt[i] >= 0:
+            consumers[i].append(int(nxt[i]))
+    kt = kernel_of[tasks]
+    for i in range(nk):
+        mine = tasks[kt == i]
+        for j in consumers[i]:
+            e_src.append(mine)
+            e_dst.append(n + rank[mine] * nk + j)
+        if not mine.size and nxt[i] >= 0:  # empty kernel: chain its launch to the next one
+            e_src.append(n + np.arange(ep) * nk + i)
+            e_dst.append(n + np.arange(ep) * nk + nxt[i])
+    # launch i -> next launch on the same stream (keeps the stream lane well ordered)
+    for i in range(nk):
+        if nxt[i] >= 0:
+            e_src.append(n + np.arange(ep) * nk + i)
+            e_dst.append(n + np.arange(ep) * nk + nxt[i])
+    ops = [f"{op}" + (f" c{ch}" if opts.schedule == "chunked" else "") for op, ch, _, _ in kernels]
+    return (
+        l_rank,
+        l_dur,
+        l_pool,
+        l_kernel.astype(np.int64),
+        ops,
+        np.concatenate(e_src).astype(np.int64),
+        np.concatenate(e_dst).astype(np.int64),
+    )

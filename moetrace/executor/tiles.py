@@ -1,0 +1,362 @@
+"""The tile-level task graph of one MoE layer across all EP ranks (schedule independent).
+
+Rows are (source rank, token, k-slot) triples. Each source sorts its rows by (destination, chunk,
+local expert, token) and cuts each (source, destination, chunk) stream into dispatch tiles of
+`tile_rows` rows; each expert sorts what it receives by (chunk, source, token) and cuts it into
+GEMM row tiles. A dependency joins two tiles when they share at least one row, so skewed
+routing gives many-to-many edges. Combine tiles carry the same rows back as their dispatch tile.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from moetrace.executor.graph_util import Builder, group_positions, pairs, stable_order, unique
+from moetrace.executor.workload import Workload, place, route
+
+# Task types in generation (= dependency) order; ids grow along every edge.
+TYPES = (
+    "gate",
+    "topk",
+    "permute",
+    "shared_up",
+    "shared_act",
+    "shared_down",
+    "dispatch_issue",
+    "dispatch_tx",
+    "dispatch_rx",
+    "dispatch_done",
+    "gemm1",
+    "swiglu",
+    "gemm2",
+    "combine_issue",
+    "combine_tx",
+    "combine_rx",
+    "combine_done",
+    "unpermute",
+    "launch",
+)
+T = {name: i for i, name in enumerate(TYPES)}
+AIC_TYPES = ("gate", "shared_up", "shared_down", "gemm1", "gemm2")
+COMM_TX = ("dispatch_tx", "combine_tx")
+COMM_RX = ("dispatch_rx", "combine_rx")
+ISSUE = ("dispatch_issue", "combine_issue")
+DONE = ("dispatch_done", "combine_done")
+
+_COLS = (
+    "type",
+    "rank",
+    "expert",
+    "row_tile",
+    "n_tile",
+    "peer",
+    "tile",
+    "token_tile",
+    "chunk",
+    "rows",
+)
+_FCOLS = ("flops", "a_bytes", "a_hbm", "w_bytes", "w_hbm", "out_bytes", "comm_bytes")
+
+
+@dataclass
+class RowMap:
+    """Where every row lives: its tiles on the way out and back (arrays over rows)."""
+
+    src: np.ndarray
+    token: np.ndarray
+    slot: np.ndarray
+    expert: np.ndarray
+    dst: np.ndarray
+    token_tile: np.ndarray  # global token-tile index (src * tiles_per_rank + u)
+    comm_tile: np.ndarray  # dispatch/combine tile index
+    row_tile: np.ndarray  # expert row-tile index
+
+
+@dataclass
+class TaskGraph:
+    """Struct of arrays, one entry per task, plus data edges (src -> dst task ids)."""
+
+    cols: dict[str, np.ndarray]
+    edge_src: np.ndarray
+    edge_dst: np.ndarray
+    seq: np.ndarray  # ordering hint for link lanes: (phase, chunk, round, tile)
+    rows: RowMap
+    assign: np.ndarray
+    expert_rank: np.ndarray
+    n_token_tiles: int
+    chunks: int
+    aiv_comm: bool
+    two_sided: bool
+    ids: dict[str, np.ndarray] = field(default_factory=dict)  # type -> task ids in object order
+
+    @property
+    def n(self) -> int:
+        return int(self.cols["type"].size)
+
+
+def build_graph(
+    wl: Workload, chunks: int = 1, aiv_comm: bool = True, two_sided: bool = False
+) -> TaskGraph:
+    """All tasks of all ranks. `aiv_comm`: transfers issued by AIV tasks; `two_sided`: no
+    per-tile arrival signal, so consumers wait for a per-rank "all arrived" node."""
+    sh = wl.shape
+    ep, tok, k, h, inter = wl.ranks, wl.tokens, sh.top_k, sh.hidden, sh.intermediate
+    tr = wl.tile_rows
+    tt = max(1, tr // k)  # tokens per token tile: a token tile makes about one row tile of rows
+    nu = -(-tok // tt)
+    chunks = max(1, min(chunks, nu))
+    assign = route(wl)
+    expert_rank = place(wl, assign)
+    local = np.zeros(sh.experts, dtype=np.int64)
+    for r in range(ep):  # per rank: local index of its experts (E entries in total)
+        mine = np.flatnonzero(expert_rank == r)
+        local[mine] = np.arange(mine.size)
+
+    n_rows = ep * tok * k
+    src = np.repeat(np.arange(ep, dtype=np.int64), tok * k)
+    token = np.tile(np.repeat(np.arange(tok, dtype=np.int64), k), ep)
+    slot = np.tile(np.arange(k, dtype=np.int64), ep * tok)
+    expert = assign.ravel().astype(np.int64)
+    dst = expert_rank[expert].astype(np.int64)
+    u = token // tt
+    chunk_of_u = np.arange(nu) * chunks // nu
+    chunk = chunk_of_u[u]
+    ttile = src * nu + u
+
+    # dispatch streams: (src, dst, chunk) sorted by (local expert, token, slot)
+    # rows are already in (src, token, slot) order: a stable sort by the leading keys suffices
+    gkey = (src * ep + dst) * chunks + chunk
+    order = stable_order((dst * chunks + chunk) * wl.experts_per_rank + local[expert])
+    order = order[stable_order(src[order])]
+    pos = np.empty(n_rows, dtype=np.int64)
+    pos[order] = group_positions(gkey[order])
+    q = pos // tr
+    maxq = int(q.max()) + 1 if n_rows else 1
+    ckey = gkey * maxq + q
+    comm_keys = unique(ckey)
+    comm_tile = np.searchsorted(comm_keys, ckey)
+    c_g, c_q = comm_keys // maxq, comm_keys % maxq
+    c_src, c_dst, c_chunk = c_g // (ep * chunks), (c_g // chunks) % ep, c_g % chunks
+    c_rows = np.bincount(comm_tile, minlength=comm_keys.size)
+
+    # expert receive buffers: (expert, chunk) sorted by (source, token, slot)
+    ekey = expert * chunks + chunk
+    order = stable_order(ekey)
+    epos = np.empty(n_rows, dtype=np.int64)
+    epos[order] = group_positions(ekey[order])
+    rt = epos // tr
+    maxrt = int(rt.max()) + 1 if n_rows else 1
+    rkey = ekey * maxrt + rt
+    rkeys = unique(rkey)
+    row_tile = np.searchsorted(rkeys, rkey)
+    r_expert, r_chunk, r_idx = rkeys // maxrt // chunks, (rkeys // maxrt) % chunks, rkeys % maxrt
+    r_rows = np.bincount(row_tile, minlength=rkeys.size)
+    r_rank = expert_rank[r_expert].astype(np.int64)
+    tiles_per_expert = np.bincount(r_expert, minlength=sh.experts)
+
+    b = Builder(T, _COLS, _FCOLS)
+    ids: dict[str, np.ndarray] = {}
+    tt_rank = np.repeat(np.arange(ep), nu)
+    tt_u = np.tile(np.arange(nu), ep)
+    tt_rows = np.minimum(tt, tok - tt_u * tt)
+    tt_chunk = chunk_of_u[tt_u]
+    common_tt = dict(rank=tt_rank, token_tile=tt_u, chunk=tt_chunk, rows=tt_rows)
+    bd = 2.0 if wl.dispatch_dtype in ("bf16", "fp16") else 1.0
+    e_ = sh.experts
+    ids["gate"] = b.add(
+        "gate",
+        ep * nu,
+        **common_tt,
+        flops=2.0 * tt_rows * h * e_,
+        a_bytes=tt_rows * h * 2.0,
+        a_hbm=1.0,
+        w_bytes=h * e_ * 2.0,
+        w_hbm=1.0 / nu,
+        out_bytes=tt_rows * e_ * 4.0,
+    )
+    ids["topk"] = b.add(
+        "topk",
+        ep * nu,
+        **common_tt,
+        flops=tt_rows * e_ * 4.0,
+        a_bytes=tt_rows * e_ * 4.0,
+        a_hbm=1.0,
+        out_bytes=tt_rows * k * 8.0,
+    )
+    ids["permute"] = b.add(
+        "permute",
+        ep * nu,
+        **common_tt,
+        flops=tt_rows * k * h * (2.0 if bd == 1 else 0.0),
+        a_bytes=tt_rows * h * 2.0,
+        a_hbm=1.0,
+        out_bytes=tt_rows * k * wl.dispatch_row_bytes,
+    )
+    b.edge(ids["gate"], ids["topk"])
+    b.edge(ids["topk"], ids["permute"])
+    last_before_unpermute: list[tuple[np.ndarray, np.ndarray]] = []
+    if wl.shared_expert and sh.shared_experts:
+        si = sh.intermediate * sh.shared_experts
+        n1 = -(-2 * si // wl.n_tile)
+        n2 = -(-h // wl.n_tile)
+        w1 = np.minimum(wl.n_tile, 2 * si - np.arange(n1) * wl.n_tile)
+        w2 = np.minimum(wl.n_tile, h - np.arange(n2) * wl.n_tile)
+        rep = lambda arr, m: np.repeat(arr, m)  # noqa: E731
+        ids["shared_up"] = b.add(
+            "shared_up",
+            ep * nu * n1,
+            rank=rep(tt_rank, n1),
+            token_tile=rep(tt_u, n1),
+            chunk=rep(tt_chunk, n1),
+            rows=rep(tt_rows, n1),
+            n_tile=np.tile(np.arange(n1), ep * nu),
+            flops=2.0 * rep(tt_rows, n1) * np.tile(w1, ep * nu) * h,
+            a_bytes=rep(tt_rows, n1) * h * 2.0,
+            a_hbm=1.0 / n1,
+            w_bytes=np.tile(w1, ep * nu) * h * 2.0,
+            w_hbm=1.0 / nu,
+            out_bytes=rep(tt_rows, n1) * np.tile(w1, ep * nu) * 2.0,
+        )
+        ids["shared_act"] = b.add(
+            "shared_act",
+            ep * nu,
+            **common_tt,
+            flops=tt_rows * si * 5.0,
+            a_bytes=tt_rows * 2 * si * 2.0,
+            out_bytes=tt_rows * si * 2.0,
+        )
+        ids["shared_down"] = b.add(
+            "shared_down",
+            ep * nu * n2,
+            rank=rep(tt_rank, n2),
+            token_tile=rep(tt_u, n2),
+            chunk=rep(tt_chunk, n2),
+            rows=rep(tt_rows, n2),
+            n_tile=np.tile(np.arange(n2), ep * nu),
+            flops=2.0 * rep(tt_rows, n2) * np.tile(w2, ep * nu) * si,
+            a_bytes=rep(tt_rows, n2) * si * 2.0,
+            w_bytes=np.tile(w2, ep * nu) * si * 2.0,
+            w_hbm=1.0 / nu,
+            out_bytes=rep(tt_rows, n2) * np.tile(w2, ep * nu) * 2.0,
+        )
+        b.edge(ids["shared_up"], np.repeat(ids["shared_act"], n1))
+        b.edge(np.repeat(ids["shared_act"], n2), ids["shared_down"])
+        last_before_unpermute.append(
+            (ids["shared_down"], np.repeat(ids["gate"] * 0 + np.arange(ep * nu), n2))
+        )
+
+    n_ct = comm_keys.size
+    rnd = (c_dst - c_src) % ep
+    dispatch_seq = ((0 * chunks + c_chunk) * ep + rnd) * maxq + c_q
+    combine_seq = ((1 * chunks + c_chunk) * ep + rnd) * maxq + c_q
+
+    def comm_block(
+        prefix: str, sender: np.ndarray, receiver: np.ndarray, nbytes: np.ndarray, seq: np.ndarray
+    ) -> tuple[np.ndarray, np.ndarray]:
+        base: dict[str, Any] = dict(
+            expert=-1,
+            peer=receiver,
+            tile=c_q,
+            chunk=c_chunk,
+            rows=c_rows,
+            comm_bytes=nbytes,
+            seq=seq,
+        )
+        first = None
+        if aiv_comm:
+            ids[f"{prefix}_issue"] = first = b.add(f"{prefix}_issue", n_ct, rank=sender, **base)
+        tx = b.add(f"{prefix}_tx", n_ct, rank=sender, **base)
+        ids[f"{prefix}_tx"] = tx
+        rx = b.add(f"{prefix}_rx", n_ct, rank=receiver, **{**base, "peer": sender})
+        ids[f"{prefix}_rx"] = rx
+        if first is not None:
+            b.edge(first, tx)
+        b.edge(tx, rx)
+        if two_sided:  # completion known per rank only once every tile has arrived
+            ids[f"{prefix}_done"] = done = b.add(f"{prefix}_done", ep, rank=np.arange(ep))
+            b.edge(rx, done[receiver])
+        return (first if first is not None else tx), rx
+
+    d_first, d_last = comm_block(
+        "dispatch", c_src, c_dst, c_rows * wl.dispatch_row_bytes, dispatch_seq
+    )
+    a, c = pairs(ttile, comm_tile)
+    b.edge(ids["permute"][a], d_first[c])
+
+    n1 = -(-2 * inter // wl.n_tile)
+    n2 = -(-h // wl.n_tile)
+    w1 = np.minimum(wl.n_tile, 2 * inter - np.arange(n1) * wl.n_tile)
+    w2 = np.minimum(wl.n_tile, h - np.arange(n2) * wl.n_tile)
+    n_rt = rkeys.size
+    reuse = tiles_per_expert[r_expert].astype(np.float64)
+
+    def gemm(kind: str, nt: int, widths: np.ndarray, kdim: int, a_hbm: float) -> np.ndarray:
+        rows = np.repeat(r_rows, nt)
+        wid = np.tile(widths, n_rt)
+        return b.add(
+            kind,
+            n_rt * nt,
+            rank=np.repeat(r_rank, nt),
+            expert=np.repeat(r_expert, nt),
+            row_tile=np.repeat(r_idx, nt),
+            n_tile=np.tile(np.arange(nt), n_rt),
+            chunk=np.repeat(r_chunk, nt),
+            rows=rows,
+            flops=2.0 * rows * wid * kdim,
+            a_bytes=rows * kdim * (bd if kind == "gemm1" else 2.0),
+            a_hbm=a_hbm,
+            w_bytes=wid * kdim * 2.0,
+            w_hbm=1.0 / np.repeat(reuse, nt),
+            out_bytes=rows * wid * 2.0,
+        )
+
+    ids["gemm1"] = gemm("gemm1", n1, w1, h, 1.0 / n1)
+    a, c = pairs(comm_tile, row_tile)
+    b.edge(np.repeat(d_last[a], n1), (c[:, None] * n1 + np.arange(n1)).ravel() + ids["gemm1"][0])
+    if two_sided:
+        b.edge(ids["dispatch_done"][np.repeat(r_rank, n1)], ids["gemm1"])
+    rt_common = dict(rank=r_rank, expert=r_expert, row_tile=r_idx, chunk=r_chunk, rows=r_rows)
+    ids["swiglu"] = b.add(
+        "swiglu",
+        n_rt,
+        **rt_common,
+        flops=r_rows * inter * 5.0,
+        a_bytes=r_rows * 2 * inter * 2.0,
+        out_bytes=r_rows * inter * 2.0,
+    )
+    b.edge(ids["gemm1"], np.repeat(ids["swiglu"], n1))
+    ids["gemm2"] = gemm("gemm2", n2, w2, inter, 1.0 / n2)
+    b.edge(np.repeat(ids["swiglu"], n2), ids["gemm2"])
+
+    c_first, c_last = comm_block(
+        "combine", c_dst, c_src, c_rows * wl.combine_row_bytes, combine_seq
+    )
+    a, c = pairs(row_tile, comm_tile)
+    b.edge((a[:, None] * n2 + np.arange(n2)).ravel() + ids["gemm2"][0], np.repeat(c_first[c], n2))
+    ids["unpermute"] = b.add(
+        "unpermute",
+        ep * nu,
+        **common_tt,
+        flops=tt_rows * k * h * 2.0,
+        a_bytes=tt_rows * k * h * 2.0 + tt_rows * h * 2.0,
+        a_hbm=1.0,
+        out_bytes=tt_rows * h * 2.0,
+    )
+    a, c = pairs(comm_tile, ttile)
+    b.edge(c_last[a], ids["unpermute"][c])
+    if two_sided:
+        b.edge(ids["combine_done"][tt_rank], ids["unpermute"])
+    for src_ids, tile_idx in last_before_unpermute:
+        b.edge(src_ids, ids["unpermute"][tile_idx])
+
+    cols = {name: np.concatenate(b.parts[name]) for name in _COLS + _FCOLS}
+    seq = np.concatenate(b.parts["seq"])
+    es = np.concatenate([e[0] for e in b.edges])
+    ed = np.concatenate([e[1] for e in b.edges])
+    rows_map = RowMap(src, token, slot, expert, dst, ttile, comm_tile, row_tile)
+    return TaskGraph(
+        cols, es, ed, seq, rows_map, assign, expert_rank, nu, chunks, aiv_comm, two_sided, ids
+    )

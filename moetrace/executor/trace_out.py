@@ -1,0 +1,157 @@
+"""Turn a simulated run into a `Trace`: one process per rank, one track per core and port.
+
+Per rank the tracks are, in display order: AIC 0..n-1 (unit aic), AIV 0..m-1 (unit aiv), TX and
+RX (unit link), the step track (unit other: a `step 0` marker spanning the run, with the kernel
+launches nested in it) and, for the chunked schedule, the comm stream's launches (unit other).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import polars as pl
+
+from moetrace.executor.hardware import Hardware
+from moetrace.executor.schedules import POOL_STEP, POOL_STREAM, ScheduleOptions, Timed, lane_layout
+from moetrace.executor.tiles import AIC_TYPES, TYPES, T, TaskGraph
+from moetrace.trace.model import Trace
+
+_COMPUTE = {T[x] for x in (*AIC_TYPES, "topk", "permute", "shared_act", "swiglu", "unpermute")}
+_UNIT_OF_POOL = ["aic", "aiv", "aiv", "link", "link", "other", "other"]
+
+
+def lane_names(hw: Hardware, opts: ScheduleOptions) -> tuple[list[str], list[str]]:
+    """(name, unit) of every lane of one rank, in lane order."""
+    layout = lane_layout(hw, opts)
+    names = (
+        [f"AIC {i}" for i in range(hw.n_aic)]
+        + [f"AIV {i}" for i in range(hw.n_aiv)]
+        + ["TX", "RX", "step"]
+    )
+    units = ["aic"] * hw.n_aic + ["aiv"] * hw.n_aiv + ["link", "link", "other"]
+    if POOL_STREAM in layout:
+        names.append("comm stream")
+        units.append("other")
+    return names, units
+
+
+def build_trace(
+    graph: TaskGraph,
+    timed: Timed,
+    start: np.ndarray,
+    lane: np.ndarray,
+    hw: Hardware,
+    opts: ScheduleOptions,
+    meta_executor: dict[str, Any],
+) -> Trace:
+    """Events, tracks, deps and meta of a finished run."""
+    n, ng = timed.n, timed.n_graph
+    ranks = int(timed.rank.max()) + 1
+    names, units = lane_names(hw, opts)
+    per = len(names)
+    end = start + timed.dur
+    makespan = int(end.max())
+    typ = timed.type
+    other = np.isin(typ, [T["launch"], T["dispatch_done"], T["combine_done"]])
+    kind = np.where(np.isin(typ, list(_COMPUTE)), "compute", np.where(other, "other", "comm"))
+    type_names = np.array(TYPES, dtype=object)
+    name = type_names[typ].astype(object)
+    launch_ops = np.array(timed.launch_op, dtype=object)
+    if n > ng:
+        name[ng:] = np.char.add("launch ", launch_ops[timed.seq[ng:]].astype(str)).astype(object)
+    c = graph.cols
+
+    def col(key: str) -> np.ndarray:
+        out = np.full(n, -1, dtype=np.int64)
+        out[:ng] = c[key]
+        return out
+
+    flops = np.zeros(n)
+    flops[:ng] = c["flops"]
+    is_compute = kind == "compute"
+    moved = timed.hbm_bytes + timed.l2_bytes
+    moved[:ng] = np.where(is_compute[:ng], moved[:ng], c["comm_bytes"])
+    unit = np.array(_UNIT_OF_POOL, dtype=object)[timed.pool]
+    peer = col("peer")
+    is_recv_side = np.isin(typ, [T["dispatch_rx"], T["combine_rx"]])
+    frame = pl.DataFrame(
+        {
+            "task": name.astype(str),
+            "unit": unit.astype(str),
+            "expert": col("expert"),
+            "row_tile": col("row_tile"),
+            "n_tile": col("n_tile"),
+            "token_tile": col("token_tile"),
+            "chunk": col("chunk"),
+            "rows": col("rows"),
+            "src": np.where(peer >= 0, np.where(is_recv_side, peer, timed.rank), -1),
+            "dst": np.where(peer >= 0, np.where(is_recv_side, timed.rank, peer), -1),
+            "tile": col("tile"),
+            "hbm_bytes": timed.hbm_bytes,
+            "l2_bytes": timed.l2_bytes,
+        }
+    )
+    int_cols = ["expert", "row_tile", "n_tile", "token_tile", "chunk", "rows", "src", "dst", "tile"]
+    frame = frame.with_columns(
+        [pl.when(pl.col(k) >= 0).then(pl.col(k)).otherwise(None).alias(k) for k in int_cols]
+    )
+    args = frame.select(pl.struct(pl.all()).struct.json_encode().alias("args"))["args"]
+    events = pl.DataFrame(
+        {
+            "id": np.arange(n, dtype=np.uint32),
+            "track": lane.astype(np.uint32),
+            "name": name.astype(str),
+            "cat": np.where(kind == "other", "launch", unit).astype(str),
+            "kind": kind.astype(str),
+            "ts": start,
+            "dur": timed.dur,
+            "flops": np.where(is_compute, flops, np.nan),
+            "bytes": moved,
+            "args": args,
+        }
+    ).with_columns(pl.col("flops").fill_nan(None))
+    step_lane = lane_layout(hw, opts)[POOL_STEP][0]
+    steps = pl.DataFrame(
+        {
+            "id": np.arange(n, n + ranks, dtype=np.uint32),
+            "track": (np.arange(ranks) * per + step_lane).astype(np.uint32),
+            "name": ["step 0"] * ranks,
+            "cat": ["step"] * ranks,
+            "kind": ["marker"] * ranks,
+            "ts": np.zeros(ranks, dtype=np.int64),
+            "dur": np.full(ranks, makespan, dtype=np.int64),
+            "flops": [None] * ranks,
+            "bytes": [None] * ranks,
+            "args": ['{"task":"step"}'] * ranks,
+        },
+        schema_overrides={"flops": pl.Float64, "bytes": pl.Float64},
+    )
+    events = pl.concat([events, steps], how="vertical_relaxed")
+    r = np.repeat(np.arange(ranks), per)
+    local = np.tile(np.arange(per), ranks)
+    tracks = pl.DataFrame(
+        {
+            "track": (r * per + local).astype(np.uint32),
+            "rank": r.astype(np.int32),
+            "pid": r.astype(str),
+            "tid": np.array(names * ranks),
+            "process_name": np.char.add("rank ", r.astype(str)),
+            "thread_name": np.array(names * ranks),
+            "unit": np.array(units * ranks),
+            "sort_index": local.astype(np.int32),
+        }
+    )
+    dep_kind = np.where(other[timed.src] | other[timed.dst], "sync", "data")
+    deps = pl.DataFrame(
+        {"src": timed.src.astype(np.uint32), "dst": timed.dst.astype(np.uint32), "kind": dep_kind}
+    )
+    meta = {
+        "format": "executor",
+        "flavor": "moetrace",
+        "warnings": [],
+        "source": [],
+        "peak_flops": hw.peak_flops,
+        "executor": {**meta_executor, "makespan_ns": makespan},
+    }
+    return Trace.from_frames(events, tracks, deps, None, meta, compute_depth=True)

@@ -1,0 +1,211 @@
+"""MoE layer shapes, routing (which experts each token picks) and expert placement.
+
+Shapes come from sim.md §4. Routing is `balanced` (every source sends exactly T·k/E rows to
+every expert), `zipf:S` (expert popularity ∝ rank^-S over a seeded permutation, k distinct
+experts per token drawn by Gumbel top-k) or `counts:PATH` (popularity weights from a file).
+Placement is `round-robin` (expert e on rank e mod EP) or `balanced` (greedy: heaviest expert
+first onto the least loaded rank with a free slot, as Pangu's dynamic placement).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from moetrace.executor.errors import ExecutorInputError
+
+
+@dataclass(frozen=True)
+class MoEShape:
+    """One MoE layer: hidden size H, expert intermediate size I, experts, top-k, shared experts."""
+
+    name: str
+    hidden: int
+    intermediate: int
+    experts: int
+    top_k: int
+    shared_experts: int
+    source: str
+
+
+SHAPES: dict[str, MoEShape] = {
+    "deepseek-v3": MoEShape(
+        "deepseek-v3", 7168, 2048, 256, 8, 1, "sim.md §4: DeepSeek-V3-0324 config.json"
+    ),
+    "pangu-ultra-moe": MoEShape(
+        "pangu-ultra-moe", 7680, 2048, 256, 8, 1, "sim.md §4: arXiv 2505.04519, HF config"
+    ),
+    "mixtral-8x7b": MoEShape("mixtral-8x7b", 4096, 14336, 8, 2, 0, "sim.md §4: Mixtral config"),
+    "qwen3-235b": MoEShape(
+        "qwen3-235b", 4096, 1536, 128, 8, 0, "sim.md §4: Qwen3-235B-A22B config"
+    ),
+}
+
+DTYPE_BYTES = {"bf16": 2, "fp16": 2, "fp8": 1, "int8": 1}
+DEFAULT_DISPATCH = {"deepseek-v3": "int8"}  # DeepEP runs DeepSeek with 8-bit dispatch, BF16 combine
+
+
+@dataclass(frozen=True)
+class Workload:
+    """What to run: a shape, EP ranks, tokens per rank, dtypes, routing and placement."""
+
+    shape: MoEShape
+    ranks: int
+    tokens: int  # per rank
+    dispatch_dtype: str
+    shared_expert: bool
+    routing: str
+    placement: str
+    seed: int
+    tile_rows: int = 128  # rows per dispatch/combine/GEMM row tile and tokens per token tile
+    n_tile: int = 512  # GEMM output columns per tile
+
+    @property
+    def experts_per_rank(self) -> int:
+        return self.shape.experts // self.ranks
+
+    @property
+    def dispatch_row_bytes(self) -> float:
+        """Bytes per dispatched row: H values, plus a 4-byte scale when 8-bit."""
+        b = DTYPE_BYTES[self.dispatch_dtype]
+        return self.shape.hidden * b + (4 if b == 1 else 0)
+
+    @property
+    def combine_row_bytes(self) -> float:
+        return self.shape.hidden * 2.0
+
+    def to_dict(self) -> dict[str, object]:
+        out = dataclasses.asdict(self)
+        out["shape"] = dataclasses.asdict(self.shape)
+        return out
+
+
+def get_shape(preset: str | MoEShape) -> MoEShape:
+    if isinstance(preset, MoEShape):
+        return preset
+    if preset not in SHAPES:
+        raise ExecutorInputError(f"unknown preset {preset!r} (known: {', '.join(sorted(SHAPES))})")
+    return SHAPES[preset]
+
+
+def make_workload(
+    preset: str | MoEShape,
+    ranks: int,
+    tokens: int,
+    routing: str = "balanced",
+    placement: str = "round-robin",
+    seed: int = 0,
+    dispatch_dtype: str | None = None,
+    shared_expert: bool = False,
+    tile_rows: int = 128,
+    n_tile: int = 512,
+) -> Workload:
+    """Validate and bundle the inputs; every impossible shape is an `ExecutorInputError`."""
+    shape = get_shape(preset)
+    if dispatch_dtype is None:
+        dispatch_dtype = DEFAULT_DISPATCH.get(shape.name, "bf16")
+    if dispatch_dtype not in DTYPE_BYTES:
+        raise ExecutorInputError(
+            f"unknown dispatch dtype {dispatch_dtype!r} (known: {', '.join(DTYPE_BYTES)})"
+        )
+    if tokens < 1:
+        raise ExecutorInputError(f"tokens must be >= 1 (got {tokens})")
+    if ranks < 1:
+        raise ExecutorInputError(f"ranks must be >= 1 (got {ranks})")
+    if shape.top_k > shape.experts or shape.top_k < 1:
+        raise ExecutorInputError(f"top-k {shape.top_k} must be in 1..experts ({shape.experts})")
+    if shape.experts % ranks:
+        raise ExecutorInputError(f"ranks {ranks} must divide the {shape.experts} experts")
+    if tile_rows < 1 or n_tile < 1:
+        raise ExecutorInputError("tile_rows and n_tile must be >= 1")
+    if placement not in ("round-robin", "balanced"):
+        raise ExecutorInputError(f"unknown placement {placement!r} (known: round-robin, balanced)")
+    parse_routing(routing, shape.experts)  # validate early
+    return Workload(
+        shape,
+        ranks,
+        tokens,
+        dispatch_dtype,
+        shared_expert,
+        routing,
+        placement,
+        seed,
+        tile_rows,
+        n_tile,
+    )
+
+
+def parse_routing(routing: str, experts: int) -> tuple[str, np.ndarray | float | None]:
+    """('balanced', None) | ('zipf', S) | ('counts', weights per expert)."""
+    if routing == "balanced":
+        return "balanced", None
+    if routing.startswith("zipf:"):
+        try:
+            skew = float(routing[5:])
+        except ValueError:
+            raise ExecutorInputError(
+                f"routing {routing!r}: expected zipf:S with S a number"
+            ) from None
+        if not skew >= 0:
+            raise ExecutorInputError(f"routing {routing!r}: S must be >= 0")
+        return "zipf", skew
+    if routing.startswith("counts:"):
+        path = Path(routing[7:])
+        try:
+            weights = np.array(path.read_text().replace(",", " ").split(), dtype=np.float64)
+        except FileNotFoundError:
+            raise ExecutorInputError(f"{path}: no such file") from None
+        except ValueError:
+            raise ExecutorInputError(
+                f"{path}: expected {experts} numbers (tokens per expert)"
+            ) from None
+        if weights.size != experts or (weights < 0).any() or weights.sum() <= 0:
+            raise ExecutorInputError(
+                f"{path}: expected {experts} non-negative counts, got {weights.size}"
+            )
+        return "counts", weights
+    raise ExecutorInputError(f"unknown routing {routing!r} (known: balanced, zipf:S, counts:PATH)")
+
+
+def route(wl: Workload) -> np.ndarray:
+    """Expert ids chosen by every token: int32 [ranks, tokens, top_k], k distinct per token."""
+    ep, t, k, e = wl.ranks, wl.tokens, wl.shape.top_k, wl.shape.experts
+    kind, param = parse_routing(wl.routing, e)
+    if kind == "balanced":
+        base = (np.arange(t, dtype=np.int64)[:, None] * k + np.arange(k)[None, :]) % e
+        return np.broadcast_to(base, (ep, t, k)).astype(np.int32).copy()
+    rng = np.random.default_rng(wl.seed)
+    if kind == "zipf":
+        popularity = np.arange(1, e + 1, dtype=np.float64) ** -float(param)  # type: ignore[arg-type]
+        weights = popularity[rng.permutation(e)]
+    else:
+        weights = np.asarray(param, dtype=np.float64)
+    with np.errstate(divide="ignore"):
+        logw = np.log(weights / weights.sum())
+    gumbel = rng.gumbel(size=(ep, t, e))
+    scores = logw[None, None, :] + gumbel
+    top = np.argpartition(-scores, k - 1, axis=2)[:, :, :k]
+    return np.sort(top, axis=2).astype(np.int32)
+
+
+def place(wl: Workload, assign: np.ndarray) -> np.ndarray:
+    """Rank of every expert (int32 [experts]); each rank holds experts/ranks of them."""
+    e, ep = wl.shape.experts, wl.ranks
+    per = e // ep
+    if wl.placement == "round-robin":
+        return (np.arange(e) % ep).astype(np.int32)
+    load = np.bincount(assign.ravel(), minlength=e).astype(np.int64)
+    order = np.lexsort((np.arange(e), -load))  # heaviest first, ties by id
+    rank_load = np.zeros(ep, dtype=np.int64)
+    slots = np.full(ep, per, dtype=np.int64)
+    out = np.empty(e, dtype=np.int32)
+    for expert in order:  # E <= a few hundred: a loop over experts, not events
+        free = np.flatnonzero(slots > 0)
+        target = free[np.argmin(rank_load[free])]
+        out[expert] = target
+        rank_load[target] += load[expert]
+        slots[target] -= 1
+    return out
