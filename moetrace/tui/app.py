@@ -185,7 +185,8 @@ class MoetraceApp(ViewerActions, App[None]):
         if trace.events.height == 0:
             self.set_status("this trace has no events")
         if self.metrics_enabled:
-            self.compute_metrics(None, None)
+            # Start the analysis once the lanes are on screen: the first frame never waits.
+            self.call_after_refresh(self.compute_metrics, None, None)
         else:
             self.query_one(MetricsPane).show_error("disabled")
 

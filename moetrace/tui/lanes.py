@@ -201,13 +201,17 @@ class LaneModel:
         else:
             device = [t for t in self.tracks if t.unit in DEVICE_UNITS]
             infos = device or self.tracks
-        parts = []
+        starts: list[np.ndarray] = []
+        ends: list[np.ndarray] = []
         for info in infos:
             idx = info.lanes[0].index
             keep = idx.kinds != MARKER_CODE if idx.kinds is not None else slice(None)
-            parts.append(IntervalIndex(idx.starts[keep], idx.ends[keep], disjoint=False))
-            parts.append(IntervalIndex(idx.instants, idx.instants, disjoint=False))
-        merged = IntervalIndex.merged(parts)
+            starts += [idx.starts[keep], idx.instants]
+            ends += [idx.ends[keep], idx.instants]
+        if starts:
+            merged = IntervalIndex(np.concatenate(starts), np.concatenate(ends), disjoint=False)
+        else:
+            merged = IntervalIndex(np.empty(0), np.empty(0), disjoint=False)
         self._summaries[key] = merged
         return merged
 

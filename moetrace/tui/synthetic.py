@@ -23,6 +23,7 @@ def synthetic_trace(
     units: tuple[str, ...] = LANE_UNITS,
     with_deps: bool = True,
     with_steps: bool = True,
+    compute_depth: bool = True,
 ) -> Trace:
     """A seeded multi-rank trace: `ranks` × `len(units)` lanes of `events_per_lane` events."""
     rng = np.random.default_rng(seed)
@@ -121,7 +122,9 @@ def synthetic_trace(
         dst = per_rank[:, 1:, :].ravel()
         deps = {"src": src, "dst": dst, "kind": ["data"] * len(src)}
     meta = {"format": "executor", "flavor": "moetrace", "source": [], "warnings": []}
-    return Trace.from_frames(ev, tr, deps, meta=meta, compute_depth=True)
+    if not compute_depth:  # lanes are disjoint by construction: every depth is 0
+        ev = ev.with_columns(pl.lit(0).alias("depth"))
+    return Trace.from_frames(ev, tr, deps, meta=meta, compute_depth=compute_depth)
 
 
 def one_lane_trace(n_events: int, seed: int = 0) -> Trace:

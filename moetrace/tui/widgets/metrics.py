@@ -88,7 +88,7 @@ def critical_path_table(report: Any) -> Table | None:
         )
     total = breakdown["dur_ns"].sum() or 1
     table = Table(box=None, pad_edge=False, header_style="bold")
-    table.add_column("critical path", no_wrap=True)
+    table.add_column("segment", no_wrap=True)
     table.add_column("time", justify="right", no_wrap=True)
     table.add_column("share", justify="right", no_wrap=True)
     for row in breakdown.iter_rows(named=True):

@@ -7,6 +7,8 @@ idle gaps red dots, exposed comm a red background, the selected event white.
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 from rich.segment import Segment
 from rich.style import Style
@@ -94,14 +96,24 @@ def cell_style(unit: str | None, summary: bool, key: int) -> Style:
     return style
 
 
+def cells_segments(
+    glyphs: np.ndarray, keys: np.ndarray, unit: str | None, summary: bool
+) -> list[Segment]:
+    """One Segment per run of equal style: the cells of a lane."""
+    text = "".join(GLYPH_ARRAY[glyphs].tolist())
+    return [Segment(text[a:b], cell_style(unit, summary, key)) for a, b, key in runs(keys)]
+
+
 def cells_strip(glyphs: np.ndarray, keys: np.ndarray, unit: str | None, summary: bool) -> Strip:
-    """One Segment per run of equal style: the cells of a lane as a Strip."""
-    chars = GLYPH_ARRAY[glyphs]
-    segments = [
-        Segment("".join(chars[a:b].tolist()), cell_style(unit, summary, key))
-        for a, b, key in runs(keys)
-    ]
-    return Strip(segments, len(glyphs))
+    """The cells of a lane as a Strip."""
+    return Strip(cells_segments(glyphs, keys, unit, summary), len(glyphs))
+
+
+@functools.lru_cache(maxsize=4096)
+def label_segment(text: str, indent: int, width: int, style: Style, marker: str = "") -> Segment:
+    """The gutter label of a row as one Segment of exactly `width` cells."""
+    body = ("  " * indent + marker + text)[: max(width - 1, 0)]
+    return Segment(body.ljust(width), style)
 
 
 def label_strip(text: str, indent: int, width: int, style: Style, marker: str = "") -> Strip:

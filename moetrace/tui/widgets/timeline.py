@@ -47,7 +47,9 @@ from .render import (
     GROUP_STYLE,
     LABEL_STYLE,
     MARK_STYLE,
+    cells_segments,
     cells_strip,
+    label_segment,
     label_strip,
     overlay_marks,
     ruler_strip,
@@ -146,6 +148,10 @@ class TimelineView(TimelineNavigation, ScrollView, can_focus=True):
         self._last_key: tuple[str, float] = ("", 0.0)
         self._repeat = 0
         self._drag_from: tuple[float, int] | None = None
+        self._width_for: object = None
+        self._lanes_width = 1
+        self.lane_paints = 0  # lane rows drawn so far (the benchmark waits on it)
+        self.last_paint = 0.0  # perf_counter() of the last lane row drawn
         if model is not None:
             self.set_model(model)
 
@@ -184,8 +190,12 @@ class TimelineView(TimelineNavigation, ScrollView, can_focus=True):
 
     @property
     def lanes_width(self) -> int:
-        """Cells available for time (the gutter and scrollbar excluded)."""
-        return max(self.scrollable_content_region.width - LABEL_WIDTH, 1)
+        """Cells available for time (the gutter and scrollbar excluded), cached per size."""
+        size = (self.size, self.show_vertical_scrollbar)
+        if size != self._width_for:
+            self._width_for = size
+            self._lanes_width = max(self.scrollable_content_region.width - LABEL_WIDTH, 1)
+        return self._lanes_width
 
     @property
     def cell_ns(self) -> float:
@@ -220,7 +230,10 @@ class TimelineView(TimelineNavigation, ScrollView, can_focus=True):
         row_index = y - FIXED_ROWS + int(self.scroll_offset.y)
         if row_index >= len(self.rows):
             return Strip.blank(LABEL_WIDTH + width)
-        return self._row_strip(row_index, width)
+        strip = self._row_strip(row_index, width)
+        self.lane_paints += 1
+        self.last_paint = time.perf_counter()
+        return strip
 
     def _overview_strip(self, width: int) -> Strip:
         assert self.model is not None
@@ -295,11 +308,10 @@ class TimelineView(TimelineNavigation, ScrollView, can_focus=True):
         style = (
             CURSOR_LABEL if is_cursor_row else (GROUP_STYLE if row.kind != "lane" else LABEL_STYLE)
         )
-        strip = Strip.join(
-            [
-                label_strip(row.label, row.indent, LABEL_WIDTH, style, marker),
-                cells_strip(glyphs, keys, row.unit, row.kind != "lane"),
-            ]
+        label = label_segment(row.label, row.indent, LABEL_WIDTH, style, marker)
+        strip = Strip(
+            [label, *cells_segments(glyphs, keys, row.unit, row.kind != "lane")],
+            LABEL_WIDTH + width,
         )
         self._strips[key] = strip
         return strip

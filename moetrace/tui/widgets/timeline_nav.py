@@ -187,8 +187,8 @@ class TimelineNavigation:
         ):
             here, from_selection = self.selected_span[1], True
         if direction > 0:
-            side = "right" if from_selection else "left"  # an event at the cursor is "next"
-            k = int(np.searchsorted(index.starts, here, side=side))
+            # From the selection: the one after it; from the cursor: an event at it counts.
+            k = int(np.searchsorted(index.starts, here, side="right" if from_selection else "left"))
         else:
             k = int(np.searchsorted(index.starts, here, side="left")) - 1
         if 0 <= k < len(index.starts) and index.ids is not None:

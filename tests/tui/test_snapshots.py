@@ -1,0 +1,53 @@
+"""SVG snapshots of the main screens (pytest-textual-snapshot; textual pinned to 8.2.8).
+
+Deterministic: seeded synthetic trace, no clock in the header, the prompt's cursor blink off,
+and every worker (metrics) finished before the picture is taken.
+Update with `pytest tests/tui/test_snapshots.py --snapshot-update` after a deliberate change.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from moetrace.tui.app import MoetraceApp
+from moetrace.tui.synthetic import synthetic_trace
+
+SIZE = (150, 40)
+
+
+def make_app() -> MoetraceApp:
+    return MoetraceApp(synthetic_trace(ranks=2, events_per_lane=30, seed=1), title="synthetic")
+
+
+async def ready(pilot: Any) -> None:
+    await pilot.pause()
+    await pilot.app.workers.wait_for_complete()
+    await pilot.pause()
+
+
+async def select_on_path(pilot: Any) -> None:
+    await ready(pilot)
+    app = pilot.app
+    app.timeline.select_event(int(app.overlays.cp_events[3]))
+    await pilot.pause()
+
+
+@pytest.mark.parametrize(
+    "keys",
+    [(), ("c",), ("i",), ("x",)],
+    ids=["main", "critical_path", "idle_gaps", "exposed_comm"],
+)
+def test_main_screen(snap_compare: Any, keys: tuple[str, ...]) -> None:
+    assert snap_compare(
+        make_app(), press=[*keys, "w"], terminal_size=SIZE, run_before=select_on_path
+    )
+
+
+def test_critical_path_table(snap_compare: Any) -> None:
+    assert snap_compare(make_app(), press=["1"], terminal_size=SIZE, run_before=ready)
+
+
+def test_help_screen(snap_compare: Any) -> None:
+    assert snap_compare(make_app(), press=["question_mark"], terminal_size=SIZE, run_before=ready)
