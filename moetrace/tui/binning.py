@@ -103,6 +103,7 @@ class IntervalIndex:
             return cls(np.empty(0), np.empty(0), disjoint=False)
         starts = np.concatenate([p.starts for p in parts] + [p.instants for p in parts])
         ends = np.concatenate([p.ends for p in parts] + [p.instants for p in parts])
+        # Starts and ends are sorted independently, which is all B(t) and counts need.
         return cls(starts, ends, disjoint=False)
 
     def busy_below(self, t: np.ndarray) -> np.ndarray:

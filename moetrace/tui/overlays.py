@@ -24,6 +24,8 @@ class Overlays:
     """Interval indexes per lane/rank for the c / i / x overlays."""
 
     critical: dict[LaneKey, IntervalIndex] = field(default_factory=dict)
+    # the same events by group, for collapsed rank/unit rows: ("rank", r) / ("unit", r, unit)
+    critical_groups: dict[tuple[object, ...], IntervalIndex] = field(default_factory=dict)
     waits: dict[LaneKey, IntervalIndex] = field(default_factory=dict)
     gaps: dict[int, IntervalIndex] = field(default_factory=dict)  # by track
     exposed: dict[int | None, IntervalIndex] = field(default_factory=dict)  # by rank
@@ -53,6 +55,17 @@ def _by_group(frame: pl.DataFrame, group_cols: list[str], origin: int) -> dict[A
         ends = (part["end_ns"].to_numpy() - origin).astype(np.float64)
         out[key if len(group_cols) > 1 else key[0]] = IntervalIndex(starts, ends, disjoint=False)
     return out
+
+
+def _group_critical(out: Overlays, model: LaneModel) -> None:
+    groups: dict[tuple[object, ...], list[IntervalIndex]] = {}
+    for (track, depth), index in out.critical.items():
+        lane = model.lanes.get((int(track), int(depth)))
+        if lane is None:
+            continue
+        groups.setdefault(("rank", lane.rank), []).append(index)
+        groups.setdefault(("unit", lane.rank, lane.unit), []).append(index)
+    out.critical_groups = {key: IntervalIndex.merged(parts) for key, parts in groups.items()}
 
 
 def build_overlays(report: Any, model: LaneModel) -> Overlays:
@@ -88,6 +101,8 @@ def build_overlays(report: Any, model: LaneModel) -> Overlays:
             )
             target = out.critical if kind == "event" else out.waits
             target.update(_by_group(frame, ["lt", "ld"], origin))
+    if out.critical:
+        _group_critical(out, model)
     gaps = _frame(report, "gaps")
     if gaps is not None:
         out.gaps = _by_group(gaps.select("track", "start_ns", "end_ns"), ["track"], origin)

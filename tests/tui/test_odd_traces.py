@@ -169,3 +169,23 @@ async def test_real_kineto_trace(real_traces: Path) -> None:
         assert tl.active_overlays == {"critical", "exposed", "gaps"}
         assert app.report.ranks.height >= 1
         assert np.isfinite(tl.t0)
+
+
+async def test_critical_path_shows_on_collapsed_ranks() -> None:
+    trace = synthetic_trace(ranks=20, events_per_lane=10, seed=2)
+    app = MoetraceApp(trace)
+    async with running(app, size=(120, 30)) as pilot:
+        tl = app.timeline
+        assert all(r.kind == "rank" for r in tl.rows)
+        y = 2  # rank 0's summary row
+
+        def gold_cells() -> int:
+            return sum(
+                len(seg.text)
+                for seg in tl.render_line(y)
+                if seg.style is not None and seg.style.bold
+            )
+
+        before = gold_cells()
+        await pilot.press("c")
+        assert gold_cells() > before

@@ -325,6 +325,9 @@ class TimelineView(TimelineNavigation, ScrollView, can_focus=True):
         def cells(index: IntervalIndex | None) -> np.ndarray:
             return overlay_cells(index, self.t0, self.t1, width)
 
+        if "critical" in active and lane_key is None:
+            hit = cells(data.critical_groups.get(row.key)) & (glyphs != IDLE)
+            keys[hit] |= CRITICAL
         if "critical" in active and lane_key is not None:
             hit = cells(data.critical.get(lane_key)) & (glyphs != IDLE)
             keys[hit] |= CRITICAL
