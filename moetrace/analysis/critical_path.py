@@ -12,10 +12,12 @@ sequential, O(path length).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import numpy as np
 import polars as pl
 
+from moetrace.analysis import intervals as iv
 from moetrace.analysis.classify import category_expr
 from moetrace.analysis.steps import Prepared
 
@@ -36,57 +38,75 @@ class Gates:
     n_cross_track: int
 
 
-def edges(prep: Prepared, extra: pl.DataFrame | None = None) -> pl.DataFrame:
-    """All predecessor edges as (src, dst, etype) over row positions (idx), markers excluded."""
+class Edges(NamedTuple):
+    """Predecessor edges over row positions (idx): src -> dst, etype (track/dep/sync)."""
+
+    src: np.ndarray
+    dst: np.ndarray
+    etype: np.ndarray
+
+    @property
+    def height(self) -> int:
+        """Number of edges."""
+        return len(self.src)
+
+
+def _rows_of_ids(ids: np.ndarray, query: np.ndarray) -> np.ndarray:
+    """Row position of each queried event id; -1 when the id does not exist."""
+    n = len(ids)
+    if n and bool((ids == np.arange(n)).all()):  # the usual case: id == row
+        return np.where((query >= 0) & (query < n), query, -1)
+    order = np.argsort(ids, kind="stable")
+    pos = np.clip(np.searchsorted(ids[order], query), 0, max(n - 1, 0))
+    found = ids[order][pos] == query if n else np.zeros(len(query), dtype=bool)
+    return np.where(found, order[pos], -1)
+
+
+def edges(prep: Prepared, extra: pl.DataFrame | None = None) -> Edges:
+    """All predecessor edges over row positions (idx), markers excluded: track order (each
+    event to the next at the same depth on its track) plus deps (and derived sync edges)."""
     ev = prep.ev
-    nodes = ev.filter(pl.col("kind") != "marker").select("idx", "id", "track", "depth", "ts")
-    order = nodes.sort("track", "depth", "ts", "idx")
-    track_edges = (
-        order.with_columns(
-            pl.col("idx").shift(1).alias("src"),
-            (
-                (pl.col("track").shift(1) == pl.col("track"))
-                & (pl.col("depth").shift(1) == pl.col("depth"))
-            ).alias("same"),
-        )
-        .filter(pl.col("same"))
-        .select(pl.col("src").cast(pl.Int64), pl.col("idx").cast(pl.Int64).alias("dst"))
-        .with_columns(pl.lit(EDGE_TRACK, dtype=pl.Int8).alias("etype"))
-    )
-    id_to_idx = nodes.select(pl.col("id"), pl.col("idx").cast(pl.Int64))
+    node = (ev["kind"] != "marker").to_numpy()
+    rows = np.flatnonzero(node).astype(np.int64)
+    track = ev["track"].to_numpy().astype(np.int64)[rows]
+    depth = ev["depth"].to_numpy().astype(np.int64)[rows]
+    ts = ev["ts"].to_numpy().astype(np.int64)[rows]
+    lane = np.unique(track * 65536 + depth, return_inverse=True)[1].astype(np.int64)
+    (key,) = iv.pack_pairs((lane, ts))
+    order = np.argsort(key, kind="stable")  # stable: equal times keep row order
+    lane_sorted = lane[order]
+    same = lane_sorted[1:] == lane_sorted[:-1]
+    t_src = rows[order[:-1][same]]
+    t_dst = rows[order[1:][same]]
     deps = prep.deps.select("src", "dst", "kind")
     if extra is not None and extra.height:
         deps = pl.concat([deps, extra.select(deps.columns).cast(deps.schema)])
-    dep_edges = (
-        deps.join(id_to_idx.rename({"idx": "s"}), left_on="src", right_on="id", how="inner")
-        .join(id_to_idx.rename({"idx": "d"}), left_on="dst", right_on="id", how="inner")
-        .filter(pl.col("s") != pl.col("d"))
-        .select(
-            pl.col("s").alias("src"),
-            pl.col("d").alias("dst"),
-            pl.when(pl.col("kind") == "sync")
-            .then(pl.lit(EDGE_SYNC, dtype=pl.Int8))
-            .otherwise(pl.lit(EDGE_DEP, dtype=pl.Int8))
-            .alias("etype"),
-        )
+    ids = ev["id"].to_numpy().astype(np.int64)
+    d_src = _rows_of_ids(ids, deps["src"].to_numpy().astype(np.int64))
+    d_dst = _rows_of_ids(ids, deps["dst"].to_numpy().astype(np.int64))
+    is_sync = (deps["kind"] == "sync").to_numpy()
+    ok = (d_src >= 0) & (d_dst >= 0)
+    ok[ok] &= node[d_src[ok]] & node[d_dst[ok]] & (d_src[ok] != d_dst[ok])
+    d_type = np.where(is_sync, EDGE_SYNC, EDGE_DEP).astype(np.int8)
+    return Edges(
+        np.concatenate([t_src, d_src[ok]]),
+        np.concatenate([t_dst, d_dst[ok]]),
+        np.concatenate([np.full(len(t_src), EDGE_TRACK, np.int8), d_type[ok]]),
     )
-    return pl.concat([track_edges, dep_edges])
 
 
-def gating(prep: Prepared, edge_frame: pl.DataFrame) -> Gates:
+def gating(prep: Prepared, edge_set: Edges) -> Gates:
     """The gating predecessor of every event: latest-ending predecessor that ended in time.
 
     Ties on the end time prefer a dependency over track order (it explains the wait), then
-    the lower row.
+    the lower row. Two scatter passes (max end, then min tie key) instead of a sort.
     """
     n = prep.ev.height
     ts = prep.ev["ts"].to_numpy().astype(np.int64)
     end = prep.ev["end"].to_numpy().astype(np.int64)
     gate = np.full(n, -1, dtype=np.int64)
     gate_edge = np.full(n, -1, dtype=np.int8)
-    src = edge_frame["src"].to_numpy().astype(np.int64)
-    dst = edge_frame["dst"].to_numpy().astype(np.int64)
-    et = edge_frame["etype"].to_numpy().astype(np.int8)
+    src, dst, et = edge_set.src, edge_set.dst, edge_set.etype
     track = prep.ev["track"].to_numpy()
     n_dep = int((et != EDGE_TRACK).sum())
     n_cross = int(((et != EDGE_TRACK) & (track[src] != track[dst])).sum()) if len(src) else 0
@@ -95,125 +115,137 @@ def gating(prep: Prepared, edge_frame: pl.DataFrame) -> Gates:
     s_end = end[src]
     ok = (s_end <= ts[dst] + SKEW_TOLERANCE_NS) | ((et == EDGE_SYNC) & (s_end <= end[dst]))
     src, dst, et, s_end = src[ok], dst[ok], et[ok], s_end[ok]
-    pref = (et == EDGE_TRACK).astype(np.int8)  # 0 = dependency first on ties
-    order = np.lexsort((src, pref, -s_end, dst))
-    d_sorted = dst[order]
-    first = np.ones(len(order), dtype=bool)
-    first[1:] = d_sorted[1:] != d_sorted[:-1]
-    pick = order[first]
-    gate[dst[pick]] = src[pick]
-    gate_edge[dst[pick]] = et[pick]
+    best = np.full(n, np.iinfo(np.int64).min, dtype=np.int64)
+    np.maximum.at(best, dst, s_end)
+    top = s_end == best[dst]
+    src, dst, et = src[top], dst[top], et[top]
+    # among equal ends: dependency (0) before track order (1), then the lowest row
+    tie = (et == EDGE_TRACK).astype(np.int64) * (n + 1) + src
+    low = np.full(n, np.iinfo(np.int64).max, dtype=np.int64)
+    np.minimum.at(low, dst, tie)
+    win = tie == low[dst]
+    gate[dst[win]] = src[win]
+    gate_edge[dst[win]] = et[win]
     chosen = gate >= 0
     skew = chosen & (gate_edge != EDGE_SYNC) & (end[np.where(chosen, gate, 0)] > ts)
     return Gates(gate, gate_edge, int(skew.sum()), n_dep, n_cross)
 
 
-def walk(
-    gates: Gates,
-    ts: list[int],
-    end: list[int],
-    step: list[int | None],
-    start: int,
-    lo: int,
-    hi: int,
-) -> tuple[list[tuple[int, int, int]], bool]:
-    """Walk gating predecessors back from event row `start`, clipped to [lo, hi).
+def path_nodes(
+    gate: list[int], end: list[int], start: int, lo: int, limit: int
+) -> tuple[list[int], int, bool]:
+    """Rows on the path back from `start`: follow `gate` (already cut at step boundaries)
+    while the gate ends after `lo`. Returns (rows, the last row's gate or -1, cycle seen).
 
-    The walk stays inside the step of `start` (a predecessor of another step ends it), so
-    without cross-track dependencies the path covers only its own track's part of the step.
-    Returns segments (row or -1 for a wait, seg_start, seg_end) latest first, contiguous, so
-    their lengths sum to the span; and whether a cycle stopped the walk.
+    The only sequential part of the analyzer: a few list lookups per path node.
     """
-    gate = gates.gate
-    own_step = step[start]
-    segments: list[tuple[int, int, int]] = []
-    cursor = min(end[start], hi)
-    node = start
-    seen: set[int] = set()
+    path = [start]
+    cur = start
     while True:
-        if node in seen:
-            return segments, True
-        seen.add(node)
-        seg_end = min(end[node], cursor)
-        g = int(gate[node])
-        if g >= 0 and step[g] != own_step:
-            g = -1
-        if g < 0:
-            seg_start = max(min(ts[node], seg_end), lo)
-            if seg_end > seg_start:
-                segments.append((node, seg_start, seg_end))
-            return segments, False
-        g_end = end[g]
-        seg_start = max(min(max(ts[node], g_end), seg_end), lo)
-        if seg_end > seg_start:
-            segments.append((node, seg_start, seg_end))
-        wait_start = max(min(g_end, seg_start), lo)
-        if seg_start > wait_start:
-            segments.append((-1, wait_start, seg_start))
-        cursor = wait_start
-        if cursor <= lo:
-            return segments, False
-        node = g
+        g = gate[cur]
+        if g < 0 or end[g] <= lo:
+            return path, g, False
+        path.append(g)
+        cur = g
+        if len(path) > limit:  # longer than the step has events: a gating cycle
+            seen: set[int] = set()
+            for j, node in enumerate(path):
+                if node in seen:
+                    return path[:j], node, True
+                seen.add(node)
+            return path, -1, True
+
+
+def segments(
+    path: list[int], last_gate: int, ts: np.ndarray, end: np.ndarray, lo: int, hi: int
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Segments of a path (rows given latest first), clipped to [lo, hi).
+
+    Each node contributes its event piece [start, end) and the wait before it; a node's
+    piece ends where the next (later) piece begins (a running minimum), so the pieces are
+    contiguous and their lengths sum to the span. Returns (row or -1 for a wait, start, end)
+    earliest first, empty pieces dropped.
+    """
+    p = np.asarray(path, dtype=np.int64)
+    e = end[p]
+    t = ts[p]
+    none = np.iinfo(np.int64).min
+    ge = np.empty(len(p), dtype=np.int64)
+    ge[:-1] = e[1:]
+    ge[-1] = end[last_gate] if last_gate >= 0 else none
+    v = np.minimum(np.maximum(t, ge), e)
+    v[0] = min(v[0], hi)
+    a = np.minimum.accumulate(v)
+    seg_end = np.empty(len(p), dtype=np.int64)
+    seg_end[0] = min(e[0], hi)
+    seg_end[1:] = np.minimum(e[1:], a[:-1])
+    ev_s, ev_e = np.maximum(a, lo), np.maximum(seg_end, lo)
+    w_s = np.maximum(np.minimum(ge, a), lo)
+    w_e = np.maximum(a, lo)
+    if last_gate < 0:  # the first event of the path waited for nothing
+        w_e[-1] = w_s[-1]
+    node = np.stack([p, np.full(len(p), -1, np.int64)], axis=1).ravel()
+    start = np.stack([ev_s, w_s], axis=1).ravel()
+    stop = np.stack([ev_e, w_e], axis=1).ravel()
+    keep = stop > start
+    return node[keep][::-1], start[keep][::-1], stop[keep][::-1]
 
 
 def critical_paths(prep: Prepared, gates: Gates) -> tuple[pl.DataFrame, list[str]]:
     """Each window's critical path as segments (gid, seq, segment, event_id, times, category)."""
     warnings: list[str] = []
     ev = prep.ev
-    work = ev.filter(
-        pl.col("device") & pl.col("kind").is_in(["compute", "comm"]) & pl.col("gid").is_not_null()
-    )
-    last = work.sort("end", "idx").group_by("gid").agg(pl.col("idx").last()).sort("gid")
+    ts = ev["ts"].to_numpy().astype(np.int64)
+    end = ev["end"].to_numpy().astype(np.int64)
+    step = ev["step"].fill_null(np.iinfo(np.int64).min).to_numpy().astype(np.int64)
+    gid = ev["gid"].fill_null(-1).to_numpy().astype(np.int64)
+    gate = gates.gate
+    # a gate in another step ends the walk
+    same_step = (gate >= 0) & (step[np.clip(gate, 0, None)] == step)
+    gate_in_step = np.where(same_step, gate, -1)
+    work = ev["device"].to_numpy() & ev["kind"].is_in(["compute", "comm"]).to_numpy() & (gid >= 0)
+    rows = np.flatnonzero(work)
     lo, hi = prep.lo_hi()
-    ts_l = ev["ts"].to_list()
-    end_l = ev["end"].to_list()
-    step_l = ev["step"].to_list()
-    rows_gid: list[int] = []
-    rows_seq: list[int] = []
-    rows_node: list[int] = []
-    rows_s: list[int] = []
-    rows_e: list[int] = []
+    starts: list[tuple[int, int]] = []
+    if len(rows):
+        (key,) = iv.pack_pairs((gid[rows], end[rows]))
+        order = rows[np.argsort(key, kind="stable")]  # ties: the later row last
+        g_sorted = gid[order]
+        last = np.ones(len(order), dtype=bool)
+        last[:-1] = g_sorted[1:] != g_sorted[:-1]
+        starts = list(zip(g_sorted[last].tolist(), order[last].tolist(), strict=True))
+    gate_l = gate_in_step.tolist() if starts else []
+    end_l = end.tolist() if starts else []
+    parts: list[tuple[np.ndarray, ...]] = []
     cycles = 0
-    for gid, start in zip(last["gid"].to_list(), last["idx"].to_list(), strict=True):
-        segs, cycled = walk(gates, ts_l, end_l, step_l, int(start), int(lo[gid]), int(hi[gid]))
+    for g, start in starts:
+        nodes, last_gate, cycled = path_nodes(gate_l, end_l, start, int(lo[g]), len(ts))
         cycles += cycled
-        k = len(segs)
-        for seq, (node, s, e) in enumerate(reversed(segs)):
-            rows_gid.append(gid)
-            rows_seq.append(seq)
-            rows_node.append(node)
-            rows_s.append(s)
-            rows_e.append(e)
-        del k
+        node, s0, s1 = segments(nodes, last_gate, ts, end, int(lo[g]), int(hi[g]))
+        parts.append((np.full(len(node), g, np.int64), np.arange(len(node)), node, s0, s1))
     if cycles:
         warnings.append(f"critical path: {cycles} walk(s) stopped at a gating cycle")
-    seg = pl.DataFrame(
-        {"gid": rows_gid, "seq": rows_seq, "node": rows_node, "start_ns": rows_s, "end_ns": rows_e},
-        schema={
-            "gid": pl.Int64,
-            "seq": pl.Int64,
-            "node": pl.Int64,
-            "start_ns": pl.Int64,
-            "end_ns": pl.Int64,
-        },
-    )
+    cols = [np.concatenate(c) if parts else np.zeros(0, np.int64) for c in zip(*parts, strict=True)]
+    if not parts:
+        cols = [np.zeros(0, np.int64)] * 5
+    node = cols[2]
+    pick = pl.Series(np.clip(node, 0, None), dtype=pl.Int64)
     info = ev.select(
-        pl.col("idx").cast(pl.Int64).alias("node"),
-        pl.col("id").alias("event_id"),
-        category_expr().alias("category"),
-    )
-    seg = seg.join(info, on="node", how="left").with_columns(
-        pl.when(pl.col("node") < 0)
-        .then(pl.lit("wait"))
-        .otherwise(pl.lit("event"))
-        .alias("segment"),
-        pl.when(pl.col("node") < 0)
-        .then(pl.lit("wait"))
-        .otherwise(pl.col("category"))
-        .alias("category"),
+        pl.col("id").gather(pick).alias("event_id"),
+        pl.col("kind").gather(pick),
+        pl.col("unit").gather(pick),
+    ).select("event_id", category_expr().alias("category"))
+    is_wait = pl.Series(node < 0)
+    seg = pl.DataFrame(
+        {"gid": cols[0], "seq": cols[1], "start_ns": cols[3], "end_ns": cols[4]},
+        schema={"gid": pl.Int64, "seq": pl.Int64, "start_ns": pl.Int64, "end_ns": pl.Int64},
+    ).with_columns(
+        pl.when(is_wait).then(pl.lit("wait")).otherwise(pl.lit("event")).alias("segment"),
+        pl.when(is_wait).then(None).otherwise(info["event_id"]).alias("event_id"),
+        pl.when(is_wait).then(pl.lit("wait")).otherwise(info["category"]).alias("category"),
         (pl.col("end_ns") - pl.col("start_ns")).alias("dur_ns"),
     )
-    seg = seg.sort("gid", "seq").select(
+    seg = seg.select(
         "gid", "seq", "segment", "event_id", "start_ns", "end_ns", "dur_ns", "category"
     )
     if gates.skew_used:
@@ -221,7 +253,7 @@ def critical_paths(prep: Prepared, gates: Gates) -> tuple[pl.DataFrame, list[str
             f"critical path: {gates.skew_used} gating edge(s) used the "
             f"{SKEW_TOLERANCE_NS} ns clock-skew tolerance"
         )
-    if gates.n_cross_track == 0 and prep.ev.height:
+    if gates.n_cross_track == 0 and prep.windows.height:
         warnings.append(
             "no cross-track dependencies: the critical path cannot leave its track "
             "(coverage shows how much of the window it explains)"

@@ -9,23 +9,20 @@ Otherwise an iterative depth-first search finds one cycle and names its events.
 from __future__ import annotations
 
 import numpy as np
-import polars as pl
 
-from moetrace.analysis.critical_path import EDGE_TRACK
+from moetrace.analysis.critical_path import EDGE_TRACK, Edges
 from moetrace.analysis.steps import Prepared
 
 MAX_NAMED = 8
 """Events named in the message before the cycle is elided."""
 
 
-def find_cycle(prep: Prepared, edge_frame: pl.DataFrame) -> str | None:
+def find_cycle(prep: Prepared, edge_set: Edges) -> str | None:
     """A readable description of one cycle ("name#id -> ... -> name#id"), or None."""
-    if edge_frame.height == 0:
+    if edge_set.height == 0:
         return None
     ts = prep.ev["ts"].to_numpy()
-    src = edge_frame["src"].to_numpy().astype(np.int64)
-    dst = edge_frame["dst"].to_numpy().astype(np.int64)
-    et = edge_frame["etype"].to_numpy()
+    src, dst, et = edge_set.src, edge_set.dst, edge_set.etype
     backward = (et != EDGE_TRACK) & (ts[src] >= ts[dst])
     if not backward.any():
         return None

@@ -22,15 +22,41 @@ HTA_KERNEL_WAIT_NS = 30_000
 """HTA's consecutive_kernel_delay: a stream gap under 30 µs is kernel_wait."""
 
 
+def _pair_index(pairs: pl.DataFrame, gid: np.ndarray, track: np.ndarray) -> np.ndarray:
+    """Row of (gid, track) in `pairs` (sorted by gid, track) for each event; -1 if none."""
+    pg = pairs["gid"].to_numpy().astype(np.int64)
+    pt = pairs["track"].to_numpy().astype(np.int64)
+    if len(pg) == 0:
+        return np.full(len(gid), -1, dtype=np.int64)
+    (pkey, qkey) = iv.pack_pairs((pg, pt), (gid, track))
+    pos = np.clip(np.searchsorted(pkey, qkey), 0, len(pkey) - 1)
+    return np.where(pkey[pos] == qkey, pos, -1)
+
+
+def _last_at(
+    key_group: np.ndarray,
+    key_time: np.ndarray,
+    ids: np.ndarray,
+    q_group: np.ndarray,
+    q_time: np.ndarray,
+) -> np.ndarray:
+    """For each query, the largest id among rows with exactly (group, time); -1 if none."""
+    out = np.full(len(q_group), -1, dtype=np.int64)
+    if len(key_group) == 0 or len(q_group) == 0:
+        return out
+    k, q = iv.pack_pairs((key_group, key_time), (q_group, q_time))
+    order = np.lexsort((ids, k))
+    ks = k[order]
+    pos = np.searchsorted(ks, q, side="right") - 1
+    hit = (pos >= 0) & (ks[np.clip(pos, 0, None)] == q)
+    out[hit] = ids[order][pos[hit]]
+    return out
+
+
 def idle(prep: Prepared, gates: Gates) -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame]:
     """(tracks frame, units frame, gaps frame), keyed by gid (window id)."""
     windows = prep.windows.select("gid", "rank", "lo", "hi")
-    pairs = (
-        prep.device_tracks.join(windows, on="rank", how="inner")
-        .sort("gid", "track")
-        .with_row_index("pair")
-        .with_columns(pl.col("pair").cast(pl.Int64))
-    )
+    pairs = prep.device_tracks.join(windows, on="rank", how="inner").sort("gid", "track")
     n_pairs = pairs.height
     p_lo = pairs["lo"].to_numpy().astype(np.int64)
     p_hi = pairs["hi"].to_numpy().astype(np.int64)
@@ -40,9 +66,19 @@ def idle(prep: Prepared, gates: Gates) -> tuple[pl.DataFrame, pl.DataFrame, pl.D
         & (pl.col("kind") != "marker")
         & pl.col("gid").is_not_null()
     ).select("idx", "id", "gid", "track", "ts", "end")
-    top = top.join(pairs.select("pair", "gid", "track"), on=["gid", "track"], how="inner")
-    raw = iv.make(top["pair"].to_numpy(), top["ts"].to_numpy(), top["end"].to_numpy())
-    busy = iv.union(iv.clip(raw, p_lo, p_hi))
+    pair = _pair_index(
+        pairs, top["gid"].to_numpy().astype(np.int64), top["track"].to_numpy().astype(np.int64)
+    )
+    keep = pair >= 0
+    pair = pair[keep]
+    ts = top["ts"].to_numpy()[keep]
+    end = top["end"].to_numpy()[keep]
+    ids = top["id"].to_numpy().astype(np.int64)[keep]
+    cs = np.maximum(ts, p_lo[pair]) if len(pair) else ts
+    ce = np.minimum(end, p_hi[pair]) if len(pair) else end
+    real = ce > cs
+    pair, cs, ce, ids = pair[real], cs[real], ce[real], ids[real]
+    busy = iv.union(iv.Intervals(pair, cs, ce))
     busy_ns = iv.lengths_by_group(busy, n_pairs)
     win_ns = p_hi - p_lo
     tracks = pairs.select("gid", "track", "unit").with_columns(
@@ -58,35 +94,36 @@ def idle(prep: Prepared, gates: Gates) -> tuple[pl.DataFrame, pl.DataFrame, pl.D
         .select("gid", "unit", pl.col("tracks").cast(pl.Int64), "busy_ns", "util")
         .sort("gid", "unit")
     )
-    gaps_iv = iv.difference(iv.windows(p_lo, p_hi), busy)
-    gaps = pl.DataFrame(
-        {"pair": gaps_iv.group, "start_ns": gaps_iv.start, "end_ns": gaps_iv.end},
-        schema={"pair": pl.Int64, "start_ns": pl.Int64, "end_ns": pl.Int64},
-    )
-    clipped = (
-        top.select("pair", "idx", "id", "ts", "end")
-        .join(pairs.select("pair", "lo", "hi"), on="pair")
-        .with_columns(
-            pl.max_horizontal("ts", "lo").alias("cs"), pl.min_horizontal("end", "hi").alias("ce")
-        )
-        .filter(pl.col("ce") > pl.col("cs"))
-    )
+    gaps_iv = iv.complement(busy, p_lo, p_hi)
     # the event ending where a gap starts and the one starting where it ends (max id on ties)
-    before = (
-        clipped.sort("id")
-        .group_by("pair", "ce")
-        .agg(pl.col("id").last().alias("before_id"), pl.col("end").last().alias("before_end"))
+    before_id = _last_at(pair, ce, ids, gaps_iv.group, gaps_iv.start)
+    after_id = _last_at(pair, cs, ids, gaps_iv.group, gaps_iv.end)
+    after_row = np.where(after_id >= 0, _id_to_row(prep, after_id), -1)
+    before_end = np.where(before_id >= 0, _id_to_end(prep, before_id), 0)
+    gaps = pl.DataFrame(
+        {
+            "pair": gaps_iv.group,
+            "start_ns": gaps_iv.start,
+            "end_ns": gaps_iv.end,
+            "before_id": before_id,
+            "after_id": after_id,
+            "after_idx": after_row,
+            "before_end": before_end,
+        },
+        schema={
+            "pair": pl.Int64,
+            "start_ns": pl.Int64,
+            "end_ns": pl.Int64,
+            "before_id": pl.Int64,
+            "after_id": pl.Int64,
+            "after_idx": pl.Int64,
+            "before_end": pl.Int64,
+        },
+    ).with_columns(pl.col("before_id", "after_id").replace(-1, None).cast(pl.UInt32))
+    info = pairs.with_row_index("pair").select(
+        pl.col("pair").cast(pl.Int64), "gid", "track", "unit"
     )
-    after = (
-        clipped.sort("id")
-        .group_by("pair", "cs")
-        .agg(pl.col("id").last().alias("after_id"), pl.col("idx").last().alias("after_idx"))
-    )
-    gaps = (
-        gaps.join(before, left_on=["pair", "start_ns"], right_on=["pair", "ce"], how="left")
-        .join(after, left_on=["pair", "end_ns"], right_on=["pair", "cs"], how="left")
-        .join(pairs.select("pair", "gid", "track", "unit"), on="pair", how="left")
-    )
+    gaps = gaps.join(info, on="pair", how="left")
     gaps = _attribute(prep, gates, gaps)
     gaps = (
         gaps.with_columns((pl.col("end_ns") - pl.col("start_ns")).alias("dur_ns"))
@@ -107,21 +144,33 @@ def idle(prep: Prepared, gates: Gates) -> tuple[pl.DataFrame, pl.DataFrame, pl.D
     return tracks, units, gaps
 
 
+def _id_to_row(prep: Prepared, ids: np.ndarray) -> np.ndarray:
+    """Row positions (idx) of event ids."""
+    all_ids = prep.ev["id"].to_numpy().astype(np.int64)
+    order = np.argsort(all_ids, kind="stable")
+    pos = np.searchsorted(all_ids[order], ids)
+    return order[np.clip(pos, 0, len(order) - 1)]
+
+
+def _id_to_end(prep: Prepared, ids: np.ndarray) -> np.ndarray:
+    """Unclipped end (ns) of event ids."""
+    return prep.ev["end"].to_numpy()[_id_to_row(prep, ids)]
+
+
 def _attribute(prep: Prepared, gates: Gates, gaps: pl.DataFrame) -> pl.DataFrame:
     """Add `cause` (from the gating predecessor of the event after the gap) and `hta_cause`."""
     ev = prep.ev
-    after_idx = gaps["after_idx"].to_numpy()
-    has_after = ~np.isnan(after_idx.astype(np.float64)) if len(after_idx) else np.zeros(0, bool)
-    a = np.where(has_after, np.nan_to_num(after_idx.astype(np.float64)), 0).astype(np.int64)
+    after_idx = gaps["after_idx"].to_numpy().astype(np.int64)
+    has_after = after_idx >= 0
+    a = np.where(has_after, after_idx, 0)
     g = np.where(has_after, gates.gate[a] if len(a) else a, -1)
     track = ev["track"].to_numpy().astype(np.int64)
     gc = np.clip(g, 0, None)
     cross = (g >= 0) & (track[gc] != track[a])
-    g_info = ev.select(
-        pl.col("kind").alias("g_kind"),
-        pl.col("unit").alias("g_unit"),
+    pick = pl.Series(gc, dtype=pl.Int64)
+    g_rows = ev.select(
+        pl.col("kind").gather(pick).alias("g_kind"), pl.col("unit").gather(pick).alias("g_unit")
     )
-    g_rows = g_info[gc.tolist()] if len(gc) else g_info.clear()
     gaps = gaps.with_columns(
         pl.Series("cross", cross), g_rows["g_kind"], g_rows["g_unit"]
     ).with_columns(

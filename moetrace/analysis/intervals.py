@@ -40,7 +40,7 @@ def empty() -> Intervals:
     return Intervals(z, z.copy(), z.copy())
 
 
-def _packer(*pairs: tuple[np.ndarray, np.ndarray]) -> list[np.ndarray]:
+def pack_pairs(*pairs: tuple[np.ndarray, np.ndarray]) -> list[np.ndarray]:
     """Pack (group, time) pairs into single int64 keys that sort like the pairs.
 
     Each argument is a (group, time) pair of equal-length arrays; all are packed with the
@@ -71,9 +71,10 @@ def union(iv: Intervals) -> Intervals:
     g, s, e = iv.group[keep], iv.start[keep], iv.end[keep]
     if len(s) == 0:
         return empty()
-    order = np.lexsort((s, g))
-    g, s, e = g[order], s[order], e[order]
-    ps, pe = _packer((g, s), (g, e))
+    ps, pe = pack_pairs((g, s), (g, e))
+    if len(ps) > 1 and not bool((ps[1:] >= ps[:-1]).all()):
+        order = np.argsort(ps, kind="stable")
+        g, s, e, ps, pe = g[order], s[order], e[order], ps[order], pe[order]
     run_max = np.maximum.accumulate(pe)
     new = np.ones(len(s), dtype=bool)
     new[1:] = ps[1:] > run_max[:-1]
@@ -110,7 +111,8 @@ def _sweep(a: Intervals, b: Intervals, levels: tuple[int, ...]) -> Intervals:
             np.full(len(b), -2, I64),
         ]
     )
-    order = np.lexsort((t, g))
+    (key,) = pack_pairs((g, t))
+    order = np.argsort(key, kind="stable")
     g, t, d = g[order], t[order], d[order]
     level = np.cumsum(d)  # every group closes all its intervals, so no reset is needed
     same = g[:-1] == g[1:]
@@ -128,6 +130,34 @@ def intersection(a: Intervals, b: Intervals) -> Intervals:
 def difference(a: Intervals, b: Intervals) -> Intervals:
     """A \\ B per group (inputs disjoint per group)."""
     return _sweep(a, b, (1,))
+
+
+def complement(iv: Intervals, lo: np.ndarray, hi: np.ndarray) -> Intervals:
+    """Per group g, [lo[g], hi[g]) minus the intervals of g (`iv` must be a union inside
+    the windows). One pass: the gap before each interval, plus the tail gap of each group."""
+    n = len(lo)
+    lo = np.asarray(lo, I64)
+    hi = np.asarray(hi, I64)
+    g, s, e = iv.group, iv.start, iv.end
+    first = np.ones(len(g), dtype=bool)
+    first[1:] = g[1:] != g[:-1]
+    prev_end = np.empty(len(g), dtype=I64)
+    if len(g):
+        prev_end[1:] = e[:-1]
+        prev_end[first] = lo[g[first]]
+    last_end = lo.copy()
+    if len(g):
+        last = np.ones(len(g), dtype=bool)
+        last[:-1] = g[1:] != g[:-1]
+        last_end[g[last]] = e[last]
+    gg = np.concatenate([g, np.arange(n, dtype=I64)])
+    gs = np.concatenate([prev_end, last_end])
+    ge = np.concatenate([s, hi])
+    keep = ge > gs
+    gg, gs, ge = gg[keep], gs[keep], ge[keep]
+    (key,) = pack_pairs((gg, gs))
+    order = np.argsort(key, kind="stable")
+    return Intervals(gg[order], gs[order], ge[order])
 
 
 def union2(a: Intervals, b: Intervals) -> Intervals:
@@ -171,7 +201,7 @@ def covered_length(
     q_end = np.maximum(np.asarray(q_end, I64), q_start)
     if len(q_start) == 0 or len(sets) == 0:
         return np.zeros(len(q_start), dtype=I64)
-    ps, qa, qb = _packer((sets.group, sets.start), (q_group, q_start), (q_group, q_end))
+    ps, qa, qb = pack_pairs((sets.group, sets.start), (q_group, q_start), (q_group, q_end))
     lengths = sets.end - sets.start
     before = np.concatenate([[0], np.cumsum(lengths)])  # covered ns before interval i
 

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import polars as pl
 
+from moetrace.analysis import intervals as iv
 from moetrace.analysis.classify import (
     CPU_COMM_PATTERN,
     DEFAULT_DEVICE_COMM_PATTERNS,
@@ -105,25 +106,29 @@ def _markers(ev: pl.DataFrame, ranks: list[int]) -> pl.DataFrame:
     )
 
 
-def _step_of(points: pl.DataFrame, markers: pl.DataFrame) -> pl.Series:
-    """Step whose marker span contains each (rank, t); null when none does."""
-    if markers.height == 0 or points.height == 0:
-        return pl.Series("step", [None] * points.height, dtype=pl.Int64)
-    pts = points.select("rank", "t").with_row_index("_row").sort("rank", "t")
-    hit = pts.join_asof(
-        markers,
-        left_on="t",
-        right_on="m_lo",
-        by="rank",
-        strategy="backward",
-        check_sortedness=False,
-    ).with_columns(
-        pl.when((pl.col("t") < pl.col("m_hi")) | (pl.col("t") == pl.col("m_lo")))
-        .then(pl.col("step"))
-        .otherwise(None)
-        .alias("step")
-    )
-    return hit.sort("_row")["step"]
+def _step_of(rank: np.ndarray, t: np.ndarray, markers: pl.DataFrame) -> pl.Series:
+    """Step whose marker span contains each (rank, t); null when none does.
+
+    Markers are few: one binary search per point over (rank, start) keys, no sort of points.
+    The latest-starting marker at or before t wins; t must lie before its end (or at its
+    start, for an instant marker).
+    """
+    n = len(t)
+    if markers.height == 0 or n == 0:
+        return pl.Series("step", [None] * n, dtype=pl.Int64)
+    m_rank = markers["rank"].to_numpy().astype(np.int64)
+    m_lo = markers["m_lo"].to_numpy().astype(np.int64)
+    m_hi = markers["m_hi"].to_numpy().astype(np.int64)
+    m_step = markers["step"].to_numpy().astype(np.int64)
+    mkey, qkey = iv.pack_pairs((m_rank, m_lo), (rank, t))
+    order = np.argsort(mkey, kind="stable")
+    pos = np.searchsorted(mkey[order], qkey, side="right") - 1
+    hit = pos >= 0
+    m = order[np.clip(pos, 0, None)]
+    hit &= m_rank[m] == rank
+    hit &= (t < m_hi[m]) | (t == m_lo[m])
+    frame = pl.DataFrame({"s": np.where(hit, m_step[m], 0), "h": hit})
+    return frame.select(pl.when("h").then("s").alias("step")).to_series()
 
 
 def prepare(
@@ -159,7 +164,7 @@ def prepare(
             "flops",
             "args",
         )
-        .join(tracks, on="track", how="inner")
+        .join(tracks, on="track", how="inner", maintain_order="left")
         .with_columns(pl.col("unit").is_in(device_units).alias("device"))
     )
     # comm by name: readers set kind, the analyzer widens it with the METRICS.md patterns
@@ -195,7 +200,9 @@ def prepare(
     rank_list = sorted(tracks["rank"].unique().to_list())
     markers = _markers(ev, rank_list)
     # the step of each event: by containment of its start in a marker span ...
-    step_by_time = _step_of(ev.select("rank", pl.col("ts").alias("t")), markers)
+    step_by_time = _step_of(
+        ev["rank"].to_numpy().astype(np.int64), ev["ts"].to_numpy().astype(np.int64), markers
+    )
     ev = ev.with_columns(step_by_time.alias("step"))
     # ... but a device event takes the step of the host call that launched it
     deps = trace.deps.filter(pl.col("src") != pl.col("dst"))
@@ -209,7 +216,7 @@ def prepare(
             .agg(pl.col("launch_step").min())
         )
         ev = (
-            ev.join(by_launch, left_on="id", right_on="dst", how="left")
+            ev.join(by_launch, left_on="id", right_on="dst", how="left", maintain_order="left")
             .with_columns(
                 pl.when(pl.col("device") & pl.col("launch_step").is_not_null())
                 .then(pl.col("launch_step"))
@@ -218,7 +225,6 @@ def prepare(
             )
             .drop("launch_step")
         )
-        ev = ev.sort("idx")
     has_markers = set(markers["rank"].unique().to_list()) if markers.height else set()
     work = pl.col("device") & pl.col("kind").is_in(["compute", "comm"])
     windows = (
@@ -244,9 +250,12 @@ def prepare(
         .with_columns(pl.col("gid").cast(pl.Int64))
     )
     ev = ev.join(
-        windows.select("rank", "step", "gid"), on=["rank", "step"], how="left", nulls_equal=True
+        windows.select("rank", "step", "gid"),
+        on=["rank", "step"],
+        how="left",
+        nulls_equal=True,
+        maintain_order="left",
     )
-    ev = ev.sort("idx")
     if ev.filter(work).height == 0:
         warnings.append("no compute or communication events on device tracks")
     elif ev.filter(pl.col("device") & (pl.col("kind") == "comm")).height == 0:
