@@ -25,7 +25,7 @@ import numpy as np
 import polars as pl
 from perfetto.protos.perfetto.trace import perfetto_trace_pb2 as pb
 
-from moetrace.trace.model import DEP_KINDS, Trace
+from moetrace.trace.model import DEP_KINDS, Trace, nesting_depth
 
 SEQUENCE_ID = 1
 """`trusted_packet_sequence_id` of every packet: one writer, one interning scope."""
@@ -38,6 +38,9 @@ ANNOTATION_NAMES = ("id", "kind", "flops", "bytes", "args")
 """Debug annotations of every slice, interned with iids 1..5 in this order."""
 PROCESS_UUID_BASE = 1 << 40
 COUNTER_UUID_BASE = 1 << 41
+OVERFLOW_UUID_BASE = 1 << 42
+OVERFLOW_LEVELS = 64
+"""At most 63 overflow lanes per track for partially overlapping slices."""
 FLOW_KIND_BITS = 3
 """A flow id is (dep row + 1) << 3 | dep kind code: direction and kind survive the trip."""
 PID_LIMIT = 1 << 31
@@ -138,8 +141,36 @@ def _packet(ts: int) -> pb.TracePacket:
     return packet
 
 
-def _descriptors(trace: Trace, tracks: pl.DataFrame, t0: int) -> list[pb.TracePacket]:
-    """Root ordering descriptor, process tracks, lane tracks and counter tracks."""
+def overflow_levels(track: np.ndarray, ts: np.ndarray, dur: np.ndarray) -> np.ndarray:
+    """Lane level of every event: 0 = its track's lane; slices that overlap a sibling
+    partially (which Perfetto's BEGIN/END stacks cannot hold) move up one overflow lane at
+    a time until every lane nests. Readers merge the levels back into the track."""
+    level = np.zeros(len(ts), dtype=np.int64)
+    if len(ts) == 0:
+        return level
+    lane = np.asarray(track, dtype=np.int64) * OVERFLOW_LEVELS
+    for _ in range(OVERFLOW_LEVELS - 1):
+        _, bad = nesting_depth(lane + level, ts, dur)
+        if not bad.any():
+            break
+        level[bad] += 1
+    return level
+
+
+def overflow_uuid(track: int | np.ndarray, level: int | np.ndarray) -> np.ndarray:
+    """uuid of a track's overflow lane `level` (>= 1)."""
+    return (
+        np.uint64(OVERFLOW_UUID_BASE)
+        + np.asarray(track, np.uint64) * np.uint64(OVERFLOW_LEVELS)
+        + np.asarray(level, np.uint64)
+    )
+
+
+def _descriptors(
+    trace: Trace, tracks: pl.DataFrame, t0: int, levels: dict[int, int]
+) -> list[pb.TracePacket]:
+    """Root ordering descriptor, process tracks, lane tracks (each followed by its overflow
+    lanes, if any) and counter tracks."""
     out: list[pb.TracePacket] = []
     root = _packet(t0)
     root.track_descriptor.uuid = 0
@@ -188,6 +219,19 @@ def _descriptors(trace: Trace, tracks: pl.DataFrame, t0: int) -> list[pb.TracePa
         fields = {k: v for k, v in row.items() if not k.startswith("_")}
         desc.description = json.dumps({"moetrace_track": fields}, ensure_ascii=False)
         out.append(packet)
+        for level in range(1, levels.get(row["track"], 0) + 1):
+            packet = _packet(t0)
+            desc = packet.track_descriptor
+            desc.uuid = int(overflow_uuid(row["track"], level))
+            desc.parent_uuid = process_uuid[group]
+            desc.name = f"{_lane_name(row)} (overlap {level})"
+            desc.sibling_order_rank = lanes_of[group]
+            lanes_of[group] += 1
+            desc.sibling_merge_behavior = pb.TrackDescriptor.SIBLING_MERGE_BEHAVIOR_NONE
+            desc.description = json.dumps(
+                {"moetrace_overflow": {"track": row["track"], "level": level}}
+            )
+            out.append(packet)
     series = counter_series(trace.counters)
     for i, row in enumerate(series.iter_rows(named=True)):
         group = track_group.get(row["track"])
@@ -284,7 +328,14 @@ def make_plan(trace: Trace) -> PftracePlan:
     for iid, name in enumerate(ANNOTATION_NAMES, start=1):
         entry = interned.interned_data.debug_annotation_names.add()
         entry.iid, entry.name = iid, name
-    head = [interned, *_descriptors(trace, tracks, t0), _meta_packet(trace, t0)]
+    track_ids = ev["track"].to_numpy().astype(np.int64)
+    level = overflow_levels(track_ids, ts64, dur64)
+    lane_uuid = np.where(
+        level > 0, overflow_uuid(track_ids, level), (track_ids + 1).astype(np.uint64)
+    )
+    top = pl.DataFrame({"track": track_ids, "level": level}).group_by("track").agg(pl.max("level"))
+    levels = {int(t): int(v) for t, v in top.filter(pl.col("level") > 0).iter_rows()}
+    head = [interned, *_descriptors(trace, tracks, t0, levels), _meta_packet(trace, t0)]
 
     ids = ev["id"].to_numpy().astype(np.int64)
     out_row, out_flow, in_row, in_flow = _flows(trace, ids)
@@ -301,7 +352,7 @@ def make_plan(trace: Trace) -> PftracePlan:
         head=head,
         ts=_as_u64(ts64),
         end=_as_u64(ts64 + dur64),
-        lane_uuid=ev["track"].to_numpy().astype(np.uint64) + np.uint64(1),
+        lane_uuid=lane_uuid,
         name_iid=name_iid,
         cat_iid=cat_iid,
         event_id=ids.astype(np.uint64),

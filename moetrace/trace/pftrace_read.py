@@ -170,6 +170,9 @@ class _Tracks:
             if row is not None and "track" in row:
                 self.rows[int(row["track"])] = row
                 self.of_uuid[uuid] = int(row["track"])
+            overflow = _description(desc, "moetrace_overflow")
+            if overflow is not None and "track" in overflow:
+                self.of_uuid[uuid] = int(overflow["track"])  # merged back into its track
 
     def track(self, uuid: int) -> int:
         if uuid in self.of_uuid:

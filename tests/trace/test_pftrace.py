@@ -322,3 +322,67 @@ def test_values_survive_exactly() -> None:
     back = read_pftrace_bytes(encode_pftrace(trace))
     assert_round_trip(trace, back)
     assert np.signbit(back.events.sort("id")["flops"].to_numpy()[0])
+
+
+def test_partial_overlaps_go_to_overflow_lanes_and_merge_back() -> None:
+    """A[0,10] B[5,15] C[12,20] D[6,8] on one track: B and C overlap partially, which a
+    BEGIN/END stack cannot hold; they get overflow lanes and come back on their track."""
+    trace = Trace.from_frames(
+        events={
+            "id": [0, 1, 2, 3],
+            "track": [4, 4, 4, 4],
+            "name": ["A", "B", "C", "D"],
+            "kind": ["compute"] * 4,
+            "ts": [0, 5, 12, 6],
+            "dur": [10, 10, 8, 2],
+        },
+        tracks={"track": [4], "rank": [0], "unit": ["stream"], "thread_name": ["s"]},
+        compute_depth=True,
+    )
+    assert any("overlap partially" in p for p in trace.problems())
+    data = encode_pftrace(trace)
+    assert data == encode_pftrace(trace, fast=False)
+    pk = packets(data)
+    lanes = {
+        p.track_descriptor.uuid: p.track_descriptor.name
+        for p in pk
+        if p.HasField("track_descriptor") and p.track_descriptor.HasField("parent_uuid")
+    }
+    assert sorted(lanes.values()) == ["s", "s (overlap 1)", "s (overlap 2)"]
+    # every lane's BEGIN/END now nests: replay the stacks and check durations per lane
+    open_at: dict[int, list[int]] = {}
+    spans: dict[int, list[tuple[int, int]]] = {}
+    for p in pk:
+        te = p.track_event
+        if not p.HasField("track_event"):
+            continue
+        if te.type == pb.TrackEvent.TYPE_SLICE_BEGIN:
+            open_at.setdefault(te.track_uuid, []).append(p.timestamp)
+        elif te.type == pb.TrackEvent.TYPE_SLICE_END:
+            start = open_at[te.track_uuid].pop()
+            spans.setdefault(te.track_uuid, []).append((start, p.timestamp))
+    assert sorted(s for v in spans.values() for s in v) == [(0, 10), (5, 15), (6, 8), (12, 20)]
+    back = read_pftrace_bytes(data)
+    assert_round_trip(trace, back)
+    assert back.tracks.height == 1
+
+
+def test_random_intervals_with_overlaps_round_trip() -> None:
+    rng = np.random.default_rng(5)
+    for _ in range(20):
+        n = int(rng.integers(1, 40))
+        trace = Trace.from_frames(
+            events={
+                "id": np.arange(n),
+                "track": rng.integers(0, 2, n),
+                "name": [f"e{i}" for i in range(n)],
+                "kind": ["other"] * n,
+                "ts": rng.integers(0, 50, n),
+                "dur": rng.integers(0, 30, n),
+            },
+            tracks={"track": [0, 1], "unit": ["aic", "link"]},
+            compute_depth=True,
+        )
+        data = encode_pftrace(trace)
+        assert data == encode_pftrace(trace, fast=False)
+        assert_round_trip(trace, read_pftrace_bytes(data))
