@@ -120,27 +120,23 @@ def idle(prep: Prepared, gates: Gates) -> tuple[pl.DataFrame, pl.DataFrame, pl.D
             "before_end": pl.Int64,
         },
     ).with_columns(pl.col("before_id", "after_id").replace(-1, None).cast(pl.UInt32))
-    info = pairs.with_row_index("pair").select(
-        pl.col("pair").cast(pl.Int64), "gid", "track", "unit"
+    at = pl.Series(gaps_iv.group, dtype=pl.Int64)
+    gaps = gaps.with_columns(
+        pairs["gid"].gather(at), pairs["track"].gather(at), pairs["unit"].gather(at)
     )
-    gaps = gaps.join(info, on="pair", how="left")
     gaps = _attribute(prep, gates, gaps)
-    gaps = (
-        gaps.with_columns((pl.col("end_ns") - pl.col("start_ns")).alias("dur_ns"))
-        .select(
-            "gid",
-            "track",
-            "unit",
-            "start_ns",
-            "end_ns",
-            "dur_ns",
-            "before_id",
-            "after_id",
-            "cause",
-            "hta_cause",
-        )
-        .sort("gid", "track", "start_ns")
-    )
+    gaps = gaps.with_columns((pl.col("end_ns") - pl.col("start_ns")).alias("dur_ns")).select(
+        "gid",
+        "track",
+        "unit",
+        "start_ns",
+        "end_ns",
+        "dur_ns",
+        "before_id",
+        "after_id",
+        "cause",
+        "hta_cause",
+    )  # already ordered by (gid, track, start): pairs are sorted, so is the complement
     return tracks, units, gaps
 
 
@@ -180,13 +176,19 @@ def _attribute(prep: Prepared, gates: Gates, gaps: pl.DataFrame) -> pl.DataFrame
         .alias("cause")
     )
     # HTA's stream-gap classes: gaps between two kernels only
+    launch_deps = prep.deps.filter(pl.col("kind") == "launch")
+    if launch_deps.height == 0:
+        return gaps.with_columns(pl.lit(None, dtype=pl.String).alias("hta_cause"))
     launch = (
-        prep.deps.filter(pl.col("kind") == "launch")
-        .join(ev.select(pl.col("id").alias("src"), pl.col("ts").alias("launch_ts")), on="src")
+        launch_deps.join(
+            ev.select(pl.col("id").alias("src"), pl.col("ts").alias("launch_ts")), on="src"
+        )
         .group_by("dst")
         .agg(pl.col("launch_ts").min())
     )
-    gaps = gaps.join(launch, left_on="after_id", right_on="dst", how="left").with_columns(
+    gaps = gaps.join(
+        launch, left_on="after_id", right_on="dst", how="left", maintain_order="left"
+    ).with_columns(
         pl.when(
             (pl.col("unit") != "stream")
             | pl.col("before_id").is_null()
