@@ -18,8 +18,8 @@ import heapq
 
 import numpy as np
 
+from moetrace.executor.listsched import list_schedule
 from moetrace.executor.schedules import POOL_AIC, POOL_AIV, POOL_AIVC, Timed
-from moetrace.executor.tiles import T
 
 
 class CycleError(RuntimeError):
@@ -144,95 +144,3 @@ def run_static(t: Timed, layout: dict[int, tuple[int, int]]) -> tuple[np.ndarray
 def run_dynamic(t: Timed, layout: dict[int, tuple[int, int]]) -> tuple[np.ndarray, np.ndarray]:
     """(start ns, global lane) with a run-time FIFO ready queue per pool (--dynamic)."""
     return list_schedule(t, layout, by_stage=False)
-
-
-def list_schedule(
-    t: Timed, layout: dict[int, tuple[int, int]], by_stage: bool
-) -> tuple[np.ndarray, np.ndarray]:
-    """Event-driven list scheduling: when a core of a pool is free, it takes the best ready task.
-
-    by_stage=True (the tile schedule's offline scheduler): the latest pipeline stage first
-    (combine before GEMM2 before GEMM1 ...; the final unpermute, which feeds nothing, yields to
-    all), then release time, then the rotation order of
-    transfers (seq: sender s sends to s+1, s+2, ... to avoid incast), then id; this drains row tiles
-    so intermediates stay in L2 and combine overlaps the GEMMs. by_stage=False (a run-time
-    ready queue): FIFO by release time (then seq, id). Link ports, streams and the step lane
-    are FIFO servers
-    that take a transfer as soon as it is released. Returns (start ns, global lane).
-    """
-    n = t.n
-    lpr = t.lanes_per_rank
-    succ: list[list[tuple[int, int]]] = [[] for _ in range(n)]
-    for a, b, c in zip(t.src.tolist(), t.dst.tolist(), t.w.tolist(), strict=True):
-        succ[a].append((b, c))
-    indeg = np.bincount(t.dst, minlength=n).tolist()
-    rank, pool, dur = t.rank.tolist(), t.pool.tolist(), t.dur.tolist()
-    prio = np.where(t.type == T["unpermute"], 1, -t.type)  # unpermute feeds nothing: it yields
-    stage = (prio if by_stage else np.zeros(n, dtype=np.int64)).tolist()
-    seq = t.seq.tolist()
-    fifo = [p not in (POOL_AIC, POOL_AIV, POOL_AIVC) for p in range(8)]
-    ranks = int(t.rank.max()) + 1 if n else 0
-    free: dict[int, list[int]] = {}
-    queue: dict[int, list[tuple[int, int, int, int]]] = {}
-    lane_free: dict[int, int] = {}
-    for r in range(ranks):
-        for p, (b0, size) in layout.items():
-            g = r * 8 + p
-            free[g] = [r * lpr + b0 + i for i in range(size)]
-            queue[g] = []
-            lane_free[g] = 0
-    ready = [0] * n
-    start = [0] * n
-    lane = [0] * n
-    events: list[tuple[int, int, int]] = []  # (time, 0 finish | 1 ready, task)
-
-    def release(j: int, now: int) -> None:
-        g = rank[j] * 8 + pool[j]
-        if fifo[pool[j]]:
-            s = max(ready[j], lane_free[g])
-            start[j] = s
-            lane[j] = free[g][0]
-            lane_free[g] = s + dur[j]
-            heapq.heappush(events, (s + dur[j], 0, j))
-        elif ready[j] <= now:
-            heapq.heappush(queue[g], (stage[j], ready[j], seq[j], j))
-            touched.add(g)
-        else:
-            heapq.heappush(events, (ready[j], 1, j))
-
-    touched: set[int] = set()
-    for i in range(n):
-        if indeg[i] == 0:
-            release(i, 0)
-    while events or touched:
-        now = events[0][0] if events else 0
-        while events and events[0][0] == now:
-            _, what, i = heapq.heappop(events)
-            if what == 1:
-                g = rank[i] * 8 + pool[i]
-                heapq.heappush(queue[g], (stage[i], ready[i], seq[i], i))
-                touched.add(g)
-                continue
-            end = start[i] + dur[i]
-            if not fifo[pool[i]]:
-                g = rank[i] * 8 + pool[i]
-                heapq.heappush(free[g], lane[i])
-                touched.add(g)
-            for j, delay in succ[i]:
-                tj = end + delay
-                if tj > ready[j]:
-                    ready[j] = tj
-                indeg[j] -= 1
-                if indeg[j] == 0:
-                    release(j, now)
-        for g in sorted(touched):
-            q, f = queue[g], free[g]
-            while q and f:
-                _, _, _, j = heapq.heappop(q)
-                start[j] = now
-                lane[j] = heapq.heappop(f)
-                heapq.heappush(events, (now + dur[j], 0, j))
-        touched.clear()
-    if any(indeg):
-        raise CycleError("scheduled graph has a cycle")
-    return np.array(start, dtype=np.int64), np.array(lane, dtype=np.int64)

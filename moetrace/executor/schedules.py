@@ -29,7 +29,7 @@ SCHEDULES = ("sequential", "chunked", "tile")
 POOL_AIC, POOL_AIV, POOL_AIVC, POOL_TX, POOL_RX, POOL_STEP, POOL_STREAM = range(7)
 A_INTERMEDIATE = {T["swiglu"], T["gemm2"], T["shared_act"], T["shared_down"]}
 OUT_INTERMEDIATE = {T["gemm1"], T["swiglu"], T["shared_up"], T["shared_act"]}
-_COMPUTE_OPS = ("gate", "topk", "permute", "shared_up", "shared_act", "shared_down")
+_COMPUTE_OPS = ("gate", "topk", "layout", "permute", "shared_up", "shared_act", "shared_down")
 _EXPERT_OPS = ("gemm1", "swiglu", "gemm2")
 
 
@@ -122,7 +122,9 @@ def schedule(graph: TaskGraph, wl: Workload, hw: Hardware, opts: ScheduleOptions
     o_hbm = np.where(inter_o, 0.0 if l2_inter else 1.0, 1.0)
     hbm = c["a_bytes"] * a_hbm + c["w_bytes"] * c["w_hbm"] + c["out_bytes"] * o_hbm
     l2 = c["a_bytes"] + c["w_bytes"] + c["out_bytes"] - hbm
-    sharing = np.where(is_aic, hw.n_aic, hw.n_aiv)  # fair share within the pool (see docs: HBM)
+    # fair share of HBM among the cores that can stream at once: the running pool in an operator
+    # kernel, every AIC and AIV in the single tile kernel
+    sharing = np.full(n, hw.n_aic + hw.n_aiv) if tile else np.where(is_aic, hw.n_aic, hw.n_aiv)
     hbm_rate = np.minimum(hw.hbm_core_rate, hw.hbm_bw / sharing)
     mem_s = hbm / hbm_rate + l2 / hw.l2_core_rate
     eff = hw.tile_gemm_eff if tile else hw.gemm_eff

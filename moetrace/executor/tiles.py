@@ -21,6 +21,7 @@ from moetrace.executor.workload import Workload, place, route
 TYPES = (
     "gate",
     "topk",
+    "layout",
     "permute",
     "shared_up",
     "shared_act",
@@ -163,20 +164,21 @@ def build_graph(
     tt_u = np.tile(np.arange(nu), ep)
     tt_rows = np.minimum(tt, tok - tt_u * tt)
     tt_chunk = chunk_of_u[tt_u]
-    common_tt = dict(rank=tt_rank, token_tile=tt_u, chunk=tt_chunk, rows=tt_rows)
+    common_tt: dict[str, Any] = dict(rank=tt_rank, token_tile=tt_u, chunk=tt_chunk, rows=tt_rows)
     bd = 2.0 if wl.dispatch_dtype in ("bf16", "fp16") else 1.0
     e_ = sh.experts
+    gate_io: dict[str, Any] = dict(
+        a_bytes=tt_rows * h * 2.0, a_hbm=1.0, w_bytes=h * e_ * 2.0, w_hbm=1.0 / nu
+    )
     ids["gate"] = b.add(
         "gate",
         ep * nu,
         **common_tt,
         flops=2.0 * tt_rows * h * e_,
-        a_bytes=tt_rows * h * 2.0,
-        a_hbm=1.0,
-        w_bytes=h * e_ * 2.0,
-        w_hbm=1.0 / nu,
+        **gate_io,
         out_bytes=tt_rows * e_ * 4.0,
     )
+    # top-k also zeroes its tokens' output rows (the accumulator unpermute adds into)
     ids["topk"] = b.add(
         "topk",
         ep * nu,
@@ -184,41 +186,76 @@ def build_graph(
         flops=tt_rows * e_ * 4.0,
         a_bytes=tt_rows * e_ * 4.0,
         a_hbm=1.0,
-        out_bytes=tt_rows * k * 8.0,
-    )
-    ids["permute"] = b.add(
-        "permute",
-        ep * nu,
-        **common_tt,
-        flops=tt_rows * k * h * (2.0 if bd == 1 else 0.0),
-        a_bytes=tt_rows * h * 2.0,
-        a_hbm=1.0,
-        out_bytes=tt_rows * k * wl.dispatch_row_bytes,
+        out_bytes=tt_rows * (k * 8.0 + h * 2.0),
     )
     b.edge(ids["gate"], ids["topk"])
-    b.edge(ids["topk"], ids["permute"])
-    last_before_unpermute: list[tuple[np.ndarray, np.ndarray]] = []
-    if wl.shared_expert and sh.shared_experts:
+    # layout: per (rank, chunk), counts rows per destination/expert from every token's top-k
+    # (DeepEP's get_dispatch_layout); it fixes where each row goes in the send buffers
+    lay_rank = np.repeat(np.arange(ep), chunks)
+    lay_chunk = np.tile(np.arange(chunks), ep)
+    lay_tokens = np.bincount(tt_rank * chunks + tt_chunk, weights=tt_rows, minlength=ep * chunks)
+    ids["layout"] = b.add(
+        "layout",
+        ep * chunks,
+        rank=lay_rank,
+        chunk=lay_chunk,
+        rows=lay_tokens.astype(np.int64),
+        flops=lay_tokens * k * 2.0,
+        a_bytes=lay_tokens * k * 4.0,
+        a_hbm=1.0,
+        out_bytes=float(e_ * 8),
+    )
+    b.edge(ids["topk"], ids["layout"][tt_rank * chunks + tt_chunk])
+    n_ct = comm_keys.size
+    # transfers go round-robin over destinations (sender s: s+1, s+2, ...) so that no receiver
+    # is hit by every sender at once; seq carries that order to the schedulers
+    rnd = (c_dst - c_src) % ep
+    dispatch_seq = ((0 * chunks + c_chunk) * ep + rnd) * maxq + c_q
+    combine_seq = ((1 * chunks + c_chunk) * ep + rnd) * maxq + c_q
+    # permute: one task per dispatch tile, gathering its rows of x into the send buffer
+    ids["permute"] = b.add(
+        "permute",
+        n_ct,
+        rank=c_src,
+        peer=c_dst,
+        tile=c_q,
+        chunk=c_chunk,
+        rows=c_rows,
+        seq=dispatch_seq,
+        flops=c_rows * h * (2.0 if bd == 1 else 0.0),
+        a_bytes=c_rows * h * 2.0,
+        a_hbm=1.0,
+        out_bytes=c_rows * wl.dispatch_row_bytes,
+    )
+    b.edge(ids["layout"][c_src * chunks + c_chunk], ids["permute"])
+    shared = bool(wl.shared_expert and sh.shared_experts)
+    if shared:
         si = sh.intermediate * sh.shared_experts
-        n1 = -(-2 * si // wl.n_tile)
-        n2 = -(-h // wl.n_tile)
-        w1 = np.minimum(wl.n_tile, 2 * si - np.arange(n1) * wl.n_tile)
-        w2 = np.minimum(wl.n_tile, h - np.arange(n2) * wl.n_tile)
-        rep = lambda arr, m: np.repeat(arr, m)  # noqa: E731
+        s1 = -(-2 * si // wl.n_tile)
+        s2 = -(-h // wl.n_tile)
+        sw1 = np.minimum(wl.n_tile, 2 * si - np.arange(s1) * wl.n_tile)
+        sw2 = np.minimum(wl.n_tile, h - np.arange(s2) * wl.n_tile)
+
+        def per_tt(m: int) -> dict[str, Any]:
+            return dict(
+                rank=np.repeat(tt_rank, m),
+                token_tile=np.repeat(tt_u, m),
+                chunk=np.repeat(tt_chunk, m),
+                rows=np.repeat(tt_rows, m),
+                n_tile=np.tile(np.arange(m), ep * nu),
+            )
+
+        up = per_tt(s1)
+        wid1 = np.tile(sw1, ep * nu)
         ids["shared_up"] = b.add(
             "shared_up",
-            ep * nu * n1,
-            rank=rep(tt_rank, n1),
-            token_tile=rep(tt_u, n1),
-            chunk=rep(tt_chunk, n1),
-            rows=rep(tt_rows, n1),
-            n_tile=np.tile(np.arange(n1), ep * nu),
-            flops=2.0 * rep(tt_rows, n1) * np.tile(w1, ep * nu) * h,
-            a_bytes=rep(tt_rows, n1) * h * 2.0,
-            a_hbm=1.0 / n1,
-            w_bytes=np.tile(w1, ep * nu) * h * 2.0,
+            ep * nu * s1,
+            **{**up, "w_bytes": wid1 * h * 2.0},
+            flops=2.0 * up["rows"] * wid1 * h,
+            a_bytes=up["rows"] * h * 2.0,
+            a_hbm=1.0 / s1,
             w_hbm=1.0 / nu,
-            out_bytes=rep(tt_rows, n1) * np.tile(w1, ep * nu) * 2.0,
+            out_bytes=up["rows"] * wid1 * 2.0,
         )
         ids["shared_act"] = b.add(
             "shared_act",
@@ -228,30 +265,20 @@ def build_graph(
             a_bytes=tt_rows * 2 * si * 2.0,
             out_bytes=tt_rows * si * 2.0,
         )
+        down = per_tt(s2)
+        wid2 = np.tile(sw2, ep * nu)
         ids["shared_down"] = b.add(
             "shared_down",
-            ep * nu * n2,
-            rank=rep(tt_rank, n2),
-            token_tile=rep(tt_u, n2),
-            chunk=rep(tt_chunk, n2),
-            rows=rep(tt_rows, n2),
-            n_tile=np.tile(np.arange(n2), ep * nu),
-            flops=2.0 * rep(tt_rows, n2) * np.tile(w2, ep * nu) * si,
-            a_bytes=rep(tt_rows, n2) * si * 2.0,
-            w_bytes=np.tile(w2, ep * nu) * si * 2.0,
+            ep * nu * s2,
+            **{**down, "w_bytes": wid2 * si * 2.0},
+            flops=2.0 * down["rows"] * wid2 * si,
+            a_bytes=down["rows"] * si * 2.0,
             w_hbm=1.0 / nu,
-            out_bytes=rep(tt_rows, n2) * np.tile(w2, ep * nu) * 2.0,
+            out_bytes=down["rows"] * wid2 * 4.0,
         )
-        b.edge(ids["shared_up"], np.repeat(ids["shared_act"], n1))
-        b.edge(np.repeat(ids["shared_act"], n2), ids["shared_down"])
-        last_before_unpermute.append(
-            (ids["shared_down"], np.repeat(ids["gate"] * 0 + np.arange(ep * nu), n2))
-        )
-
-    n_ct = comm_keys.size
-    rnd = (c_dst - c_src) % ep
-    dispatch_seq = ((0 * chunks + c_chunk) * ep + rnd) * maxq + c_q
-    combine_seq = ((1 * chunks + c_chunk) * ep + rnd) * maxq + c_q
+        b.edge(ids["shared_up"], np.repeat(ids["shared_act"], s1))
+        b.edge(np.repeat(ids["shared_act"], s2), ids["shared_down"])
+        b.edge(np.repeat(ids["topk"], s2), ids["shared_down"])  # adds into the zeroed output
 
     def comm_block(
         prefix: str, sender: np.ndarray, receiver: np.ndarray, nbytes: np.ndarray, seq: np.ndarray
@@ -268,10 +295,10 @@ def build_graph(
         first = None
         if aiv_comm:
             ids[f"{prefix}_issue"] = first = b.add(f"{prefix}_issue", n_ct, rank=sender, **base)
-        tx = b.add(f"{prefix}_tx", n_ct, rank=sender, **base)
-        ids[f"{prefix}_tx"] = tx
-        rx = b.add(f"{prefix}_rx", n_ct, rank=receiver, **{**base, "peer": sender})
-        ids[f"{prefix}_rx"] = rx
+        ids[f"{prefix}_tx"] = tx = b.add(f"{prefix}_tx", n_ct, rank=sender, **base)
+        ids[f"{prefix}_rx"] = rx = b.add(
+            f"{prefix}_rx", n_ct, rank=receiver, **{**base, "peer": sender}
+        )
         if first is not None:
             b.edge(first, tx)
         b.edge(tx, rx)
@@ -283,8 +310,7 @@ def build_graph(
     d_first, d_last = comm_block(
         "dispatch", c_src, c_dst, c_rows * wl.dispatch_row_bytes, dispatch_seq
     )
-    a, c = pairs(ttile, comm_tile)
-    b.edge(ids["permute"][a], d_first[c])
+    b.edge(ids["permute"], d_first)
 
     n1 = -(-2 * inter // wl.n_tile)
     n2 = -(-h // wl.n_tile)
@@ -336,21 +362,24 @@ def build_graph(
     )
     a, c = pairs(row_tile, comm_tile)
     b.edge((a[:, None] * n2 + np.arange(n2)).ravel() + ids["gemm2"][0], np.repeat(c_first[c], n2))
+    # unpermute: one task per combine tile on the source rank, weighted atomic add into the output
     ids["unpermute"] = b.add(
         "unpermute",
-        ep * nu,
-        **common_tt,
-        flops=tt_rows * k * h * 2.0,
-        a_bytes=tt_rows * k * h * 2.0 + tt_rows * h * 2.0,
+        n_ct,
+        rank=c_src,
+        peer=c_dst,
+        tile=c_q,
+        chunk=c_chunk,
+        rows=c_rows,
+        seq=combine_seq,
+        flops=c_rows * h * 2.0,
+        a_bytes=c_rows * h * 2.0,
         a_hbm=1.0,
-        out_bytes=tt_rows * h * 2.0,
+        out_bytes=c_rows * h * 4.0,
     )
-    a, c = pairs(comm_tile, ttile)
-    b.edge(c_last[a], ids["unpermute"][c])
+    b.edge(c_last, ids["unpermute"])
     if two_sided:
-        b.edge(ids["combine_done"][tt_rank], ids["unpermute"])
-    for src_ids, tile_idx in last_before_unpermute:
-        b.edge(src_ids, ids["unpermute"][tile_idx])
+        b.edge(ids["combine_done"][c_src], ids["unpermute"])
 
     cols = {name: np.concatenate(b.parts[name]) for name in _COLS + _FCOLS}
     seq = np.concatenate(b.parts["seq"])

@@ -17,8 +17,17 @@ from moetrace.executor.schedules import POOL_STEP, POOL_STREAM, ScheduleOptions,
 from moetrace.executor.tiles import AIC_TYPES, TYPES, T, TaskGraph
 from moetrace.trace.model import Trace
 
-_COMPUTE = {T[x] for x in (*AIC_TYPES, "topk", "permute", "shared_act", "swiglu", "unpermute")}
+_COMPUTE = {
+    T[x] for x in (*AIC_TYPES, "topk", "layout", "permute", "shared_act", "swiglu", "unpermute")
+}
 _UNIT_OF_POOL = ["aic", "aiv", "aiv", "link", "link", "other", "other"]
+
+
+def _labels(codes: np.ndarray, labels: list[str]) -> pl.Series:
+    """String column from integer codes (done in Polars: no Python string per row)."""
+    return pl.Series(np.asarray(codes, dtype=np.int64)).replace_strict(
+        list(range(len(labels))), labels, return_dtype=pl.String
+    )
 
 
 def lane_names(hw: Hardware, opts: ScheduleOptions) -> tuple[list[str], list[str]]:
@@ -54,12 +63,11 @@ def build_trace(
     makespan = int(end.max())
     typ = timed.type
     other = np.isin(typ, [T["launch"], T["dispatch_done"], T["combine_done"]])
-    kind = np.where(np.isin(typ, list(_COMPUTE)), "compute", np.where(other, "other", "comm"))
-    type_names = np.array(TYPES, dtype=object)
-    name = type_names[typ].astype(object)
-    launch_ops = np.array(timed.launch_op, dtype=object)
+    kind_code = np.where(np.isin(typ, list(_COMPUTE)), 0, np.where(other, 2, 1))
+    name_code = typ.copy()
     if n > ng:
-        name[ng:] = np.char.add("launch ", launch_ops[timed.seq[ng:]].astype(str)).astype(object)
+        name_code[ng:] = len(TYPES) + timed.seq[ng:]
+    name = _labels(name_code, [*TYPES, *(f"launch {op}" for op in timed.launch_op)])
     c = graph.cols
 
     def col(key: str) -> np.ndarray:
@@ -69,16 +77,16 @@ def build_trace(
 
     flops = np.zeros(n)
     flops[:ng] = c["flops"]
-    is_compute = kind == "compute"
+    is_compute = kind_code == 0
     moved = timed.hbm_bytes + timed.l2_bytes
     moved[:ng] = np.where(is_compute[:ng], moved[:ng], c["comm_bytes"])
-    unit = np.array(_UNIT_OF_POOL, dtype=object)[timed.pool]
+    unit = _labels(timed.pool, _UNIT_OF_POOL)
     peer = col("peer")
     is_recv_side = np.isin(typ, [T["dispatch_rx"], T["combine_rx"]])
     frame = pl.DataFrame(
         {
-            "task": name.astype(str),
-            "unit": unit.astype(str),
+            "task": name,
+            "unit": unit,
             "expert": col("expert"),
             "row_tile": col("row_tile"),
             "n_tile": col("n_tile"),
@@ -88,8 +96,8 @@ def build_trace(
             "src": np.where(peer >= 0, np.where(is_recv_side, peer, timed.rank), -1),
             "dst": np.where(peer >= 0, np.where(is_recv_side, timed.rank, peer), -1),
             "tile": col("tile"),
-            "hbm_bytes": timed.hbm_bytes,
-            "l2_bytes": timed.l2_bytes,
+            "hbm_bytes": np.rint(timed.hbm_bytes),
+            "l2_bytes": np.rint(timed.l2_bytes),
         }
     )
     int_cols = ["expert", "row_tile", "n_tile", "token_tile", "chunk", "rows", "src", "dst", "tile"]
@@ -101,9 +109,11 @@ def build_trace(
         {
             "id": np.arange(n, dtype=np.uint32),
             "track": lane.astype(np.uint32),
-            "name": name.astype(str),
-            "cat": np.where(kind == "other", "launch", unit).astype(str),
-            "kind": kind.astype(str),
+            "name": name,
+            "cat": _labels(
+                np.where(kind_code == 2, len(_UNIT_OF_POOL), timed.pool), [*_UNIT_OF_POOL, "sync"]
+            ),
+            "kind": _labels(kind_code, ["compute", "comm", "other"]),
             "ts": start,
             "dur": timed.dur,
             "flops": np.where(is_compute, flops, np.nan),
@@ -134,15 +144,15 @@ def build_trace(
         {
             "track": (r * per + local).astype(np.uint32),
             "rank": r.astype(np.int32),
-            "pid": r.astype(str),
-            "tid": np.array(names * ranks),
-            "process_name": np.char.add("rank ", r.astype(str)),
-            "thread_name": np.array(names * ranks),
-            "unit": np.array(units * ranks),
+            "pid": _labels(r, [str(i) for i in range(ranks)]),
+            "tid": _labels(local, names),
+            "process_name": _labels(r, [f"rank {i}" for i in range(ranks)]),
+            "thread_name": _labels(local, names),
+            "unit": _labels(local, units),
             "sort_index": local.astype(np.int32),
         }
     )
-    dep_kind = np.where(other[timed.src] | other[timed.dst], "sync", "data")
+    dep_kind = _labels((other[timed.src] | other[timed.dst]).astype(np.int64), ["data", "sync"])
     deps = pl.DataFrame(
         {"src": timed.src.astype(np.uint32), "dst": timed.dst.astype(np.uint32), "kind": dep_kind}
     )
