@@ -35,15 +35,59 @@ def safe_text(text: object) -> str:
 
 
 @dataclass
-class Lane:
-    """Events of one track at one nesting depth (disjoint intervals, ns from the origin)."""
+class LaneEvents:
+    """All events sorted by (track, depth, ts): a lane is a slice of these arrays."""
 
-    track: int
-    depth: int
-    rank: int | None
-    unit: str
-    label: str
-    index: IntervalIndex
+    start: np.ndarray  # ns from the origin, float64
+    end: np.ndarray
+    ids: np.ndarray
+    kinds: np.ndarray  # int8 index into EVENT_KINDS
+
+
+class Lane:
+    """Events of one track at one nesting depth (disjoint intervals, ns from the origin).
+
+    Its `IntervalIndex` is built on first use, so a 256-rank trace with collapsed ranks
+    never pays for the ~20k lanes it does not draw.
+    """
+
+    __slots__ = ("_index", "bounds", "depth", "events", "label", "rank", "track", "unit")
+
+    def __init__(
+        self,
+        track: int,
+        depth: int,
+        rank: int | None,
+        unit: str,
+        label: str,
+        events: LaneEvents | None,
+        bounds: tuple[int, int] = (0, 0),
+    ) -> None:
+        self.track, self.depth, self.rank, self.unit, self.label = track, depth, rank, unit, label
+        self.events, self.bounds = events, bounds
+        self._index: IntervalIndex | None = None
+
+    @property
+    def index(self) -> IntervalIndex:
+        if self._index is None:
+            a, b = self.bounds
+            ev = self.events
+            if ev is None:
+                self._index = IntervalIndex(
+                    np.empty(0), np.empty(0), np.empty(0, np.uint32), np.empty(0, np.int8)
+                )
+            else:
+                self._index = IntervalIndex(ev.start[a:b], ev.end[a:b], ev.ids[a:b], ev.kinds[a:b])
+        return self._index
+
+    def busy_parts(self) -> tuple[np.ndarray, np.ndarray]:
+        """Starts and ends of its non-marker events (for summaries), without an index."""
+        a, b = self.bounds
+        ev = self.events
+        if ev is None or a == b:
+            return np.empty(0), np.empty(0)
+        keep = ev.kinds[a:b] != MARKER_CODE
+        return ev.start[a:b][keep], ev.end[a:b][keep]
 
 
 @dataclass
@@ -88,8 +132,11 @@ class LaneModel:
         self._build_lanes()
         self.ranks: list[int | None] = list(dict.fromkeys(t.rank for t in self.tracks))
         self.unit_tracks: dict[tuple[int | None, str], list[TrackInfo]] = {}
+        self.rank_tracks: dict[int | None, list[TrackInfo]] = {}
         for info in self.tracks:
             self.unit_tracks.setdefault((info.rank, info.unit), []).append(info)
+            self.rank_tracks.setdefault(info.rank, []).append(info)
+        self._all_scale = max(1, len(self._group_tracks(("all",))))
 
     # ------------------------------------------------------------------ build
     def _build_tracks(self) -> None:
@@ -131,6 +178,7 @@ class LaneModel:
             end = start + ev["dur"].to_numpy().astype(np.float64)
             ids = ev["id"].to_numpy()
             kinds = ev["kind_code"].to_numpy().astype(np.int8)
+            events = LaneEvents(start, end, ids, kinds)
             key = track * 65536 + depth
             cuts = np.flatnonzero(np.diff(key)) + 1
             bounds = np.concatenate([[0], cuts, [len(key)]]).tolist()
@@ -141,15 +189,8 @@ class LaneModel:
                     info = TrackInfo(t, None, "other", f"track {t}")
                     by_track[t] = info
                     self.tracks.append(info)
-                index = IntervalIndex(start[a:b], end[a:b], ids[a:b], kinds[a:b])
-                lane = Lane(
-                    t,
-                    d,
-                    info.rank,
-                    info.unit,
-                    info.label if d == 0 else f"{info.label} d{d}",
-                    index,
-                )
+                label = info.label if d == 0 else f"{info.label} d{d}"
+                lane = Lane(t, d, info.rank, info.unit, label, events, (a, b))
                 info.lanes.append(lane)
                 self.lanes[(t, d)] = lane
             self._id_order = np.argsort(ids, kind="stable")
@@ -158,12 +199,9 @@ class LaneModel:
             self._ev_start, self._ev_end = start, end
         else:
             self._ids_sorted = np.empty(0, dtype=np.uint32)
-        empty = IntervalIndex(
-            np.empty(0), np.empty(0), np.empty(0, np.uint32), np.empty(0, np.int8)
-        )
         for info in self.tracks:
             if not info.lanes:
-                lane = Lane(info.track, 0, info.rank, info.unit, info.label, empty)
+                lane = Lane(info.track, 0, info.rank, info.unit, info.label, None)
                 info.lanes.append(lane)
                 self.lanes[(info.track, 0)] = lane
 
@@ -194,20 +232,13 @@ class LaneModel:
         """Summary index of a group (top-level, non-marker events of its tracks), cached."""
         if key in self._summaries:
             return self._summaries[key]
-        if key[0] == "rank":
-            infos = [t for t in self.tracks if t.rank == key[1]]
-        elif key[0] == "unit":
-            infos = self.unit_tracks.get((key[1], key[2]), [])  # type: ignore[arg-type]
-        else:
-            device = [t for t in self.tracks if t.unit in DEVICE_UNITS]
-            infos = device or self.tracks
+        infos = self._group_tracks(key)
         starts: list[np.ndarray] = []
         ends: list[np.ndarray] = []
         for info in infos:
-            idx = info.lanes[0].index
-            keep = idx.kinds != MARKER_CODE if idx.kinds is not None else slice(None)
-            starts += [idx.starts[keep], idx.instants]
-            ends += [idx.ends[keep], idx.instants]
+            lane_starts, lane_ends = info.lanes[0].busy_parts()
+            starts.append(lane_starts)
+            ends.append(lane_ends)
         if starts:
             merged = IntervalIndex(np.concatenate(starts), np.concatenate(ends), disjoint=False)
         else:
@@ -215,14 +246,20 @@ class LaneModel:
         self._summaries[key] = merged
         return merged
 
+    def _group_tracks(self, key: tuple[object, ...]) -> list[TrackInfo]:
+        if key[0] == "rank":
+            rank = key[1]
+            return self.rank_tracks.get(rank if isinstance(rank, int) else None, [])
+        if key[0] == "unit":
+            return self.unit_tracks.get((key[1], key[2]), [])  # type: ignore[arg-type]
+        device = [t for t in self.tracks if t.unit in DEVICE_UNITS]
+        return device or self.tracks
+
     def summary_scale(self, key: tuple[object, ...]) -> int:
         """How many tracks a summary averages over."""
-        if key[0] == "rank":
-            return max(1, sum(1 for t in self.tracks if t.rank == key[1]))
-        if key[0] == "unit":
-            return max(1, len(self.unit_tracks.get((key[1], key[2]), [])))  # type: ignore[arg-type]
-        device = [t for t in self.tracks if t.unit in DEVICE_UNITS]
-        return max(1, len(device or self.tracks))
+        if key[0] == "all":
+            return self._all_scale
+        return max(1, len(self._group_tracks(key)))
 
     # ------------------------------------------------------------------- rows
     def default_collapsed(self) -> set[tuple[object, ...]]:
@@ -248,6 +285,11 @@ class LaneModel:
         out: list[Row] = []
         for rank in self.ranks:
             rank_label = "no rank" if rank is None else f"rank {rank}"
+            rkey = ("rank", rank)
+            if rkey in collapsed and not needle:  # nothing below it is visible
+                scale = self.summary_scale(rkey)
+                out.append(Row(rkey, "rank", rank_label, 0, rank, None, None, scale, True, False))
+                continue
             units = [u for u in UNITS if (rank, u) in self.unit_tracks]
             rank_rows: list[Row] = []
             for unit in units:

@@ -103,17 +103,17 @@ def test_safe_text_escapes_control_characters() -> None:
 
 
 async def test_many_ranks_collapse_to_one_summary_lane_each() -> None:
-    trace = synthetic_trace(ranks=64, events_per_lane=8, seed=3, with_deps=False)
+    trace = synthetic_trace(ranks=256, events_per_lane=8, seed=3, with_deps=False)
     app = MoetraceApp(trace, metrics=False)
     async with running(app, size=(120, 30)) as pilot:
         tl = app.timeline
-        assert len(tl.rows) == 64 and all(r.kind == "rank" for r in tl.rows)
+        assert len(tl.rows) == 256 and all(r.kind == "rank" for r in tl.rows)
         # A collapsed rank shows the busy share of its lanes: blank exactly where all are idle.
         model = LaneModel(trace)
         text = lane_text(tl, ("rank", 0))[24:]
         assert text.strip() and any(c in "▁▂▃▄▅▆▇█" for c in text)
         await pilot.press("space")
-        assert len(tl.rows) > 64 and tl.rows[1].kind == "unit"
+        assert len(tl.rows) > 256 and tl.rows[1].kind == "unit"
         await pilot.press(
             "pagedown", "pagedown", "pagedown", "pagedown", "pagedown", "pagedown", "pagedown"
         )
