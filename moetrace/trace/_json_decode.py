@@ -13,7 +13,6 @@ comma, a truncated object (keeps every complete event and warns with the byte of
 
 from __future__ import annotations
 
-import gzip
 import re
 import zlib
 from dataclasses import dataclass, field
@@ -80,39 +79,97 @@ class RawTrace:
 
 
 class _Reader:
-    """Reads a plain or gzip file in blocks; reports errors as TraceFormatError."""
+    """Reads a plain or gzip file in blocks; reports errors as TraceFormatError.
+
+    gzip is inflated with zlib directly (not GzipFile) so a stream cut short still yields
+    every byte that was decompressed before the cut; concatenated members are followed.
+    """
 
     def __init__(self, path: Path, head: bytes):
         self.path = path
         self.gzip = head[:2] == b"\x1f\x8b"
-        self._file: IO[bytes] = gzip.open(path, "rb") if self.gzip else open(path, "rb")  # type: ignore[assignment]
+        self._file = open(path, "rb")  # noqa: SIM115 - closed by close()
+        self._inflate = zlib.decompressobj(wbits=31) if self.gzip else None
         self.eof = False
         self.truncated_gzip = False
+        self._finished = False  # the last gzip member ended cleanly at end of file
         self.total = 0
 
     def read(self, n: int) -> bytes:
         if self.eof:
             return b""
-        try:
+        if self._inflate is None:
             data = self._file.read(n)
-        except EOFError:
-            # A gzip stream cut short: keep what was decompressed, like a truncated file.
-            self.eof = True
-            self.truncated_gzip = True
-            return b""
-        except (gzip.BadGzipFile, zlib.error, OSError) as exc:
-            raise TraceFormatError(
-                self.path,
-                f"corrupt gzip data ({exc})",
-                f"after byte {self.total} of the decompressed data",
-            ) from None
+        else:
+            data = self._read_gzip(n)
         if not data:
             self.eof = True
         self.total += len(data)
         return data
 
+    def _read_gzip(self, n: int) -> bytes:
+        assert self._inflate is not None
+        out = bytearray()
+        while len(out) < n and not self._finished:
+            packed = self._inflate.unconsumed_tail or self._file.read(1 << 20)
+            if not packed:
+                if not self._inflate.eof:
+                    self.truncated_gzip = True  # a stream cut short: keep what we have
+                break
+            try:
+                out += self._inflate.decompress(packed, n - len(out))
+            except zlib.error as exc:
+                raise TraceFormatError(
+                    self.path,
+                    f"corrupt gzip data ({exc})",
+                    f"after byte {self.total + len(out)} of the decompressed data",
+                ) from None
+            if self._inflate.eof:
+                rest = self._inflate.unused_data
+                self._inflate = zlib.decompressobj(wbits=31)
+                if rest.strip(b"\x00"):
+                    self._inflate_pending(rest)
+                elif not rest and not self._peek():
+                    self._finished = True
+        return bytes(out)
+
+    def _inflate_pending(self, rest: bytes) -> None:
+        """Start the next gzip member with bytes already read past the previous one."""
+        assert self._inflate is not None
+        self._pending = rest
+        self._file = _Prefixed(rest, self._file)  # type: ignore[assignment]
+
+    def _peek(self) -> bool:
+        pos = self._file.tell()
+        more = bool(self._file.read(1))
+        self._file.seek(pos)
+        return more
+
     def close(self) -> None:
         self._file.close()
+
+
+class _Prefixed:
+    """A file whose next reads return `prefix` first (the start of a next gzip member)."""
+
+    def __init__(self, prefix: bytes, inner: Any):
+        self._prefix = prefix
+        self._inner = inner
+
+    def read(self, n: int) -> bytes:
+        if self._prefix:
+            out, self._prefix = self._prefix[:n], self._prefix[n:]
+            return out
+        return bytes(self._inner.read(n))
+
+    def tell(self) -> int:
+        return int(self._inner.tell()) - len(self._prefix)
+
+    def seek(self, pos: int) -> None:
+        self._inner.seek(pos + len(self._prefix))
+
+    def close(self) -> None:
+        self._inner.close()
 
 
 def _skip_ws(buf: bytes | bytearray, pos: int) -> int:
@@ -201,7 +258,7 @@ def _decode_stream(path: Path, reader: _Reader) -> RawTrace:
                 break
             except msgspec.DecodeError:
                 tries += 1
-                cut = _find_cut(buf, pos, cut)
+                cut = _prev_cut(buf, pos, cut)
         if piece_frame is None:
             # Decode to the end of the next boundary to name the real problem and its byte.
             end = _find_cut(buf, pos, len(buf)) if cut <= pos else cut
@@ -313,10 +370,26 @@ def _object_without_events(
     )
 
 
+def _prev_cut(buf: bytearray, pos: int, cut: int) -> int:
+    """The boundary before `cut` (the `}` closing the event before it must lie below `cut`)."""
+    brace = buf.rfind(b"}", pos, cut)
+    return _find_cut(buf, pos, brace) if brace > pos else -1
+
+
+def _is_truncation(exc: Exception, length: int) -> bool:
+    """msgspec's error means the data ended early (not a syntax error inside it)."""
+    text = str(exc)
+    if "truncated" in text:
+        return True
+    m = _BYTE_RE.search(text)
+    return bool(m) and int(m.group(1)) >= length - 1
+
+
 def _decode_tail(
     path: Path, buf: bytearray, pos: int, base: int, container: str, count: int
 ) -> tuple[pl.DataFrame | None, dict[str, Any], list[str]]:
-    """Decode the last piece: events, the closing `]` and (object form) the keys after it."""
+    """Decode the last piece: events, the closing `]` and (object form) the keys after it;
+    or, when the data stops early, every complete event with a warning naming the byte."""
     tail = bytes(buf[pos:])
     warnings: list[str] = []
     r = len(tail)
@@ -324,8 +397,7 @@ def _decode_tail(
         r = tail.rfind(b"]", 0, r)
         if r < 0:
             break
-        trailer = tail[r + 1 :].strip()
-        extra = _trailer(trailer, container)
+        extra = _trailer(tail[r + 1 :].strip(), container)
         if extra is None:
             continue
         body = tail[:r].rstrip()
@@ -335,54 +407,55 @@ def _decode_tail(
             return _decode_piece(body, count, path, base + pos), extra, warnings
         except msgspec.DecodeError:
             continue
-    # No closing bracket: the writer stopped (crash, ring buffer) or the file was cut.
+    end_at = base + len(buf)
     body = tail.rstrip()
     if body.endswith(b","):
         body = body[:-1]
-    end_at = base + len(buf)
+    if not body.strip():
+        if container == "object" or count:
+            warnings.append(
+                f"traceEvents array not closed at byte {end_at}; kept all {count} events"
+            )
+        return None, {}, warnings
     try:
         frame = _decode_piece(body, count, path, base + pos)
-        if container == "object":
-            warnings.append(
-                f"truncated object: traceEvents not closed at byte {end_at}; kept all {count + frame.height} events"
-            )
+        warnings.append(
+            f"traceEvents array not closed at byte {end_at}; kept all {count + frame.height} events"
+        )
         return frame, {}, warnings
-    except msgspec.DecodeError:
-        pass
-    # The last event is incomplete: keep every complete one before it.
+    except msgspec.DecodeError as exc:
+        if not _is_truncation(exc, len(body) + 2):
+            raise TraceFormatError(
+                path, f"invalid JSON in traceEvents: {exc}", _error_position(exc, base + pos - 1)
+            ) from None
+    # The data stops inside the last event: keep every complete one before it.
     cut = _find_cut(buf, pos, len(buf))
     while cut > pos:
+        piece = bytes(buf[pos:cut])
         try:
-            frame = _decode_piece(bytes(buf[pos:cut]), count, path, base + pos)
-        except msgspec.DecodeError:
-            cut = _find_cut(buf, pos, cut)
+            frame = _decode_piece(piece, count, path, base + pos)
+        except msgspec.DecodeError as exc:
+            if not _is_truncation(exc, len(piece) + 2):
+                raise TraceFormatError(
+                    path,
+                    f"invalid JSON in traceEvents: {exc}",
+                    _error_position(exc, base + pos - 1),
+                ) from None
+            cut = _prev_cut(buf, pos, cut)
             continue
-        kept = count + frame.height
         warnings.append(
             f"truncated at byte {end_at} inside an event starting near byte {base + cut + 1}: "
-            f"kept {kept} complete events, dropped the incomplete one"
+            f"kept {count + frame.height} complete events, dropped the incomplete one"
         )
         return frame, {}, warnings
-    if body.strip():
-        if count == 0:
-            try:
-                msgspec.json.decode(b"[" + body + b"]")
-            except msgspec.DecodeError as exc:
-                if "truncated" not in str(exc):
-                    raise TraceFormatError(
-                        path, f"invalid JSON: {exc}", _error_position(exc, base + pos - 1)
-                    ) from None
-            raise TraceFormatError(
-                path, "truncated inside the first event: no complete event", f"byte {end_at}"
-            )
-        warnings.append(
-            f"truncated at byte {end_at} inside an event starting near byte {base + pos}: "
-            f"kept {count} complete events, dropped the incomplete one"
+    if count == 0:
+        raise TraceFormatError(
+            path, "data ends inside the first event: no complete event", f"byte {end_at}"
         )
-    elif container == "object":
-        warnings.append(
-            f"truncated object: traceEvents not closed at byte {end_at}; kept all {count} events"
-        )
+    warnings.append(
+        f"truncated at byte {end_at} inside an event starting near byte {base + pos}: "
+        f"kept {count} complete events, dropped the incomplete one"
+    )
     return None, {}, warnings
 
 

@@ -115,7 +115,12 @@ def decode_columns(raw: pl.DataFrame, warnings: list[str]) -> pl.DataFrame:
     _warn_count(
         warnings, keep & ~name_is_str, idx, "with a non-string 'name' (kept as its JSON text)"
     )
-    _warn_count(warnings, keep & (ts_bad & ~is_meta), idx, "with a non-numeric 'ts', skipped")
+    _warn_count(
+        warnings,
+        keep & (ts_bad & ~is_meta),
+        idx,
+        "with a non-numeric or out-of-range 'ts', skipped",
+    )
     missing_ts = keep & ~is_meta & ts.is_null() & ~ts_bad
     _warn_count(warnings, missing_ts, idx, "without 'ts', skipped")
     keep = keep & (is_meta | ts.is_not_null())
@@ -129,6 +134,18 @@ def decode_columns(raw: pl.DataFrame, warnings: list[str]) -> pl.DataFrame:
     keep = keep & ~(is_x & (dur.is_null() | (dur < 0).fill_null(False)))
     no_pid = keep & pid.is_null() & ~is_meta
     _warn_count(warnings, no_pid, idx, "without 'pid' (put on pid 0)")
+    odd_id = raw["pid"].str.contains(r"^[\[{tfn]").fill_null(False) & (raw["pid"] != "null")
+    odd_id = odd_id | (raw["tid"].str.contains(r"^[\[{tf]").fill_null(False))
+    _warn_count(
+        warnings,
+        keep & odd_id,
+        idx,
+        "with a pid/tid that is neither number nor string (kept as JSON text)",
+    )
+    odd_args = frame["args"].is_not_null() & ~frame["args"].str.starts_with("{").fill_null(True)
+    _warn_count(
+        warnings, keep & odd_args, idx, "with 'args' that is not an object (kept as JSON text)"
+    )
     frame = frame.filter(keep).with_columns(pl.col("pid").fill_null("0"))
     return frame.with_columns(pl.col("tid").fill_null(pl.col("pid")))
 

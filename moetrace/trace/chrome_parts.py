@@ -353,7 +353,7 @@ def _bind_flows(frame: pl.DataFrame, slices: pl.DataFrame, tracks: pl.DataFrame)
         s_depth, s_id = slices["depth"].to_numpy(), slices["id"].to_numpy().astype(np.int64)
         lane_tracks = tracks.select("pid", "tid", "lane", "track")
         event = np.full(pts.height, -1, dtype=np.int64)
-        enclosing = ((pts["ph"] != "f") | (pts["bp"] == "e")).fill_null(True).to_numpy()
+        enclosing = ((pts["ph"] != "f") | (pts["bp"] == "e").fill_null(False)).to_numpy()
         q_ts = pts["ts"].to_numpy()
         for lane in range(int(tracks["lane"].max() or 0) + 1):  # type: ignore[arg-type]
             q = (

@@ -101,6 +101,7 @@ def load(paths: str | Path | Sequence[str | Path], *, flavor: str | None = None)
     claimed: dict[int, Path] = {}
     fixed: list[Trace] = []
     for position, (path, trace) in enumerate(zip(files, traces, strict=True)):
+        trace = trace.with_meta(warnings=[f"{path}: {w}" for w in trace.warnings])
         if trace.tracks.height and trace.tracks["rank"].null_count() == trace.tracks.height:
             trace = Trace(
                 trace.events,
