@@ -186,7 +186,7 @@ class MoetraceApp(ViewerActions, App[None]):
             self.set_status("this trace has no events")
         if self.metrics_enabled:
             # Start the analysis once the lanes are on screen: the first frame never waits.
-            self.call_after_refresh(self.compute_metrics, None, None)
+            self.timeline.after_first_paint(lambda: self.compute_metrics(None, None))
         else:
             self.query_one(MetricsPane).show_error("disabled")
 

@@ -9,6 +9,7 @@ touch that row (selection, cursor, area), so moving the cursor repaints one or t
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import ClassVar, NamedTuple
 
@@ -150,6 +151,7 @@ class TimelineView(TimelineNavigation, ScrollView, can_focus=True):
         self._drag_from: tuple[float, int] | None = None
         self._width_for: object = None
         self._lanes_width = 1
+        self._first_paint_callbacks: list[Callable[[], object]] = []
         self.lane_paints = 0  # lane rows drawn so far (the benchmark waits on it)
         self.last_paint = 0.0  # perf_counter() of the last lane row drawn
         if model is not None:
@@ -182,6 +184,13 @@ class TimelineView(TimelineNavigation, ScrollView, can_focus=True):
         self.generation += 1
         self.virtual_size = Size(0, len(self.rows) + FIXED_ROWS)
         self.refresh()
+
+    def after_first_paint(self, callback: Callable[[], object]) -> None:
+        """Run `callback` once the first lane row has been drawn (now if nothing to draw)."""
+        if self.lane_paints or not self.rows:
+            self.call_later(callback)
+        else:
+            self._first_paint_callbacks.append(callback)
 
     def set_overlays(self, overlays: Overlays | None) -> None:
         self.overlay_data = overlays
@@ -231,6 +240,10 @@ class TimelineView(TimelineNavigation, ScrollView, can_focus=True):
         if row_index >= len(self.rows):
             return Strip.blank(LABEL_WIDTH + width)
         strip = self._row_strip(row_index, width)
+        if self.lane_paints == 0 and self._first_paint_callbacks:
+            for callback in self._first_paint_callbacks:
+                self.call_later(callback)
+            self._first_paint_callbacks.clear()
         self.lane_paints += 1
         self.last_paint = time.perf_counter()
         return strip
