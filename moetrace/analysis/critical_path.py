@@ -3,10 +3,11 @@
 Graph: nodes are the non-marker events; edges are `Trace.deps` (plus Kineto sync edges
 derived in sync_edges.py) and track order (each event to the next one at the same depth on
 its track). The gating predecessor of e is the predecessor with the latest end not after e's
-start (within `SKEW_TOLERANCE_NS`, reported when used; a `sync` edge may end anywhere before
-e ends: e is a blocking call that returned when its predecessor finished). Gates for every
-event come from one vectorised sort; only the walk back from the last event of each window is
-sequential, O(path length).
+start (within `SKEW_TOLERANCE_NS`, reported when used); a `sync` or `data` edge may end
+anywhere before e ends (a blocking call returns when its predecessor finished; a pipelined
+receive ends after the send's last byte). Gates for every event come from two vectorised
+scatter passes; only the walk back from the last event of each window is sequential,
+O(path length).
 """
 
 from __future__ import annotations
@@ -25,6 +26,13 @@ SKEW_TOLERANCE_NS = 1_000
 """A predecessor may end this much after its successor starts (clock skew between tracks)."""
 
 EDGE_TRACK, EDGE_DEP, EDGE_SYNC = 0, 1, 2
+"""Edge types: track order; start-gating deps (launch, flow); end-gating deps (data, sync)."""
+
+END_GATING_KINDS = ("data", "sync")
+"""Dependency kinds whose predecessor may end while the successor runs: a blocking call
+returns when what it waited for ends (sync), a pipelined transfer's receive ends after the
+send's last byte (data). Such a predecessor gates the successor's end: the successor's
+path segment starts when the predecessor ends. Launch and flow edges gate the start."""
 
 
 @dataclass
@@ -84,7 +92,7 @@ def edges(prep: Prepared, extra: pl.DataFrame | None = None) -> Edges:
     ids = ev["id"].to_numpy().astype(np.int64)
     d_src = _rows_of_ids(ids, deps["src"].to_numpy().astype(np.int64))
     d_dst = _rows_of_ids(ids, deps["dst"].to_numpy().astype(np.int64))
-    is_sync = (deps["kind"] == "sync").to_numpy()
+    is_sync = deps["kind"].is_in(END_GATING_KINDS).to_numpy()
     ok = (d_src >= 0) & (d_dst >= 0)
     ok[ok] &= node[d_src[ok]] & node[d_dst[ok]] & (d_src[ok] != d_dst[ok])
     d_type = np.where(is_sync, EDGE_SYNC, EDGE_DEP).astype(np.int8)
@@ -96,7 +104,8 @@ def edges(prep: Prepared, extra: pl.DataFrame | None = None) -> Edges:
 
 
 def gating(prep: Prepared, edge_set: Edges) -> Gates:
-    """The gating predecessor of every event: latest-ending predecessor that ended in time.
+    """The gating predecessor of every event: latest-ending predecessor that ended in time
+    (before the start, or for data/sync edges before the end).
 
     Ties on the end time prefer a dependency over track order (it explains the wait), then
     the lower row. Two scatter passes (max end, then min tie key) instead of a sort.
@@ -131,23 +140,21 @@ def gating(prep: Prepared, edge_set: Edges) -> Gates:
     return Gates(gate, gate_edge, int(skew.sum()), n_dep, n_cross)
 
 
-def path_nodes(
-    gate: list[int], end: list[int], start: int, lo: int, limit: int
-) -> tuple[list[int], int, bool]:
-    """Rows on the path back from `start`: follow `gate` (already cut at step boundaries)
-    while the gate ends after `lo`. Returns (rows, the last row's gate or -1, cycle seen).
+def path_nodes(gate: list[int], start: int, limit: int) -> tuple[list[int], int, bool]:
+    """Rows on the path back from `start`, following `gate` (already cut at step boundaries)
+    until an event has no gate. Returns (rows, the last row's gate or -1, cycle seen).
 
-    The only sequential part of the analyzer: a few list lookups per path node.
+    The only sequential part of the analyzer: one list lookup per path node.
     """
     path = [start]
     cur = start
     while True:
         g = gate[cur]
-        if g < 0 or end[g] <= lo:
+        if g < 0:
             return path, g, False
         path.append(g)
         cur = g
-        if len(path) > limit:  # longer than the step has events: a gating cycle
+        if len(path) > limit:  # longer than the trace has events: a gating cycle
             seen: set[int] = set()
             for j, node in enumerate(path):
                 if node in seen:
@@ -191,8 +198,10 @@ def segments(
     return node[keep][::-1], start[keep][::-1], stop[keep][::-1]
 
 
-def critical_paths(prep: Prepared, gates: Gates) -> tuple[pl.DataFrame, list[str]]:
-    """Each window's critical path as segments (gid, seq, segment, event_id, times, category)."""
+def critical_paths(prep: Prepared, gates: Gates) -> tuple[pl.DataFrame, np.ndarray, list[str]]:
+    """Each window's critical path as segments (gid, seq, segment, event_id, times, category),
+    clipped to the window; plus, per gid, where the unclipped path begins (ns; int64 min when
+    the window has no path): e.g. the launch call before the first kernel."""
     warnings: list[str] = []
     ev = prep.ev
     ts = ev["ts"].to_numpy().astype(np.int64)
@@ -215,12 +224,13 @@ def critical_paths(prep: Prepared, gates: Gates) -> tuple[pl.DataFrame, list[str
         last[:-1] = g_sorted[1:] != g_sorted[:-1]
         starts = list(zip(g_sorted[last].tolist(), order[last].tolist(), strict=True))
     gate_l = gate_in_step.tolist() if starts else []
-    end_l = end.tolist() if starts else []
     parts: list[tuple[np.ndarray, ...]] = []
     cycles = 0
+    path_start = np.full(prep.n_windows, np.iinfo(np.int64).min, dtype=np.int64)
     for g, start in starts:
-        nodes, last_gate, cycled = path_nodes(gate_l, end_l, start, int(lo[g]), len(ts))
+        nodes, last_gate, cycled = path_nodes(gate_l, start, len(ts))
         cycles += cycled
+        path_start[g] = ts[nodes[-1]]
         node, s0, s1 = segments(nodes, last_gate, ts, end, int(lo[g]), int(hi[g]))
         parts.append((np.full(len(node), g, np.int64), np.arange(len(node)), node, s0, s1))
     if cycles:
@@ -258,4 +268,4 @@ def critical_paths(prep: Prepared, gates: Gates) -> tuple[pl.DataFrame, list[str
             "no cross-track dependencies: the critical path cannot leave its track "
             "(coverage shows how much of the window it explains)"
         )
-    return seg, warnings
+    return seg, path_start, warnings

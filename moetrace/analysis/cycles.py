@@ -1,16 +1,17 @@
 """Find and name a dependency cycle (deps + track order), without paying for it on DAGs.
 
-A cycle must contain an edge whose source starts no earlier than its destination (times
-around a cycle cannot all increase), and track order always goes forward in time, so when no
-dependency edge goes backwards or sideways in time the graph is acyclic and nothing else runs.
-Otherwise an iterative depth-first search finds one cycle and names its events.
+Events are totally ordered by (end, start, row). An edge that goes forward in that order
+cannot close a cycle on its own: every cycle contains at least one "backward" edge. Real
+dependencies (and track order) end before their successor starts, so they are forward and
+the check is one sort. Only when backward edges exist does an iterative depth-first search
+run, started from their destinations (any cycle passes through one), and name one cycle.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from moetrace.analysis.critical_path import EDGE_TRACK, Edges
+from moetrace.analysis.critical_path import Edges
 from moetrace.analysis.steps import Prepared
 
 MAX_NAMED = 8
@@ -22,11 +23,15 @@ def find_cycle(prep: Prepared, edge_set: Edges) -> str | None:
     if edge_set.height == 0:
         return None
     ts = prep.ev["ts"].to_numpy()
-    src, dst, et = edge_set.src, edge_set.dst, edge_set.etype
-    backward = (et != EDGE_TRACK) & (ts[src] >= ts[dst])
+    end = prep.ev["end"].to_numpy()
+    src, dst = edge_set.src, edge_set.dst
+    order = np.lexsort((np.arange(len(ts)), ts, end))
+    position = np.empty(len(ts), dtype=np.int64)
+    position[order] = np.arange(len(ts))
+    backward = position[src] >= position[dst]
     if not backward.any():
         return None
-    cycle = _dfs_cycle(prep.ev.height, src, dst)
+    cycle = _dfs_cycle(prep.ev.height, src, dst, np.unique(dst[backward]))
     if cycle is None:
         return None
     names = prep.ev["name"].to_list()
@@ -38,8 +43,9 @@ def find_cycle(prep: Prepared, edge_set: Edges) -> str | None:
     return " -> ".join(shown)
 
 
-def _dfs_cycle(n: int, src: np.ndarray, dst: np.ndarray) -> list[int] | None:
-    """Nodes of one directed cycle in order, or None (iterative three-colour DFS)."""
+def _dfs_cycle(n: int, src: np.ndarray, dst: np.ndarray, roots: np.ndarray) -> list[int] | None:
+    """Nodes of one directed cycle in order, or None (iterative three-colour DFS from
+    `roots`, which must include a node of every cycle)."""
     order = np.argsort(src, kind="stable")
     s_sorted, d_sorted = src[order], dst[order]
     starts = np.searchsorted(s_sorted, np.arange(n + 1))
@@ -47,7 +53,7 @@ def _dfs_cycle(n: int, src: np.ndarray, dst: np.ndarray) -> list[int] | None:
     first = starts.tolist()
     color = bytearray(n)  # 0 new, 1 on stack, 2 done
     parent = [-1] * n
-    for root in np.unique(src).tolist():
+    for root in roots.tolist():
         if color[root]:
             continue
         stack = [(root, first[root])]

@@ -45,6 +45,7 @@ RANKS_SCHEMA: dict[str, pl.DataType] = {
     "cp_comm_ns": pl.Int64(),
     "cp_comm_ratio": pl.Float64(),
     "mfu": pl.Float64(),
+    "cp_start_ns": pl.Int64(),  # where the unclipped critical path begins (e.g. a launch)
 }
 
 
@@ -194,7 +195,7 @@ def analyze(
     gates = gating(prep, edge_frame)
     per_window, exposed, comm_events, _compute = exposed_comm(prep)
     tracks, units, gaps = idle(prep, gates)
-    cp, cp_warnings = critical_paths(prep, gates)
+    cp, path_start, cp_warnings = critical_paths(prep, gates)
     warnings += cp_warnings
     cp_sum = cp.group_by("gid").agg(
         pl.col("dur_ns").sum().alias("cp_span_ns"),
@@ -217,6 +218,9 @@ def analyze(
         "step",
         pl.col("lo").alias("window_start_ns"),
         pl.col("hi").alias("window_end_ns"),
+    )
+    keys = keys.with_columns(
+        pl.Series("cp_start_ns", path_start, dtype=pl.Int64).replace(np.iinfo(np.int64).min, None)
     )
     ranks_frame = (
         keys.join(per_window, on="gid", how="left")
@@ -241,9 +245,9 @@ def analyze(
     )
 
     def keyed(frame: pl.DataFrame, cols: list[str]) -> pl.DataFrame:
-        return frame.join(keys.select("gid", "rank", "step"), on="gid", how="left").select(
-            "rank", "step", *cols
-        )
+        return frame.join(
+            keys.select("gid", "rank", "step"), on="gid", how="left", maintain_order="left"
+        ).select("rank", "step", *cols)
 
     report = Report(
         ranks=ranks_frame.select([pl.col(k).cast(v) for k, v in RANKS_SCHEMA.items()]),

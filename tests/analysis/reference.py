@@ -183,7 +183,8 @@ def reference(trace: Trace) -> Ref:
 
 
 def gating(ev: list[dict[str, Any]], trace: Trace) -> dict[int, int]:
-    """Gating predecessor (row -> row): latest end not after the start (sync: the end)."""
+    """Gating predecessor (row -> row): latest end not after the start (+ TOL); for data and
+    sync edges, not after the end."""
     nodes = [e for e in ev if e["kind"] != "marker"]
     idx_of = {e["id"]: e["idx"] for e in nodes}
     preds: dict[int, list[tuple[int, int]]] = {}
@@ -197,7 +198,7 @@ def gating(ev: list[dict[str, Any]], trace: Trace) -> dict[int, int]:
     for r in trace.deps.iter_rows(named=True):
         if r["src"] in idx_of and r["dst"] in idx_of and r["src"] != r["dst"]:
             preds.setdefault(idx_of[r["dst"]], []).append(
-                (idx_of[r["src"]], 2 if r["kind"] == "sync" else 1)
+                (idx_of[r["src"]], 2 if r["kind"] in ("sync", "data") else 1)
             )
     gates = {}
     for d, ps in preds.items():
