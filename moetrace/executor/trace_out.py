@@ -20,6 +20,12 @@ from moetrace.trace.model import Trace
 _COMPUTE = {
     T[x] for x in (*AIC_TYPES, "topk", "layout", "permute", "shared_act", "swiglu", "unpermute")
 }
+_TOKEN_TASKS = [T[x] for x in ("gate", "topk", "shared_up", "shared_act", "shared_down")]
+_EXPERT_TASKS = [T[x] for x in ("gemm1", "swiglu", "gemm2")]
+_COMM_TASKS = [
+    T[x] for x in TYPES if x.startswith(("dispatch", "combine")) and not x.endswith("done")
+]
+_COMM_TASKS += [T["permute"], T["unpermute"]]
 _UNIT_OF_POOL = ["aic", "aiv", "aiv", "link", "link", "other", "other"]
 
 
@@ -100,11 +106,44 @@ def build_trace(
             "l2_bytes": np.rint(timed.l2_bytes),
         }
     )
-    int_cols = ["expert", "row_tile", "n_tile", "token_tile", "chunk", "rows", "src", "dst", "tile"]
-    frame = frame.with_columns(
-        [pl.when(pl.col(k) >= 0).then(pl.col(k)).otherwise(None).alias(k) for k in int_cols]
+    # args: only the coordinates that mean something for the task's family
+    family = np.select(
+        [np.isin(typ, _TOKEN_TASKS), np.isin(typ, _EXPERT_TASKS), np.isin(typ, _COMM_TASKS)],
+        [0, 1, 2],
+        3,
     )
-    args = frame.select(pl.struct(pl.all()).struct.json_encode().alias("args"))["args"]
+    keys = {
+        0: ["task", "unit", "token_tile", "n_tile", "chunk", "rows", "hbm_bytes", "l2_bytes"],
+        1: [
+            "task",
+            "unit",
+            "expert",
+            "row_tile",
+            "n_tile",
+            "chunk",
+            "rows",
+            "hbm_bytes",
+            "l2_bytes",
+        ],
+        2: ["task", "unit", "src", "dst", "tile", "chunk", "rows"],
+        3: ["task", "unit", "chunk"],
+    }
+    frame = frame.with_columns(
+        pl.Series("_row", np.arange(n)),
+        pl.Series("_family", family),
+        pl.col("hbm_bytes", "l2_bytes").cast(pl.Int64),
+        pl.when(pl.col("chunk") >= 0).then(pl.col("chunk")).alias("chunk"),
+    )
+    parts = []
+    for fam, cols in keys.items():
+        sub = frame.filter(pl.col("_family") == fam)
+        if sub.height:
+            if fam != 1:
+                sub = sub.with_columns(
+                    pl.when(pl.col("n_tile") >= 0).then(pl.col("n_tile")).alias("n_tile")
+                )
+            parts.append(sub.select("_row", pl.struct(cols).struct.json_encode().alias("args")))
+    args = pl.concat(parts).sort("_row")["args"]
     events = pl.DataFrame(
         {
             "id": np.arange(n, dtype=np.uint32),

@@ -1,0 +1,427 @@
+"""`moetrace run`, `sweep`, `demo` and `validate`: the executor on the command line.
+
+The summary numbers (utilisation, exposed comm, critical-path comm share, MFU) come from the
+analyzer (`moetrace.analysis.report.analyze`), so simulated and real traces are measured the
+same way. Heavy imports stay inside the command bodies so `moetrace --help` is fast.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import sys
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import click
+
+from moetrace.commands._common import UserError, check_output_path, handle_errors
+
+if TYPE_CHECKING:
+    from moetrace.trace.model import Trace
+
+DEMO_MARKER = ".moetrace-demo"
+
+
+@contextmanager
+def _executor_errors() -> Iterator[None]:
+    """Executor input errors become the CLI's one-line UserError (exit 2)."""
+    from moetrace.executor.errors import ExecutorInputError
+
+    try:
+        yield
+    except ExecutorInputError as exc:
+        raise UserError(str(exc)) from None
+
+
+@contextmanager
+def _progress(enabled: bool) -> Iterator[Callable[[str, float], None] | None]:
+    """A rich progress bar on stderr (only when stderr is a terminal)."""
+    if not enabled or not sys.stderr.isatty():
+        yield None
+        return
+    from rich.console import Console
+    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+
+    with Progress(
+        TextColumn("{task.description}"),
+        BarColumn(),
+        TimeElapsedColumn(),
+        console=Console(stderr=True),
+        transient=True,
+    ) as bar:
+        task = bar.add_task("simulating", total=1.0)
+
+        def update(stage: str, fraction: float) -> None:
+            bar.update(task, completed=fraction, description=f"simulating: {stage}")
+
+        yield update
+
+
+def summarize(trace: Trace) -> dict[str, Any]:
+    """The run's figures: executor meta plus the analyzer's util/exposed/critical-path/MFU."""
+    from moetrace.analysis.report import analyze
+
+    ex = trace.meta["executor"]
+    summary = analyze(trace).summary()
+    util = {k.split(":", 1)[1]: v for k, v in summary.items() if k.startswith("util:")}
+    return {
+        "makespan_ns": ex["makespan_ns"],
+        "tasks": ex["tasks"],
+        "tokens_per_s": ex["tokens_per_s"],
+        "util": util,
+        "exposed_ratio": summary.get("exposed_ratio"),
+        "cp_comm_ratio": summary.get("cp_comm_ratio"),
+        "mfu": summary.get("mfu"),
+    }
+
+
+def _simulate(params: dict[str, Any], show_progress: bool = True) -> Trace:
+    from moetrace.executor.run import simulate
+
+    with _executor_errors(), _progress(show_progress) as progress:
+        return simulate(**params, progress=progress)
+
+
+def _hw_overrides(pairs: tuple[str, ...], hw_file: str | None) -> dict[str, Any]:
+    from moetrace.executor.hardware import load_overrides_file, parse_overrides
+
+    with _executor_errors():
+        out: dict[str, Any] = load_overrides_file(hw_file) if hw_file else {}
+        out.update(parse_overrides(pairs))
+    return out
+
+
+def _pct(x: float | None) -> str:
+    return "-" if x is None else f"{100 * x:.1f}%"
+
+
+def _simulation_options(func: Callable[..., Any]) -> Callable[..., Any]:
+    """Options shared by `run` and `sweep` (sweep accepts comma lists in the first ones)."""
+    options = [
+        click.option("--preset", default="deepseek-v3", show_default=True, help="MoE layer shape."),
+        click.option("--hardware", default="ascend-a3", show_default=True, help="Device profile."),
+        click.option("--ranks", default="64", show_default=True, help="EP degree (ranks)."),
+        click.option("--tokens", default="4096", show_default=True, help="Tokens per rank."),
+        click.option(
+            "--schedule", default="tile", show_default=True, help="sequential|chunked|tile."
+        ),
+        click.option(
+            "--routing", default="balanced", show_default=True, help="balanced|zipf:S|counts:FILE."
+        ),
+        click.option(
+            "--placement", default="round-robin", show_default=True, help="round-robin|balanced."
+        ),
+        click.option("--seed", default="0", show_default=True, help="Routing seed."),
+        click.option("--chunks", default=4, show_default=True, help="Micro-batches (chunked)."),
+        click.option(
+            "--dispatch-dtype", default=None, help="bf16|fp16|fp8|int8 (default per preset)."
+        ),
+        click.option("--shared-expert/--no-shared-expert", default=False, show_default=True),
+        click.option("--no-one-sided", is_flag=True, help="Tile ablation: two-sided transfers."),
+        click.option("--no-l2", is_flag=True, help="Tile ablation: intermediates through HBM."),
+        click.option("--dynamic", is_flag=True, help="Tile ablation: run-time ready queue."),
+        click.option(
+            "--hw",
+            "hw_pairs",
+            multiple=True,
+            metavar="KEY=VALUE",
+            help="Override a hardware field.",
+        ),
+        click.option(
+            "--hw-file", type=click.Path(dir_okay=False), help="TOML file of hardware overrides."
+        ),
+    ]
+    for option in reversed(options):
+        func = option(func)
+    return func
+
+
+def _int(value: str, name: str) -> int:
+    try:
+        return int(value)
+    except ValueError:
+        raise UserError(f"--{name} {value!r}: expected an integer") from None
+
+
+def _params(kw: dict[str, Any], overrides: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "preset": kw["preset"],
+        "hardware": kw["hardware"],
+        "ranks": _int(str(kw["ranks"]), "ranks"),
+        "tokens": _int(str(kw["tokens"]), "tokens"),
+        "schedule": kw["schedule"],
+        "routing": kw["routing"],
+        "placement": kw["placement"],
+        "seed": _int(str(kw["seed"]), "seed"),
+        "hw_overrides": overrides or None,
+        "chunks": kw["chunks"],
+        "dispatch_dtype": kw["dispatch_dtype"],
+        "shared_expert": kw["shared_expert"],
+        "one_sided": not kw["no_one_sided"],
+        "l2": not kw["no_l2"],
+        "dynamic": kw["dynamic"],
+    }
+
+
+def _check_params(params: dict[str, Any]) -> None:
+    """Validate every input before any work (one line, exit 2)."""
+    from moetrace.executor.run import prepare
+
+    p = dict(params)
+    with _executor_errors():
+        prepare(schedule_name=p.pop("schedule"), **p)
+
+
+@click.command("run")
+@_simulation_options
+@click.option(
+    "-o",
+    "--output",
+    type=click.Path(dir_okay=False),
+    help="Write the trace (.json, .json.gz, .pftrace).",
+)
+@click.option("--force", is_flag=True, help="Overwrite the output file.")
+@click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON.")
+@handle_errors
+def run(
+    output: str | None,
+    force: bool,
+    as_json: bool,
+    hw_pairs: tuple[str, ...],
+    hw_file: str | None,
+    **kw: Any,
+) -> None:
+    """Simulate one MoE layer on all EP ranks and print its summary."""
+    params = _params(kw, _hw_overrides(hw_pairs, hw_file))
+    _check_params(params)
+    out = check_output_path(output, force) if output else None
+    if output and out is None:
+        raise UserError("-o -: writing a trace to stdout is not supported here; give a file name")
+    trace = _simulate(params)
+    if out is not None:
+        trace.write(out, force=force)
+    summary = summarize(trace)
+    if as_json:
+        click.echo(json.dumps(summary, indent=2, sort_keys=True))
+        return
+    ex = trace.meta["executor"]
+    click.echo(
+        f"{params['preset']} on {params['ranks']} x {params['hardware']}, "
+        f"{params['tokens']} tokens/rank, schedule {ex['schedule']['name']}, "
+        f"routing {params['routing']}, placement {params['placement']}"
+    )
+    click.echo(
+        f"  makespan     {summary['makespan_ns'] / 1e6:.3f} ms   ({summary['tasks']:,} tasks)"
+    )
+    click.echo(f"  tokens/s     {summary['tokens_per_s']:,.0f}")
+    click.echo(
+        "  util         " + "  ".join(f"{u} {_pct(v)}" for u, v in sorted(summary["util"].items()))
+    )
+    click.echo(f"  exposed comm {_pct(summary['exposed_ratio'])} of comm time")
+    click.echo(f"  cp comm      {_pct(summary['cp_comm_ratio'])} of comm time on the critical path")
+    click.echo(f"  MFU          {_pct(summary['mfu'])}")
+    if out is not None:
+        click.echo(f"  trace        {out}")
+
+
+def _split(value: str) -> list[str]:
+    return [v.strip() for v in str(value).split(",") if v.strip()]
+
+
+@click.command("sweep")
+@_simulation_options
+@click.option(
+    "-o",
+    "--output",
+    required=True,
+    type=click.Path(dir_okay=False),
+    help="Table to write (.csv or .parquet).",
+)
+@click.option("--force", is_flag=True, help="Overwrite the output file.")
+@handle_errors
+def sweep(
+    output: str, force: bool, hw_pairs: tuple[str, ...], hw_file: str | None, **kw: Any
+) -> None:
+    """Simulate every combination of comma-separated options and write one row per run.
+
+    \b
+    Example:
+      moetrace sweep --ranks 8,16,32,64 --schedule sequential,tile \\
+          --routing balanced,zipf:1.2 -o grid.csv
+    """
+    import polars as pl
+
+    if not output.endswith((".csv", ".parquet")):
+        raise UserError(f"{output}: use a .csv or .parquet file name")
+    out = check_output_path(output, force)
+    assert out is not None
+    overrides = _hw_overrides(hw_pairs, hw_file)
+    grid_keys = (
+        "preset",
+        "hardware",
+        "ranks",
+        "tokens",
+        "schedule",
+        "routing",
+        "placement",
+        "seed",
+    )
+    values = [_split(kw[k]) for k in grid_keys]
+    combos = [dict(zip(grid_keys, combo, strict=True)) for combo in itertools.product(*values)]
+    all_params = [_params({**kw, **combo}, overrides) for combo in combos]
+    for params in all_params:  # every combination is checked before the first runs
+        _check_params(params)
+    rows = []
+    for i, params in enumerate(all_params, 1):
+        click.echo(
+            f"[{i}/{len(all_params)}] {json.dumps({k: params[k] for k in grid_keys})}", err=True
+        )
+        summary = summarize(_simulate(params, show_progress=False))
+        row = {k: params[k] for k in grid_keys}
+        row.update(one_sided=params["one_sided"], l2=params["l2"], dynamic=params["dynamic"])
+        row.update(
+            {
+                k: summary[k]
+                for k in (
+                    "makespan_ns",
+                    "tasks",
+                    "tokens_per_s",
+                    "exposed_ratio",
+                    "cp_comm_ratio",
+                    "mfu",
+                )
+            }
+        )
+        row.update({f"util_{u}": v for u, v in summary["util"].items()})
+        rows.append(row)
+    table = pl.DataFrame(rows)
+    if output.endswith(".parquet"):
+        table.write_parquet(out)
+    else:
+        table.write_csv(out)
+    click.echo(f"{len(rows)} runs -> {out}")
+
+
+def _prepare_demo_dir(directory: Path, force: bool) -> None:
+    """Create the demo directory; never clobber a directory that is not a previous demo."""
+    if directory.exists() and not directory.is_dir():
+        raise UserError(f"{directory}: exists and is not a directory")
+    if (
+        directory.is_dir()
+        and any(directory.iterdir())
+        and not (directory / DEMO_MARKER).exists()
+        and not force
+    ):
+        raise UserError(f"{directory}: exists and is not a moetrace demo directory (use --force)")
+    directory.mkdir(parents=True, exist_ok=True)
+    (directory / DEMO_MARKER).write_text(
+        "written by `moetrace demo`; rerunning the demo replaces its files\n"
+    )
+
+
+@click.command("demo")
+@click.option(
+    "--out", "out_dir", default="moetrace-demo", show_default=True, type=click.Path(file_okay=False)
+)
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(["pftrace", "json.gz", "json"]),
+    default="json.gz",
+    show_default=True,
+)
+@click.option("--ranks", default=64, show_default=True, help="EP degree.")
+@click.option("--tokens", default=4096, show_default=True, help="Tokens per rank.")
+@click.option("--force", is_flag=True, help="Use the directory even if it is not a previous demo.")
+@click.option("--no-view", is_flag=True, help="Do not open the viewer afterwards.")
+@handle_errors
+def demo(out_dir: str, fmt: str, ranks: int, tokens: int, force: bool, no_view: bool) -> None:
+    """DeepSeek-V3's MoE layer on 64 Ascend A3 dies: operator-by-operator vs tile-level.
+
+    Writes both traces to ./moetrace-demo/, prints the comparison and, in a terminal, opens the
+    viewer on the tile-scheduled trace.
+    """
+    from rich.console import Console
+    from rich.table import Table
+    from rich.text import Text
+
+    directory = Path(out_dir)
+    base = {"preset": "deepseek-v3", "hardware": "ascend-a3", "ranks": ranks, "tokens": tokens}
+    for schedule in ("sequential", "tile"):
+        _check_params({**base, "schedule": schedule})
+    _prepare_demo_dir(directory, force)
+    results: dict[str, dict[str, Any]] = {}
+    paths: dict[str, Path] = {}
+    for schedule in ("sequential", "tile"):
+        click.echo(f"simulating {schedule} ...", err=True)
+        trace = _simulate({**base, "schedule": schedule})
+        paths[schedule] = directory / f"{schedule}.{fmt}"
+        trace.write(paths[schedule], force=True)
+        results[schedule] = summarize(trace)
+    seq = results["sequential"]["makespan_ns"]
+    table = Table(
+        title=f"DeepSeek-V3 MoE layer, {ranks} x Ascend A3 dies, {tokens} tokens/rank, "
+        "balanced routing"
+    )
+    for col in (
+        "schedule",
+        "makespan",
+        "speedup",
+        "AIC util",
+        "exposed comm",
+        "cp comm share",
+        "MFU",
+    ):
+        table.add_column(col, justify="left" if col == "schedule" else "right")
+    for schedule, s in results.items():
+        table.add_row(
+            Text(schedule),
+            Text(f"{s['makespan_ns'] / 1e6:.2f} ms"),
+            Text(f"{seq / s['makespan_ns']:.2f}x"),
+            Text(_pct(s["util"].get("aic"))),
+            Text(_pct(s["exposed_ratio"])),
+            Text(_pct(s["cp_comm_ratio"])),
+            Text(_pct(s["mfu"])),
+        )
+    console = Console(width=120)
+    console.print(table)
+    console.print(Text(f"traces: {paths['sequential']}  {paths['tile']}"))
+    console.print(Text(f"browse: moetrace view {paths['tile']}"))
+    if no_view or not sys.stdout.isatty():
+        return
+    try:
+        from moetrace.tui.app import launch
+    except ImportError:
+        return
+    launch([str(paths["tile"])])
+
+
+@click.command("validate")
+@click.option(
+    "--docs",
+    "docs_path",
+    default="docs/executor.md",
+    show_default=True,
+    type=click.Path(dir_okay=False),
+)
+@click.option(
+    "--print", "print_only", is_flag=True, help="Print the table instead of updating the docs."
+)
+@handle_errors
+def validate(docs_path: str, print_only: bool) -> None:
+    """Regenerate the executor's validation table (EXECUTOR.md) into docs/executor.md."""
+    from moetrace.commands.executor_validate import render_validation, update_docs
+
+    with _executor_errors():
+        markdown = render_validation(lambda msg: click.echo(msg, err=True))
+    if print_only:
+        click.echo(markdown)
+        return
+    update_docs(Path(docs_path), markdown)
+    click.echo(f"validation table written to {docs_path}")
+
+
+COMMANDS = [run, sweep, demo, validate]

@@ -1,0 +1,138 @@
+"""`moetrace run / sweep / demo`: output, JSON fields, bad input (exit 2, one line, no work)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import polars as pl
+import pytest
+from click.testing import CliRunner
+
+from moetrace.cli import main
+
+SMALL = ["--ranks", "4", "--tokens", "128"]
+
+
+def _run(args: list[str]) -> tuple[int, str, str]:
+    result = CliRunner().invoke(main, args, catch_exceptions=False)
+    return result.exit_code, result.stdout, result.stderr
+
+
+def test_run_json_has_the_promised_fields(tmp_path: Path) -> None:
+    code, out, _ = _run(["run", *SMALL, "--schedule", "tile", "--json"])
+    assert code == 0
+    data = json.loads(out)
+    for key in (
+        "makespan_ns",
+        "tasks",
+        "util",
+        "exposed_ratio",
+        "cp_comm_ratio",
+        "tokens_per_s",
+        "mfu",
+    ):
+        assert key in data
+    assert 0 < data["util"]["aic"] <= 1
+    assert data["tokens_per_s"] == pytest.approx(4 * 128 / (data["makespan_ns"] * 1e-9))
+    assert 0 < data["mfu"] < 1
+
+
+def test_run_writes_a_trace_and_refuses_to_clobber(tmp_path: Path) -> None:
+    out = tmp_path / "t.json"
+    code, text, _ = _run(["run", *SMALL, "--schedule", "sequential", "-o", str(out)])
+    assert code == 0 and out.exists()
+    assert "makespan" in text and str(out) in text
+    code, _, err = _run(["run", *SMALL, "-o", str(out)])
+    assert code == 2 and "already exists" in err
+
+
+def test_hw_override_changes_the_run() -> None:
+    base = json.loads(_run(["run", *SMALL, "--json"])[1])
+    slow = json.loads(_run(["run", *SMALL, "--json", "--hw", "hbm_bw=0.4e12"])[1])
+    assert slow["makespan_ns"] > base["makespan_ns"]
+
+
+def test_hw_file_is_read(tmp_path: Path) -> None:
+    toml = tmp_path / "hw.toml"
+    toml.write_text("[hardware]\nlink_bw = 20e9\n")
+    base = json.loads(_run(["run", *SMALL, "--json", "--schedule", "sequential"])[1])
+    slow = json.loads(
+        _run(["run", *SMALL, "--json", "--schedule", "sequential", "--hw-file", str(toml)])[1]
+    )
+    assert slow["makespan_ns"] > base["makespan_ns"]
+
+
+@pytest.mark.parametrize(
+    ("args", "needle"),
+    [
+        (["--preset", "gpt5"], "unknown preset"),
+        (["--hardware", "tpu9"], "unknown hardware"),
+        (["--hw", "bogus=1"], "unknown hardware key"),
+        (["--hw", "n_aic"], "expected key=value"),
+        (["--tokens", "0"], "tokens must be >= 1"),
+        (["--ranks", "3"], "must divide"),
+        (["--ranks", "x"], "expected an integer"),
+        (["--hw", "hbm_bytes=1e6"], "HBM"),
+        (["--ranks", "256", "--tokens", "1000000"], "too large"),
+    ],
+)
+def test_bad_input_exits_2_with_one_line(args: list[str], needle: str, tmp_path: Path) -> None:
+    out = tmp_path / "never.json"
+    code, _, err = _run(["run", *SMALL, *args, "-o", str(out)])
+    assert code == 2
+    assert needle in err
+    assert len(err.strip().splitlines()) == 1
+    assert not out.exists()
+
+
+def test_sweep_writes_one_row_per_combination(tmp_path: Path) -> None:
+    out = tmp_path / "grid.csv"
+    code, _, _ = _run(
+        [
+            "sweep",
+            "--ranks",
+            "2,4",
+            "--tokens",
+            "64",
+            "--schedule",
+            "sequential,tile",
+            "-o",
+            str(out),
+        ]
+    )
+    assert code == 0
+    table = pl.read_csv(out)
+    assert table.height == 4
+    assert sorted(zip(table["ranks"], table["schedule"], strict=True)) == [
+        (2, "sequential"),
+        (2, "tile"),
+        (4, "sequential"),
+        (4, "tile"),
+    ]
+    assert (table["makespan_ns"] > 0).all() and "util_aic" in table.columns
+
+
+def test_sweep_checks_every_combination_before_running(tmp_path: Path) -> None:
+    out = tmp_path / "grid.csv"
+    code, _, err = _run(["sweep", "--ranks", "4,3", "--tokens", "64", "-o", str(out)])
+    assert code == 2 and "must divide" in err and not out.exists()
+
+
+def test_demo_writes_both_traces_and_protects_other_directories(tmp_path: Path) -> None:
+    target = tmp_path / "demo"
+    args = ["demo", "--out", str(target), "--ranks", "4", "--tokens", "128", "--no-view"]
+    code, out, _ = _run(args)
+    assert code == 0
+    assert (target / "sequential.json.gz").exists() and (target / "tile.json.gz").exists()
+    assert "speedup" in out and "tile" in out
+    code, _, _ = _run(args)  # rerunning replaces its own files
+    assert code == 0
+    other = tmp_path / "mine"
+    other.mkdir()
+    (other / "notes.txt").write_text("keep me")
+    code, _, err = _run(
+        ["demo", "--out", str(other), "--ranks", "4", "--tokens", "128", "--no-view"]
+    )
+    assert code == 2 and "not a moetrace demo directory" in err
+    assert (other / "notes.txt").read_text() == "keep me"
