@@ -22,7 +22,7 @@ from textual.widgets import Footer, Header, Input, Static
 
 from moetrace.trace.model import Trace
 
-from .app_actions import ViewerActions
+from .app_actions import ViewerActions, step_windows
 from .commands import ViewerCommands
 from .lanes import LaneModel, safe_text
 from .overlays import Overlays, build_overlays
@@ -78,6 +78,8 @@ class MoetraceApp(ViewerActions, App[None]):
         Binding("2", "table('gaps')", "Gaps table", show=False, id="app.table_gaps"),
         Binding("3", "table('comm')", "Comm table", show=False, id="app.table_comm"),
         Binding("4", "table('names')", "Names table", show=False, id="app.table_names"),
+        Binding("g", "next_step(1)", "Next step", show=False, id="app.next_step"),
+        Binding("G", "next_step(-1)", "Prev step", show=False, id="app.prev_step"),
         Binding("question_mark,f1", "help", "Help", id="app.help"),
         Binding("q", "close_or_quit", "Close", id="app.close_or_quit"),
     ]
@@ -100,6 +102,7 @@ class MoetraceApp(ViewerActions, App[None]):
         self.search_hits = np.empty(0, dtype=np.int64)
         self.search_text = ""
         self.prompt_mode = ""
+        self.steps: list[tuple[int, int, int]] = []
         self._initial = trace
         self._title = title
 
@@ -232,6 +235,9 @@ class MoetraceApp(ViewerActions, App[None]):
             if self.model is not None:
                 self.overlays = build_overlays(message.report, self.model)
                 self.timeline.set_overlays(self.overlays)
+            self.steps = step_windows(message.report)
+            if len(self.steps) > 1:
+                self.sub_title += f" · steps {self.steps[0][0]}–{self.steps[-1][0]} (g: next step)"
             self.refresh_details()
 
     def on_metrics_failed(self, message: MetricsFailed) -> None:

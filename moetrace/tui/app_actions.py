@@ -20,6 +20,21 @@ if TYPE_CHECKING:
     from .overlays import Overlays
     from .widgets.timeline import TimelineView
 
+
+def step_windows(report: Any) -> list[tuple[int, int, int]]:
+    """(step, start ns, end ns) spanning the analyzer's per-rank windows of each step."""
+    ranks = getattr(report, "ranks", None)
+    if not isinstance(ranks, pl.DataFrame) or ranks.height == 0 or "step" not in ranks.columns:
+        return []
+    spans = (
+        ranks.drop_nulls("step")
+        .group_by("step")
+        .agg(pl.col("window_start_ns").min(), pl.col("window_end_ns").max())
+        .sort("step")
+    )
+    return [(int(a), int(b), int(c)) for a, b, c in spans.iter_rows()]
+
+
 OVERLAY_NAMES = {"critical": "critical path", "gaps": "idle gaps", "exposed": "exposed comm"}
 
 
@@ -33,6 +48,7 @@ class ViewerActions:
     search_hits: np.ndarray
     search_text: str
     prompt_mode: str
+    steps: list[tuple[int, int, int]]
 
     if TYPE_CHECKING:
 
@@ -83,6 +99,40 @@ class ViewerActions:
         else:
             tl.collapsed -= keys
         tl.rebuild_rows()
+
+    def action_next_step(self, direction: int) -> None:
+        """g / G: show the next / previous step's window (steps as the analyzer found them)."""
+        tl = self.timeline
+        if not self.steps or self.model is None:
+            self.set_status("no steps known (yet)")
+            return
+        origin = self.model.origin
+        centre = origin + (tl.t0 + tl.t1) / 2
+        width = tl.t1 - tl.t0
+        # The step being looked at: it holds the view's centre and the view is about its size.
+        current = next(
+            (
+                i
+                for i, (_, a, b) in enumerate(self.steps)
+                if a <= centre < b and width <= 1.5 * (b - a)
+            ),
+            None,
+        )
+        if current is None:
+            k = 0 if direction > 0 else len(self.steps) - 1
+        else:
+            k = min(max(current + direction, 0), len(self.steps) - 1)
+        self.action_goto_step(self.steps[k][0])
+
+    def action_goto_step(self, step: int) -> None:
+        """Fit the view to one step's window."""
+        for number, a, b in self.steps:
+            if number == step and self.model is not None:
+                pad = (b - a) * 0.02
+                origin = self.model.origin
+                self.timeline.set_view(a - origin - pad, b - origin + pad)
+                self.set_status(f"step {step}")
+                return
 
     def action_help(self) -> None:
         from .screens.help import HelpScreen

@@ -29,15 +29,19 @@ class ViewerCommands(Provider):
     async def _run(self, action: str) -> None:
         await self.app.run_action(action)
 
+    def _commands(self) -> list[tuple[str, str, str]]:
+        steps = getattr(self.app, "steps", [])
+        return COMMANDS + [(f"Go to step {n}", f"goto_step({n})", "g") for n, _, _ in steps]
+
     async def discover(self) -> Hits:
-        for name, action, key in COMMANDS:
+        for name, action, key in self._commands():
             yield DiscoveryHit(
                 name, partial(self._run, action), help=f"key: {key}" if key else None
             )
 
     async def search(self, query: str) -> Hits:
         matcher = self.matcher(query)
-        for name, action, key in COMMANDS:
+        for name, action, key in self._commands():
             score = matcher.match(name)
             if score > 0:
                 yield Hit(

@@ -227,3 +227,33 @@ async def test_groups_collapse_and_expand(small_trace: Trace) -> None:
         assert "▸ rank 0" in lane_text(tl, ("rank", 0))
         await pilot.press("space")
         assert len(tl.rows) == before
+
+
+async def test_focus_centres_then_fits_the_selection(small_trace: Trace) -> None:
+    app = MoetraceApp(small_trace)
+    async with running(app) as pilot:
+        tl = app.timeline
+        ev = small_trace.events.filter(pl.col("id") == 20).row(0, named=True)
+        tl.select_event(20)
+        start = ev["ts"] - tl.model.origin
+        await pilot.press("f")
+        assert np.isclose((tl.t0 + tl.t1) / 2, start + ev["dur"] / 2)
+        await pilot.press("f")
+        assert tl.t0 < start and tl.t1 > start + ev["dur"]
+        assert tl.t1 - tl.t0 <= 1.3 * ev["dur"] + 2 * tl.cell_ns
+        await pilot.press("m")
+        assert tl.marks == [start]
+        assert "▼" in tl.render_line(1).text
+
+
+async def test_mouse_drag_selects_an_area(small_trace: Trace) -> None:
+    app = MoetraceApp(small_trace)
+    async with running(app) as pilot:
+        tl = app.timeline
+        await pilot.mouse_down("#timeline", offset=(40, 4))
+        await pilot.mouse_up("#timeline", offset=(70, 8))
+        await app.workers.wait_for_complete()
+        await pilot.pause()
+        assert tl.area is not None and tl.area.row0 == 2 and tl.area.row1 == 6
+        assert np.isclose(tl.area.t0, tl.t0 + (40 - 24 + 0.5) * tl.cell_ns)
+        assert "area" in static_text(app, "#metrics-body")

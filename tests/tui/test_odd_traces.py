@@ -189,3 +189,43 @@ async def test_critical_path_shows_on_collapsed_ranks() -> None:
         before = gold_cells()
         await pilot.press("c")
         assert gold_cells() > before
+
+
+async def test_real_ascend_trace_comm_table_and_exposed_overlay(real_traces: Path) -> None:
+    io = pytest.importorskip("moetrace.trace.io")
+    trace = io.load([real_traces / "ascend" / "level0__rank0_ascend_pt__trace_view.json"])
+    app = MoetraceApp(trace)
+    async with running(app, size=(140, 40)) as pilot:
+        comm = app.report.comm
+        assert comm.height > 0
+        await pilot.press("3")
+        table = app.screen.query_one("DataTable")
+        assert table.row_count == comm.height
+        top = comm.sort(["exposed_ns", "dur_ns"], descending=True)["event_id"][0]
+        await pilot.press("enter")
+        assert app.timeline.selected == top
+        name = trace.events.filter(pl.col("id") == top)["name"][0]
+        assert name in static_text(app, "#details-text")
+        await pilot.press("x")
+        lane = app.timeline.model.locate(int(top))[0]
+        text = lane_text(app.timeline, ("lane", lane.track, lane.depth))
+        assert text[24:].strip()
+
+
+async def test_step_navigation_on_a_real_multi_step_trace(real_traces: Path) -> None:
+    io = pytest.importorskip("moetrace.trace.io")
+    trace = io.load([real_traces / "kineto" / "hta__nccl_parser_config__nccl_data.json.gz"])
+    app = MoetraceApp(trace)
+    async with running(app, size=(140, 40)) as pilot:
+        ranks = app.report.ranks
+        steps = sorted(set(ranks["step"].to_list()))
+        assert len(app.steps) == len(steps) > 1
+        await pilot.press("g")
+        first = ranks.filter(pl.col("step") == steps[0])
+        lo = int(first["window_start_ns"].min()) - app.model.origin
+        hi = int(first["window_end_ns"].max()) - app.model.origin
+        tl = app.timeline
+        assert tl.t0 < lo < hi < tl.t1 and tl.t1 - tl.t0 < 1.1 * (hi - lo)
+        await pilot.press("g")
+        second = ranks.filter(pl.col("step") == steps[1])
+        assert tl.t0 < int(second["window_start_ns"].min()) - app.model.origin < tl.t1

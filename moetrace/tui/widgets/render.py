@@ -139,22 +139,20 @@ def ruler_strip(t0: float, t1: float, width: int, origin_label: str = "") -> Str
     return Strip([Segment("".join(chars), RULER_STYLE)], width)
 
 
-def overlay_marks(strip: Strip, columns: list[int], char: str, style: Style) -> Strip:
-    """Put `char` at the given columns of a one-segment-per-cell-safe strip (ruler marks)."""
-    if not columns:
-        return strip
+def overlay_marks(strip: Strip, marks: dict[int, str], style: Style) -> Strip:
+    """The ruler with a character put at some columns (cursor ┃, marks ▼) in `style`."""
     width = strip.cell_length
-    text = list(strip.text.ljust(width))
-    marks = sorted({c for c in columns if 0 <= c < width})
-    for col in marks:
-        text[col] = char
+    cols = sorted(c for c in marks if 0 <= c < width)
+    if not cols:
+        return strip
+    text = strip.text.ljust(width)
     segments: list[Segment] = []
     prev = 0
-    for col in marks:
+    for col in cols:
         if col > prev:
-            segments.append(Segment("".join(text[prev:col]), RULER_STYLE))
-        segments.append(Segment(char, style))
+            segments.append(Segment(text[prev:col], RULER_STYLE))
+        segments.append(Segment(marks[col], style))
         prev = col + 1
     if prev < width:
-        segments.append(Segment("".join(text[prev:]), RULER_STYLE))
+        segments.append(Segment(text[prev:], RULER_STYLE))
     return Strip(segments, width)

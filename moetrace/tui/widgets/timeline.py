@@ -273,8 +273,9 @@ class TimelineView(TimelineNavigation, ScrollView, can_focus=True):
 
     def _ruler_strip(self, width: int) -> Strip:
         ruler = ruler_strip(self.t0, self.t1, width)
-        ruler = overlay_marks(ruler, [self.column_of(m) for m in self.marks], "▼", MARK_STYLE)
-        ruler = overlay_marks(ruler, [self.column_of(self.cursor_t)], "┃", MARK_STYLE)
+        marks = {self.column_of(self.cursor_t): "┃"}
+        marks.update({self.column_of(m): "▼" for m in self.marks})
+        ruler = overlay_marks(ruler, marks, MARK_STYLE)
         span = f"{fmt_ns(self.t1 - self.t0)} view"
         return Strip.join([label_strip(span, 0, LABEL_WIDTH, LABEL_STYLE), ruler])
 

@@ -207,7 +207,7 @@ class TimelineNavigation:
         if abs((self.t0 + self.t1) / 2 - mid) > self.cell_ns:
             self.set_view(mid - half, mid + half)
         else:
-            pad = max((end - start) * 0.1, self.cell_ns)
+            pad = (end - start) * 0.1 if end > start else self.cell_ns * 5
             self.set_view(start - pad, end + pad)
         self.cursor_t = start
 
