@@ -16,10 +16,10 @@ import numpy as np
 import polars as pl
 
 from moetrace.analysis.comm import exposed_comm
-from moetrace.analysis.critical_path import critical_paths, edges, gating
+from moetrace.analysis.critical_path import Gates, critical_paths, edges, gating
 from moetrace.analysis.cycles import find_cycle
 from moetrace.analysis.idle import idle
-from moetrace.analysis.steps import NO_RANK, prepare
+from moetrace.analysis.steps import NO_RANK, Prepared, prepare_steps, with_windows
 from moetrace.analysis.sync_edges import kineto_sync_edges
 from moetrace.trace.model import Trace
 
@@ -170,6 +170,30 @@ def _num(value: Any) -> Any:
     return value
 
 
+_CACHE: list[tuple[Trace, tuple[Any, ...], Prepared, Gates, str | None]] = []
+"""The last few traces' step assignment and gating predecessors: they do not depend on the
+time range, so the TUI's area selections only redo the windowed passes."""
+CACHE_SIZE = 2
+
+
+def _graph(
+    trace: Trace, comm_patterns: tuple[str, ...], ranks: Sequence[int] | None
+) -> tuple[Prepared, Gates, str | None]:
+    """Steps, gating predecessors and a named cycle (if any) of `trace`, cached by identity."""
+    key = (comm_patterns, None if ranks is None else tuple(ranks))
+    for cached, cached_key, base, gates, cycle in _CACHE:
+        if cached is trace and cached_key == key:
+            return base, gates, cycle
+    base = prepare_steps(trace, comm_patterns=comm_patterns, ranks=ranks)
+    extra = kineto_sync_edges(base) if trace.meta.get("flavor") == "kineto" else None
+    edge_set = edges(base, extra)
+    cycle = find_cycle(base, edge_set)
+    gates = gating(base, edge_set)
+    _CACHE.insert(0, (trace, key, base, gates, cycle))
+    del _CACHE[CACHE_SIZE:]
+    return base, gates, cycle
+
+
 def analyze(
     trace: Trace,
     *,
@@ -185,14 +209,11 @@ def analyze(
     time_range: clip every window to [t0, t1) ns (an area selected in the TUI).
     ranks: analyze only these ranks.
     """
-    prep = prepare(trace, comm_patterns=comm_patterns, time_range=time_range, ranks=ranks)
+    base, gates, cycle = _graph(trace, tuple(comm_patterns), ranks)
+    prep = with_windows(base, time_range)
     warnings = [*trace.warnings, *prep.warnings]
-    extra = kineto_sync_edges(prep) if trace.meta.get("flavor") == "kineto" else None
-    edge_frame = edges(prep, extra)
-    cycle = find_cycle(prep, edge_frame)
     if cycle:
         warnings.append(f"dependency cycle: {cycle}")
-    gates = gating(prep, edge_frame)
     per_window, exposed, comm_events, _compute = exposed_comm(prep)
     tracks, units, gaps = idle(prep, gates)
     cp, path_start, cp_warnings = critical_paths(prep, gates)

@@ -139,6 +139,17 @@ def prepare(
     ranks: Sequence[int] | None = None,
 ) -> Prepared:
     """Classify, assign steps and compute the windows of every (rank, step)."""
+    return with_windows(prepare_steps(trace, comm_patterns=comm_patterns, ranks=ranks), time_range)
+
+
+def prepare_steps(
+    trace: Trace,
+    *,
+    comm_patterns: Sequence[str] = (),
+    ranks: Sequence[int] | None = None,
+) -> Prepared:
+    """The part of `prepare` that does not depend on the time range (cacheable): classify,
+    assign steps, full windows. `gid` is not assigned yet."""
     warnings: list[str] = []
     tracks = trace.tracks.select(
         "track",
@@ -237,6 +248,20 @@ def prepare(
         warnings.append(
             f"{outside.height} device work events fall outside every step marker (not counted)"
         )
+    if ev.filter(work).height == 0:
+        warnings.append("no compute or communication events on device tracks")
+    elif ev.filter(pl.col("device") & (pl.col("kind") == "comm")).height == 0:
+        warnings.append("no communication events: comm, overlap and exposed ratios are empty")
+    device_tracks = tracks.filter(pl.col("unit").is_in(device_units))
+    return Prepared(ev, windows, device_tracks, deps, cpu_mode, warnings)
+
+
+def with_windows(base: Prepared, time_range: tuple[int, int] | None) -> Prepared:
+    """Clip the windows to `time_range` ([t0, t1) ns), number them (gid) and tag each event
+    with its window. With a time range, events outside it get no window (they would be
+    clipped away anyway), so an area selection only pays for the events inside it."""
+    windows = base.windows
+    ev = base.ev
     if time_range is not None:
         t0, t1 = int(time_range[0]), int(time_range[1])
         windows = windows.with_columns(
@@ -250,15 +275,16 @@ def prepare(
         .with_columns(pl.col("gid").cast(pl.Int64))
     )
     ev = ev.join(
-        windows.select("rank", "step", "gid"),
+        windows.select("rank", "step", "gid", pl.col("lo").alias("_lo"), pl.col("hi").alias("_hi")),
         on=["rank", "step"],
         how="left",
         nulls_equal=True,
         maintain_order="left",
     )
-    if ev.filter(work).height == 0:
-        warnings.append("no compute or communication events on device tracks")
-    elif ev.filter(pl.col("device") & (pl.col("kind") == "comm")).height == 0:
-        warnings.append("no communication events: comm, overlap and exposed ratios are empty")
-    device_tracks = tracks.filter(pl.col("unit").is_in(device_units))
-    return Prepared(ev, windows, device_tracks, deps, cpu_mode, warnings)
+    if time_range is not None:
+        inside = (pl.col("ts") < pl.col("_hi")) & (
+            (pl.col("end") > pl.col("_lo")) | (pl.col("ts") >= pl.col("_lo"))
+        )
+        ev = ev.with_columns(pl.when(inside).then(pl.col("gid")).alias("gid"))
+    ev = ev.drop("_lo", "_hi")
+    return Prepared(ev, windows, base.device_tracks, base.deps, base.cpu_mode, list(base.warnings))
