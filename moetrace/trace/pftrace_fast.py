@@ -144,6 +144,10 @@ def flows(tag: bytes, rows: np.ndarray, values: np.ndarray) -> Piece:
     return Piece("flows", tag=tag, rows=rows, values=np.asarray(values, dtype=_U64))
 
 
+BLOCK_ROWS = 8192
+"""Rows encoded per block: a block's byte matrix and index stay in the CPU cache."""
+
+
 def write_records(out: np.ndarray, start: np.ndarray, pieces: list[Piece]) -> np.ndarray:
     """Write one record per row at `start[row]`; returns each row's record size in bytes.
 
@@ -165,17 +169,27 @@ def write_records(out: np.ndarray, start: np.ndarray, pieces: list[Piece]) -> np
     if int(key.max()) == int(key.min()):
         groups = [np.arange(n)]
     else:
-        order = np.argsort(key, kind="stable")
+        dense = np.unique(key, return_inverse=True)[1].ravel() if int(key.max()) >= 1 << 16 else key
+        order = (
+            np.argsort(dense.astype(np.uint16), kind="stable")
+            if int(dense.max()) < 1 << 16
+            else np.argsort(dense, kind="stable")
+        )
         groups = np.split(order, np.flatnonzero(np.diff(key[order])) + 1)
-    for rows in groups:
-        shape = [int(w[rows[0]]) for w in widths]
-        record = np.empty((len(rows), sum(shape)), dtype=_U8)
-        column = 0
-        for piece, width in zip(pieces, shape, strict=True):
-            if width:
-                piece.fill(record[:, column : column + width], rows)
-                column += width
-        out[start[rows][:, None] + np.arange(record.shape[1])] = record
+    for group in groups:
+        shape = [int(w[group[0]]) for w in widths]
+        width = sum(shape)
+        columns = np.arange(width)
+        # Blocks of rows small enough for their matrices to stay in cache.
+        for lo in range(0, len(group), BLOCK_ROWS):
+            rows = group[lo : lo + BLOCK_ROWS]
+            record = np.empty((len(rows), width), dtype=_U8)
+            column = 0
+            for piece, piece_width in zip(pieces, shape, strict=True):
+                if piece_width:
+                    piece.fill(record[:, column : column + piece_width], rows)
+                    column += piece_width
+            out[start[rows][:, None] + columns] = record
     return size
 
 

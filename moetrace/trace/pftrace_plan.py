@@ -141,6 +141,33 @@ def _packet(ts: int) -> pb.TracePacket:
     return packet
 
 
+def stacks_nest(kind: np.ndarray, row: np.ndarray, track: np.ndarray) -> bool:
+    """True when, on every track, each END closes its own slice (a cheap exact check that
+    no slices overlap partially, so `overflow_levels` can be skipped).
+
+    Per track, in packet order, a slice's END must bring the stack depth back to the depth
+    its BEGIN found: two open slices always began at different depths, so the END that
+    returns to a slice's depth can only close that slice.
+    """
+    sliced = (kind == BEGIN) | (kind == END)
+    k, r = kind[sliced], row[sliced]
+    if len(k) == 0:
+        return True
+    lanes = np.unique(track)  # few: one per track
+    dense = np.searchsorted(lanes, np.asarray(track)[r])
+    small = np.uint16 if len(lanes) <= 1 << 16 else np.int64  # uint16 sorts by radix
+    by_track = np.argsort(dense.astype(small), kind="stable")
+    k, r = k[by_track], r[by_track]
+    step = np.where(k == BEGIN, 1, -1)
+    after = np.cumsum(step)  # every track's stack starts and ends empty: no per-track base
+    before = after - step
+    begin_depth = np.zeros(len(track), dtype=np.int64)
+    end_depth = np.zeros(len(track), dtype=np.int64)
+    begin_depth[r[k == BEGIN]] = before[k == BEGIN]
+    end_depth[r[k == END]] = after[k == END]
+    return bool(np.array_equal(begin_depth, end_depth))
+
+
 def overflow_levels(track: np.ndarray, ts: np.ndarray, dur: np.ndarray) -> np.ndarray:
     """Lane level of every event: 0 = its track's lane; slices that overlap a sibling
     partially (which Perfetto's BEGIN/END stacks cannot hold) move up one overflow lane at
@@ -329,7 +356,11 @@ def make_plan(trace: Trace) -> PftracePlan:
         entry = interned.interned_data.debug_annotation_names.add()
         entry.iid, entry.name = iid, name
     track_ids = ev["track"].to_numpy().astype(np.int64)
-    level = overflow_levels(track_ids, ts64, dur64)
+    packet_kind, packet_row = packet_order(ts64, dur64, counters["ts"].to_numpy())
+    if stacks_nest(packet_kind, packet_row, track_ids):
+        level = np.zeros(len(track_ids), dtype=np.int64)
+    else:
+        level = overflow_levels(track_ids, ts64, dur64)
     lane_uuid = np.where(
         level > 0, overflow_uuid(track_ids, level), (track_ids + 1).astype(np.uint64)
     )
@@ -372,7 +403,7 @@ def make_plan(trace: Trace) -> PftracePlan:
         packet_kind=np.zeros(0, dtype=np.int8),
         packet_row=np.zeros(0, dtype=np.int64),
     )
-    plan.packet_kind, plan.packet_row = packet_order(ts64, dur64, counters["ts"].to_numpy())
+    plan.packet_kind, plan.packet_row = packet_kind, packet_row
     return plan
 
 
@@ -389,7 +420,7 @@ def packet_order(
     ts = np.asarray(ts, dtype=np.int64)
     dur = np.asarray(dur, dtype=np.int64)
     begin_rank = np.empty(n, dtype=np.int64)
-    begin_rank[_arg_sort([ts, -dur, np.arange(n)])] = np.arange(n)
+    begin_rank[_arg_sort([ts, -dur])] = np.arange(n)
     sliced = np.flatnonzero(dur > 0)
     nc = len(counter_ts)
     time = np.concatenate([ts, (ts + dur)[sliced], np.asarray(counter_ts, np.int64)])
@@ -410,11 +441,24 @@ def packet_order(
 
 
 def _arg_sort(keys: list[np.ndarray]) -> np.ndarray:
-    """Indices that sort rows by `keys` (first key first); keys are unique together.
+    """Stable indices that sort rows by `keys` (first key first; ties keep row order).
 
-    Polars' multi-column sort is several times faster than `np.lexsort` here.
+    When the keys' value ranges multiply to < 2^62 they are packed into one int64 and
+    sorted by numpy; otherwise polars' multi-column sort (still several times faster than
+    `np.lexsort`).
     """
-    if len(keys[0]) == 0:
+    n = len(keys[0])
+    if n == 0:
         return np.zeros(0, dtype=np.int64)
+    bounds = [(int(k.min()), int(k.max())) for k in keys]
+    span = 1
+    for low, high in bounds:
+        span *= high - low + 1
+    if span < 1 << 62:
+        packed = np.zeros(n, dtype=np.int64)
+        for key, (low, high) in zip(keys, bounds, strict=True):
+            packed = packed * (high - low + 1) + (key - low)
+        return np.argsort(packed, kind="stable")
     frame = pl.DataFrame({f"k{i}": k for i, k in enumerate(keys)})
-    return frame.select(pl.arg_sort_by(frame.columns)).to_series().to_numpy().astype(np.int64)
+    order = frame.select(pl.arg_sort_by(frame.columns, maintain_order=True)).to_series()
+    return order.to_numpy().astype(np.int64)
