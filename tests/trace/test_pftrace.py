@@ -386,3 +386,23 @@ def test_random_intervals_with_overlaps_round_trip() -> None:
         data = encode_pftrace(trace)
         assert data == encode_pftrace(trace, fast=False)
         assert_round_trip(trace, read_pftrace_bytes(data))
+
+
+def test_nesting_precheck_agrees_with_the_model() -> None:
+    """`stacks_nest` (the cheap check that skips overflow lanes) says "nests" exactly when
+    the model's nesting_depth finds no partially overlapping slice."""
+    from moetrace.trace.model import nesting_depth
+    from moetrace.trace.pftrace_plan import packet_order, stacks_nest
+
+    rng = np.random.default_rng(11)
+    seen = set()
+    for _ in range(300):
+        n = int(rng.integers(1, 12))
+        track = rng.integers(0, 3, n)
+        ts = rng.integers(0, 20, n)
+        dur = rng.integers(0, 12, n)
+        kind, row = packet_order(ts, dur, np.zeros(0, np.int64))
+        _, bad = nesting_depth(track, ts, dur)
+        assert stacks_nest(kind, row, track) == (not bad.any())
+        seen.add(bool(bad.any()))
+    assert seen == {True, False}
