@@ -1,0 +1,86 @@
+"""The lane tree: grouping, ordering, collapse state, filter, id lookups, summaries."""
+
+from __future__ import annotations
+
+import numpy as np
+import polars as pl
+
+from moetrace.trace.model import Trace
+from moetrace.tui.lanes import LaneModel, search_events
+from moetrace.tui.synthetic import synthetic_trace
+
+
+def test_rows_group_rank_unit_track() -> None:
+    model = LaneModel(synthetic_trace(ranks=2, events_per_lane=5))
+    rows = model.rows(set())
+    kinds = [r.kind for r in rows[:11]]
+    assert kinds == [
+        "rank",
+        "unit",
+        "lane",
+        "lane",
+        "unit",
+        "lane",
+        "lane",
+        "unit",
+        "lane",
+        "unit",
+        "lane",
+    ]
+    assert [r.label for r in rows if r.kind == "unit"][:4] == ["aic", "aiv", "link", "other"]
+    assert rows[11].key == ("rank", 1)
+
+
+def test_collapse_and_filter() -> None:
+    model = LaneModel(synthetic_trace(ranks=3, events_per_lane=5))
+    rows = model.rows({("rank", 0), ("unit", 1, "aic")})
+    assert rows[0].key == ("rank", 0) and not rows[0].expanded and rows[1].key == ("rank", 1)
+    unit_aic = next(r for r in rows if r.key == ("unit", 1, "aic"))
+    assert not unit_aic.expanded
+    assert not any(r.kind == "lane" and r.rank == 1 and r.unit == "aic" for r in rows)
+    link_only = model.rows(set(), "link")
+    assert {r.unit for r in link_only if r.kind == "lane"} == {"link"}
+    assert len([r for r in link_only if r.kind == "lane"]) == 3
+
+
+def test_locate_and_lanes_of_agree_with_the_frames() -> None:
+    trace = synthetic_trace(ranks=2, events_per_lane=7, seed=4)
+    model = LaneModel(trace)
+    ev = trace.events.sort("id")
+    sample = ev.sample(20, seed=1)
+    where = model.lanes_of(sample["id"].to_numpy())
+    for (track, depth), row in zip(where.tolist(), sample.iter_rows(named=True), strict=True):
+        assert (track, depth) == (row["track"], row["depth"])
+        lane, start, end = model.locate(row["id"])
+        assert start == row["ts"] - model.origin and end == start + row["dur"]
+    assert model.lanes_of(np.array([10**8])).tolist() == [[-1, -1]]
+    assert model.locate(10**8) is None
+
+
+def test_summary_counts_top_level_non_marker_events_of_the_group() -> None:
+    trace = synthetic_trace(ranks=2, events_per_lane=6, seed=2)
+    model = LaneModel(trace)
+    joined = trace.events_with_tracks()
+    for rank in (0, 1):
+        want = joined.filter((pl.col("rank") == rank) & (pl.col("kind") != "marker")).height
+        assert len(model.summary(("rank", rank))) == want
+        assert model.summary_scale(("rank", rank)) == 6
+    aic = joined.filter((pl.col("rank") == 0) & (pl.col("unit") == "aic")).height
+    assert len(model.summary(("unit", 0, "aic"))) == aic
+
+
+def test_search_is_literal_and_case_insensitive() -> None:
+    trace = Trace.from_frames(
+        {
+            "id": [0, 1, 2],
+            "track": [0, 0, 0],
+            "name": ["A.b", "axb", "[x]"],
+            "kind": ["compute"] * 3,
+            "ts": [0, 10, 20],
+            "dur": [5, 5, 5],
+        },
+        {"track": [0], "rank": [0], "unit": ["aic"]},
+    )
+    assert search_events(trace, "a.B").tolist() == [0]
+    assert search_events(trace, "[x").tolist() == [2]
+    assert search_events(trace, "").tolist() == []
