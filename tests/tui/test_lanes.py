@@ -52,6 +52,7 @@ def test_locate_and_lanes_of_agree_with_the_frames() -> None:
     for (track, depth), row in zip(where.tolist(), sample.iter_rows(named=True), strict=True):
         assert (track, depth) == (row["track"], row["depth"])
         lane, start, end = model.locate(row["id"])
+        assert (lane.track, lane.depth) == (track, depth)
         assert start == row["ts"] - model.origin and end == start + row["dur"]
     assert model.lanes_of(np.array([10**8])).tolist() == [[-1, -1]]
     assert model.locate(10**8) is None
