@@ -249,3 +249,23 @@ def nearest_event(index: IntervalIndex, lo: float, hi: float, t: float) -> int |
         return None
     mids = (index.starts[a:b] + index.ends[a:b]) / 2
     return a + int(np.argmin(np.abs(mids - t)))
+
+
+# Braille dots (U+2800 + bits): row i of the 2x4 cell -> (left column bit, right column bit).
+BRAILLE_BITS = ((0x01, 0x08), (0x02, 0x10), (0x04, 0x20), (0x40, 0x80))
+
+
+def braille_text(parts: list[tuple[IntervalIndex, float]], t0: float, t1: float, width: int) -> str:
+    """Up to 4 summary lanes packed in one row: lane i lights dot row i, two dots per cell
+    (the cell's left and right halves) wherever that lane is busy. For 256-rank overviews."""
+    if width <= 0 or not t1 > t0:
+        return " " * max(width, 0)
+    edges = _edges(t0, t1, 2 * width + 1)
+    code = np.zeros(width, dtype=np.int32)
+    for row, (index, _scale) in enumerate(parts[:4]):
+        busy = np.diff(index.busy_below(edges)) > 0
+        if len(index.instants):
+            busy |= index.instants_in(edges[:-1], edges[1:]) > 0
+        left_bit, right_bit = BRAILLE_BITS[row]
+        code |= np.where(busy[0::2], left_bit, 0) | np.where(busy[1::2], right_bit, 0)
+    return "".join(map(chr, (0x2800 + code).tolist()))

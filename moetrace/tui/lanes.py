@@ -279,8 +279,16 @@ class LaneModel:
             keys.append(("track", lane.track))
         return keys
 
-    def rows(self, collapsed: set[tuple[object, ...]], lane_filter: str = "") -> list[Row]:
-        """Visible rows for a collapse state; `lane_filter` keeps lanes whose path contains it."""
+    def rows(
+        self, collapsed: set[tuple[object, ...]], lane_filter: str = "", dense: bool = False
+    ) -> list[Row]:
+        """Visible rows for a collapse state; `lane_filter` keeps lanes whose path contains it.
+
+        With `dense`, runs of collapsed ranks are packed 4 per row in braille."""
+        rows = self._rows(collapsed, lane_filter)
+        return pack_braille(rows) if dense else rows
+
+    def _rows(self, collapsed: set[tuple[object, ...]], lane_filter: str) -> list[Row]:
         needle = lane_filter.lower()
         out: list[Row] = []
         for rank in self.ranks:
@@ -362,6 +370,30 @@ class LaneModel:
             if r_open:
                 out.extend(rank_rows)
         return out
+
+
+def pack_braille(rows: list[Row]) -> list[Row]:
+    """Replace runs of collapsed rank rows by braille rows of up to 4 ranks each."""
+    out: list[Row] = []
+    run: list[Row] = []
+
+    def flush() -> None:
+        for i in range(0, len(run), 4):
+            group = run[i : i + 4]
+            first, last = group[0].label, group[-1].label.removeprefix("rank ")
+            label = first if len(group) == 1 else f"{first}–{last}"
+            key = ("braille", *(r.key for r in group))
+            out.append(Row(key, "braille", label, 0, group[0].rank, None, None, 1, True, False))
+        run.clear()
+
+    for row in rows:
+        if row.kind == "rank" and not row.expanded:
+            run.append(row)
+            continue
+        flush()
+        out.append(row)
+    flush()
+    return out
 
 
 def search_events(trace: Trace, text: str) -> np.ndarray:

@@ -229,3 +229,41 @@ async def test_step_navigation_on_a_real_multi_step_trace(real_traces: Path) -> 
         await pilot.press("g")
         second = ranks.filter(pl.col("step") == steps[1])
         assert tl.t0 < int(second["window_start_ns"].min()) - app.model.origin < tl.t1
+
+
+async def test_braille_packs_four_collapsed_ranks_per_row() -> None:
+    trace = synthetic_trace(ranks=40, events_per_lane=6, seed=5, with_deps=False)
+    app = MoetraceApp(trace, metrics=False)
+    async with running(app, size=(120, 30)) as pilot:
+        tl = app.timeline
+        await pilot.press("b")
+        assert len(tl.rows) == 10 and tl.rows[0].label == "rank 0–3"
+        cells = lane_text(tl, tl.rows[0].key)[24:]
+        assert all(0x2800 <= ord(c) <= 0x28FF for c in cells)
+        # Independent check of one cell: dot row i lit iff rank i has a non-marker event there.
+        ev = trace.events_with_tracks().filter(pl.col("kind") != "marker")
+        edges = np.linspace(tl.t0, tl.t1, 2 * tl.lanes_width + 1)
+        col = next(i for i, c in enumerate(cells) if c != "\u2800")
+        bits = ord(cells[col]) - 0x2800
+        for rank, (left_bit, right_bit) in enumerate(
+            ((0x01, 0x08), (0x02, 0x10), (0x04, 0x20), (0x40, 0x80))
+        ):
+            r = ev.filter(pl.col("rank") == rank)
+            s = (r["ts"].to_numpy() - tl.model.origin).astype(float)
+            e = s + r["dur"].to_numpy()
+            for half, bit in ((0, left_bit), (1, right_bit)):
+                a, b = edges[2 * col + half], edges[2 * col + half + 1]
+                busy = bool(np.any((s < b) & (e > a)))
+                assert bool(bits & bit) == busy
+        await pilot.press("space")
+        assert tl.rows[0].key == ("rank", 0) and tl.rows[0].expanded
+        await pilot.press("b")
+        assert len(tl.rows) > 40
+
+
+async def test_next_event_from_a_summary_row_steps_into_its_first_lane() -> None:
+    app = MoetraceApp(synthetic_trace(ranks=2, events_per_lane=30, seed=1))
+    async with running(app) as pilot:
+        await pilot.press("full_stop")  # cursor on "rank 0"
+        assert app.timeline.selected == 0
+        assert app.timeline.rows[app.timeline.cursor_row].key == ("lane", 0, 0)

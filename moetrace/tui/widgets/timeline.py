@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import ClassVar, NamedTuple
 
 import numpy as np
-from textual import events
+from rich.segment import Segment
 from textual.binding import Binding, BindingType
 from textual.cache import LRUCache
 from textual.geometry import Size
@@ -37,13 +37,16 @@ from ..binning import (
     Binned,
     IntervalIndex,
     bin_lane,
+    braille_text,
     nearest_event,
     overlay_cells,
 )
 from ..format import fmt_ns
 from ..lanes import LaneModel, Row
 from ..overlays import Overlays
+from .layout import FIXED_ROWS, LABEL_WIDTH
 from .render import (
+    BRAILLE_STYLE,
     CURSOR_LABEL,
     GROUP_STYLE,
     LABEL_STYLE,
@@ -55,10 +58,9 @@ from .render import (
     overlay_marks,
     ruler_strip,
 )
+from .timeline_mouse import TimelineMouse
 from .timeline_nav import TimelineNavigation
 
-LABEL_WIDTH = 24
-FIXED_ROWS = 2
 COMM_CODE = 2  # 1 + index of "comm" in EVENT_KINDS
 
 
@@ -82,7 +84,7 @@ class Area:
     row1: int
 
 
-class TimelineView(TimelineNavigation, ScrollView, can_focus=True):
+class TimelineView(TimelineMouse, TimelineNavigation, ScrollView, can_focus=True):
     """Lanes grouped rank -> unit -> track; keys, mouse and overlays (c/i/x)."""
 
     DEFAULT_CSS = """
@@ -108,6 +110,7 @@ class TimelineView(TimelineNavigation, ScrollView, can_focus=True):
         Binding("0,z", "reset_view", "Reset", show=False, id="timeline.reset"),
         Binding("space", "toggle_group", "Expand/collapse", show=False, id="timeline.toggle_group"),
         Binding("v", "area_select", "Area", show=False, id="timeline.area"),
+        Binding("b", "dense", "Braille ranks", show=False, id="timeline.dense"),
         Binding("m", "mark", "Mark", show=False, id="timeline.mark"),
         Binding("escape", "clear_selection", "Clear", show=False, id="timeline.clear"),
     ]
@@ -133,6 +136,7 @@ class TimelineView(TimelineNavigation, ScrollView, can_focus=True):
         self.rows: list[Row] = []
         self.collapsed: set[tuple[object, ...]] = set()
         self.lane_filter = ""
+        self.dense = False  # pack collapsed ranks 4 per row in braille
         self.generation = 0
         self.t0, self.t1 = 0.0, 1.0
         self.cursor_t = 0.0
@@ -176,7 +180,7 @@ class TimelineView(TimelineNavigation, ScrollView, can_focus=True):
             if self.rows and self.cursor_row < len(self.rows)
             else None
         )
-        self.rows = self.model.rows(self.collapsed, self.lane_filter)
+        self.rows = self.model.rows(self.collapsed, self.lane_filter, self.dense)
         keys = [r.key for r in self.rows]
         self.cursor_row = (
             keys.index(current) if current in keys else min(self.cursor_row, max(len(keys) - 1, 0))
@@ -308,6 +312,10 @@ class TimelineView(TimelineNavigation, ScrollView, can_focus=True):
         cached = self._strips.get(key)
         if cached is not None:
             return cached
+        if row.kind == "braille":
+            strip = self._braille_strip(row, width, deco)
+            self._strips[key] = strip
+            return strip
         binned = self._row_binned(row, width)
         glyphs, keys = binned.glyphs.copy(), binned.keys.copy()
         self._apply_overlays(row, glyphs, keys, width)
@@ -329,6 +337,15 @@ class TimelineView(TimelineNavigation, ScrollView, can_focus=True):
         )
         self._strips[key] = strip
         return strip
+
+    def _braille_strip(self, row: Row, width: int, deco: Decorations) -> Strip:
+        assert self.model is not None
+        keys = [k for k in row.key[1:] if isinstance(k, tuple)]
+        parts = [(self.model.summary(k), 1.0) for k in keys]
+        text = braille_text(parts, self.t0, self.t1, width)
+        style = CURSOR_LABEL if deco.is_cursor_row else GROUP_STYLE
+        label = label_segment(row.label, 0, LABEL_WIDTH, style, "⣿ ")
+        return Strip([label, Segment(text, BRAILLE_STYLE)], LABEL_WIDTH + width)
 
     def _apply_overlays(self, row: Row, glyphs: np.ndarray, keys: np.ndarray, width: int) -> None:
         data, active = self.overlay_data, self.active_overlays
@@ -359,65 +376,6 @@ class TimelineView(TimelineNavigation, ScrollView, can_focus=True):
             else:
                 exp &= glyphs != IDLE
             keys[exp] |= EXPOSED
-
-    # ---------------------------------------------------------------- mouse
-    def _time_at(self, x: int) -> float:
-        return self.t0 + (x - LABEL_WIDTH + 0.5) * self.cell_ns
-
-    def on_mouse_scroll_down(self, event: events.MouseScrollDown) -> None:
-        event.prevent_default()
-        event.stop()
-        if event.ctrl or event.shift:
-            self.zoom_by(1 / 0.8, self._time_at(event.x))
-        else:
-            self.pan_by(0.1)
-
-    def on_mouse_scroll_up(self, event: events.MouseScrollUp) -> None:
-        event.prevent_default()
-        event.stop()
-        if event.ctrl or event.shift:
-            self.zoom_by(0.8, self._time_at(event.x))
-        else:
-            self.pan_by(-0.1)
-
-    def on_mouse_down(self, event: events.MouseDown) -> None:
-        if event.y >= FIXED_ROWS and event.x >= LABEL_WIDTH:
-            self._drag_from = (
-                self._time_at(event.x),
-                event.y - FIXED_ROWS + int(self.scroll_offset.y),
-            )
-
-    def on_mouse_up(self, event: events.MouseUp) -> None:
-        start, self._drag_from = self._drag_from, None
-        if start is None or event.x < LABEL_WIDTH:
-            return
-        row = min(
-            max(event.y - FIXED_ROWS + int(self.scroll_offset.y), 0), max(len(self.rows) - 1, 0)
-        )
-        t = self._time_at(event.x)
-        if abs(self.column_of(t) - self.column_of(start[0])) >= 2:
-            self.set_area(
-                Area(min(start[0], t), max(start[0], t), min(start[1], row), max(start[1], row))
-            )
-
-    def on_click(self, event: events.Click) -> None:
-        if self.model is None:
-            return
-        if event.y == 0 and event.x >= LABEL_WIDTH:
-            centre = (event.x - LABEL_WIDTH + 0.5) * self.model.span / self.lanes_width
-            half = (self.t1 - self.t0) / 2
-            self.set_view(centre - half, centre + half)
-            return
-        row_index = event.y - FIXED_ROWS + int(self.scroll_offset.y)
-        if event.y < FIXED_ROWS or row_index >= len(self.rows):
-            return
-        self.cursor_row = row_index
-        if event.x < LABEL_WIDTH:
-            self.action_toggle_group()
-            return
-        self.cursor_t = self._time_at(event.x)
-        self.select_at_cursor()
-        self.refresh()
 
     def select_at_cursor(self) -> None:
         """Select the event nearest the cursor within its cell on the cursor lane."""

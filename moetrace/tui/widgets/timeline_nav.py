@@ -31,6 +31,7 @@ class TimelineNavigation:
     cursor_row: int
     selected: int | None
     selected_span: tuple[tuple[int, int], float, float] | None
+    dense: bool
     area: Area | None
     area_anchor: tuple[float, int] | None
     marks: list[float]
@@ -117,11 +118,21 @@ class TimelineNavigation:
         self.ensure_row_visible()
         self.refresh()
 
+    def action_dense(self) -> None:
+        """b: pack collapsed ranks 4 per row in braille (or back to one row per rank)."""
+        self.dense = not self.dense
+        self.rebuild_rows()
+
     def action_toggle_group(self) -> None:
-        """Expand or collapse the group (rank, unit, nested track) under the cursor."""
+        """Expand or collapse the group (rank, unit, nested track) under the cursor;
+        on a braille row, expand its first rank."""
         if not self.rows:
             return
         row = self.rows[self.cursor_row]
+        if row.kind == "braille":
+            self.collapsed.discard(row.key[1])
+            self.rebuild_rows()
+            return
         if not row.expandable:
             return
         key: tuple[object, ...] = row.key if row.kind != "lane" else ("track", row.key[1])
@@ -177,6 +188,19 @@ class TimelineNavigation:
         if not self.rows:
             return
         row = self.rows[self.cursor_row]
+        if row.lane is None:  # a summary: step on the first lane of the group
+            if not row.expanded:
+                self.action_toggle_group()
+            below = [
+                i
+                for i in range(self.cursor_row + 1, len(self.rows))
+                if self.rows[i].lane is not None
+            ]
+            if not below:
+                return
+            self.cursor_row = below[0]
+            self.ensure_row_visible()
+            row = self.rows[self.cursor_row]
         if row.lane is None or row.lane.index.ids is None or len(row.lane.index.starts) == 0:
             return
         index = row.lane.index
