@@ -97,6 +97,9 @@ class Piece:
                 block[:] = self.table[self.codes[rows], :width]
         elif self.kind == "varint":
             assert self.values is not None
+            if width == 1:
+                block[:, 0] = self.values[rows]
+                return
             shifts = (7 * np.arange(width)).astype(_U64)
             groups = (self.values[rows][:, None] >> shifts) & _U64(0x7F)
             block[:] = groups
@@ -193,6 +196,18 @@ def write_records(out: np.ndarray, start: np.ndarray, pieces: list[Piece]) -> np
     return size
 
 
+def copy_strings(out: np.ndarray, at: np.ndarray, flat: np.ndarray, lens: np.ndarray) -> None:
+    """Copy row i's `lens[i]` bytes of `flat` (rows back to back) to `out[at[i]:]`, in
+    blocks of rows so the per-byte index stays small."""
+    offsets = _cumsum0(lens)
+    for lo in range(0, len(lens), 8 * BLOCK_ROWS):
+        hi = min(lo + 8 * BLOCK_ROWS, len(lens))
+        first, last = int(offsets[lo]), int(offsets[hi])
+        if last > first:
+            shift = np.repeat(at[lo:hi] - offsets[lo:hi], lens[lo:hi])
+            out[shift + np.arange(first, last)] = flat[first:last]
+
+
 def _utf8(values: pl.Series) -> tuple[np.ndarray, np.ndarray]:
     """UTF-8 bytes of a String series back to back, and each row's byte length (0 for null)."""
     lens = values.str.len_bytes().fill_null(0).to_numpy().astype(np.int64)
@@ -222,12 +237,29 @@ def _varint_bytes(value: int) -> bytes:
             return bytes(out)
 
 
-def encode_hot_packets(plan: PftracePlan) -> bytes:
-    """All BEGIN/END/INSTANT/COUNTER packets in file order, each wrapped as Trace{packet}."""
-    kind, row = plan.packet_kind, plan.packet_row
-    is_end, is_counter = kind == END, kind == COUNTER
-    is_begin = ~(is_end | is_counter)
-    perm = row[is_begin]
+CHUNK_PACKETS = 1 << 16
+"""Packets encoded per pass: all temporaries of a pass stay small (cache, no page faults)."""
+
+
+@dataclass
+class _Begins:
+    """BEGIN/INSTANT inputs for the whole trace, rows in file order (see `_begins`)."""
+
+    perm: np.ndarray  # event row of each BEGIN/INSTANT packet, in file order
+    kind_entries: list[bytes]
+    kind_code: np.ndarray
+    kind_set: np.ndarray
+    args_set: np.ndarray
+    args_bytes: np.ndarray
+    args_len: np.ndarray
+    args_off: np.ndarray
+    out_row: np.ndarray  # flows, rows renumbered to file order and sorted
+    out_flow: np.ndarray
+    in_row: np.ndarray
+    in_flow: np.ndarray
+
+
+def _begins(plan: PftracePlan, perm: np.ndarray) -> _Begins:
     n = len(perm)
     rank = np.empty(n, dtype=np.int64)
     rank[perm] = np.arange(n)
@@ -239,20 +271,42 @@ def encode_hot_packets(plan: PftracePlan) -> bytes:
 
     kinds, args = plan.kind.gather(perm), plan.args.gather(perm)
     kind_entries, kind_code = _kind_table(kinds)
-    kind_set = kinds.is_not_null().to_numpy()
-    args_set = args.is_not_null().to_numpy()
     args_bytes, args_len = _utf8(args)
-    ts, lane = plan.ts[perm], plan.lane_uuid[perm]
-    cat_iid, event_id, name_iid = plan.cat_iid[perm], plan.event_id[perm], plan.name_iid[perm]
-    flops, flops_set = plan.flops[perm], plan.flops_set[perm]
-    nbytes, bytes_set = plan.bytes_[perm], plan.bytes_set[perm]
-    instant = (plan.end[perm].view(np.int64) <= ts.view(np.int64)).astype(np.int64)
-    has_cat = cat_iid > 0
     out_row, out_flow = renumbered(plan.out_row, plan.out_flow)
     in_row, in_flow = renumbered(plan.in_row, plan.in_flow)
+    return _Begins(
+        perm=perm,
+        kind_entries=kind_entries,
+        kind_code=kind_code,
+        kind_set=kinds.is_not_null().to_numpy(),
+        args_set=args.is_not_null().to_numpy(),
+        args_bytes=args_bytes,
+        args_len=args_len,
+        args_off=_cumsum0(args_len),
+        out_row=out_row,
+        out_flow=out_flow,
+        in_row=in_row,
+        in_flow=in_flow,
+    )
+
+
+def _begin_pieces(
+    plan: PftracePlan, b: _Begins, lo: int, hi: int
+) -> tuple[list[Piece], list[Piece], np.ndarray]:
+    """Pieces of BEGIN/INSTANT packets lo..hi (file order): head + fields, then the args
+    bytes, then the suffix; and each packet's total size."""
+    perm = b.perm[lo:hi]
+    n = len(perm)
+    ts, lane = plan.ts[perm], plan.lane_uuid[perm]
+    cat_iid, event_id = plan.cat_iid[perm], plan.event_id[perm]
+    flops_set, bytes_set = plan.flops_set[perm], plan.bytes_set[perm]
+    kind_set, args_set, args_len = b.kind_set[lo:hi], b.args_set[lo:hi], b.args_len[lo:hi]
+    instant = (plan.end[perm].view(np.int64) <= ts.view(np.int64)).astype(np.int64)
+    has_cat = cat_iid > 0
+    o_lo, o_hi = np.searchsorted(b.out_row, [lo, hi])
+    i_lo, i_hi = np.searchsorted(b.in_row, [lo, hi])
     id_body = 3 + varint_len(event_id)
     args_body = 3 + varint_len(args_len) + args_len
-    # The packet around the args bytes: prefix (up to args' length) and suffix.
     fields = [
         const(b"\x18", has_cat),
         varint(cat_iid, has_cat),
@@ -260,11 +314,11 @@ def encode_hot_packets(plan: PftracePlan) -> bytes:
         varint(id_body),
         const(b"\x08\x01\x18"),
         varint(event_id),
-        table(kind_entries, kind_code, kind_set),
+        table(b.kind_entries, b.kind_code[lo:hi], kind_set),
         const(b"\x22\x0b\x08\x03\x29", flops_set),
-        fixed64(flops, flops_set),
+        fixed64(plan.flops[perm], flops_set),
         const(b"\x22\x0b\x08\x04\x29", bytes_set),
-        fixed64(nbytes, bytes_set),
+        fixed64(plan.bytes_[perm], bytes_set),
         const(b"\x22", args_set),
         varint(args_body, args_set),
         const(b"\x08\x05\x4a", args_set),
@@ -273,11 +327,11 @@ def encode_hot_packets(plan: PftracePlan) -> bytes:
     suffix = [
         table([b"\x48\x01", b"\x48\x03"], instant),
         const(b"\x50"),
-        varint(name_iid),
+        varint(plan.name_iid[perm]),
         const(b"\x58"),
         varint(lane),
-        flows(b"\xf9\x02", out_row, out_flow),
-        flows(b"\x81\x03", in_row, in_flow),
+        flows(b"\xf9\x02", b.out_row[o_lo:o_hi] - lo, b.out_flow[o_lo:o_hi]),
+        flows(b"\x81\x03", b.in_row[i_lo:i_hi] - lo, b.in_flow[i_lo:i_hi]),
         const(b"\x68\x02"),
     ]
     fields_len = sum((p.widths(n) for p in fields), np.zeros(n, np.int64))
@@ -292,48 +346,79 @@ def encode_hot_packets(plan: PftracePlan) -> bytes:
         const(b"\x50\x01\x5a"),
         varint(event_len),
     ]
-    end_rows = row[is_end]
-    end_ts, end_uuid = plan.end[end_rows], plan.lane_uuid[end_rows]
-    end_event_len = 3 + varint_len(end_uuid)
-    end_len = 1 + varint_len(end_ts) + 2 + _nested(end_event_len)
-    ends = [
+    return head + fields, suffix, _nested(begin_len)
+
+
+def _end_pieces(plan: PftracePlan, rows: np.ndarray) -> tuple[list[Piece], np.ndarray]:
+    end_ts, end_uuid = plan.end[rows], plan.lane_uuid[rows]
+    event_len = 3 + varint_len(end_uuid)
+    end_len = 1 + varint_len(end_ts) + 2 + _nested(event_len)
+    pieces = [
         const(b"\x0a"),
         varint(end_len),
         const(b"\x40"),
         varint(end_ts),
         const(b"\x50\x01\x5a"),
-        varint(end_event_len),
+        varint(event_len),
         const(b"\x48\x02\x58"),
         varint(end_uuid),
     ]
-    counter_rows = row[is_counter]
-    counter_ts, counter_uuid = plan.counter_ts[counter_rows], plan.counter_uuid[counter_rows]
-    counter_event_len = 3 + varint_len(counter_uuid) + 10
-    counter_len = 1 + varint_len(counter_ts) + 2 + _nested(counter_event_len)
-    counters = [
+    return pieces, _nested(end_len)
+
+
+def _counter_pieces(plan: PftracePlan, rows: np.ndarray) -> tuple[list[Piece], np.ndarray]:
+    counter_ts, counter_uuid = plan.counter_ts[rows], plan.counter_uuid[rows]
+    event_len = 3 + varint_len(counter_uuid) + 10
+    counter_len = 1 + varint_len(counter_ts) + 2 + _nested(event_len)
+    pieces = [
         const(b"\x0a"),
         varint(counter_len),
         const(b"\x40"),
         varint(counter_ts),
         const(b"\x50\x01\x5a"),
-        varint(counter_event_len),
+        varint(event_len),
         const(b"\x48\x04\x58"),
         varint(counter_uuid),
         const(b"\xe1\x02"),
-        fixed64(plan.counter_value[counter_rows]),
+        fixed64(plan.counter_value[rows]),
     ]
-    sizes = np.empty(len(kind), dtype=np.int64)
-    sizes[is_begin] = _nested(begin_len)
-    sizes[is_end] = _nested(end_len)
-    sizes[is_counter] = _nested(counter_len)
-    start = _cumsum0(sizes)
-    out = np.empty(int(start[-1]), dtype=_U8)
-    begin_start = start[:-1][is_begin]
-    at = begin_start + write_records(out, begin_start, head + fields)
-    if args_bytes.size:
-        shift = np.repeat(at - _cumsum0(args_len)[:-1], args_len)
-        out[shift + np.arange(args_bytes.size)] = args_bytes
-    write_records(out, at + args_len, suffix)
-    write_records(out, start[:-1][is_end], ends)
-    write_records(out, start[:-1][is_counter], counters)
-    return out.tobytes()
+    return pieces, _nested(counter_len)
+
+
+def encode_hot_packets(plan: PftracePlan) -> bytes:
+    """All BEGIN/END/INSTANT/COUNTER packets in file order, each wrapped as Trace{packet}.
+
+    Encoded in passes of `CHUNK_PACKETS` consecutive packets; each pass computes its
+    packets' sizes and offsets, writes them into one buffer, and the passes are joined.
+    """
+    kind, row = plan.packet_kind, plan.packet_row
+    is_end, is_counter = kind == END, kind == COUNTER
+    is_begin = ~(is_end | is_counter)
+    begins = _begins(plan, row[is_begin])
+    n_begin = _cumsum0(is_begin)
+    chunks: list[bytes] = []
+    for p0 in range(0, len(kind), CHUNK_PACKETS):
+        p1 = min(p0 + CHUNK_PACKETS, len(kind))
+        b_lo, b_hi = int(n_begin[p0]), int(n_begin[p1])
+        chunk_kind, chunk_row = kind[p0:p1], row[p0:p1]
+        chunk_begin = is_begin[p0:p1]
+        chunk_end, chunk_counter = chunk_kind == END, chunk_kind == COUNTER
+        records, suffix, size = _begin_pieces(plan, begins, b_lo, b_hi)
+        ends, end_size = _end_pieces(plan, chunk_row[chunk_end])
+        counters, counter_size = _counter_pieces(plan, chunk_row[chunk_counter])
+        sizes = np.empty(p1 - p0, dtype=np.int64)
+        sizes[chunk_begin], sizes[chunk_end] = size, end_size
+        sizes[chunk_counter] = counter_size
+        start = _cumsum0(sizes)
+        out = np.empty(int(start[-1]), dtype=_U8)
+        begin_start = start[:-1][chunk_begin]
+        at = begin_start + write_records(out, begin_start, records)
+        args_len = begins.args_len[b_lo:b_hi]
+        first = int(begins.args_off[b_lo])
+        flat = begins.args_bytes[first : int(begins.args_off[b_hi])]
+        copy_strings(out, at, flat, args_len)
+        write_records(out, at + args_len, suffix)
+        write_records(out, start[:-1][chunk_end], ends)
+        write_records(out, start[:-1][chunk_counter], counters)
+        chunks.append(out.tobytes())
+    return b"".join(chunks)

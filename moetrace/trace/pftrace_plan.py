@@ -307,13 +307,24 @@ def _flows(trace: Trace, ids: np.ndarray) -> tuple[np.ndarray, ...]:
     empty = np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.uint64)
     if deps.height == 0 or len(ids) == 0:
         return (*empty, *empty)
-    order = np.argsort(ids, kind="stable")
-    sorted_ids = ids[order]
+    top = int(ids.max())
+    if 0 <= int(ids.min()) and top < 4 * len(ids) + 1024:  # dense ids: direct lookup table
+        lookup = np.full(top + 2, -1, dtype=np.int64)
+        lookup[ids] = np.arange(len(ids))
 
-    def rows_of(col: str) -> tuple[np.ndarray, np.ndarray]:
-        wanted = deps[col].to_numpy().astype(np.int64)
-        pos = np.clip(np.searchsorted(sorted_ids, wanted), 0, len(ids) - 1)
-        return order[pos], sorted_ids[pos] == wanted
+        def rows_of(col: str) -> tuple[np.ndarray, np.ndarray]:
+            wanted = deps[col].to_numpy().astype(np.int64)
+            found = lookup[np.clip(wanted, 0, top + 1)]
+            return np.maximum(found, 0), found >= 0
+
+    else:
+        order = np.argsort(ids, kind="stable")
+        sorted_ids = ids[order]
+
+        def rows_of(col: str) -> tuple[np.ndarray, np.ndarray]:
+            wanted = deps[col].to_numpy().astype(np.int64)
+            pos = np.clip(np.searchsorted(sorted_ids, wanted), 0, len(ids) - 1)
+            return order[pos], sorted_ids[pos] == wanted
 
     src, src_ok = rows_of("src")
     dst, dst_ok = rows_of("dst")
