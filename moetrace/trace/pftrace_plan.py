@@ -308,7 +308,7 @@ def _flows(trace: Trace, ids: np.ndarray) -> tuple[np.ndarray, ...]:
     if deps.height == 0 or len(ids) == 0:
         return (*empty, *empty)
     top = int(ids.max())
-    if 0 <= int(ids.min()) and top < 4 * len(ids) + 1024:  # dense ids: direct lookup table
+    if int(ids.min()) >= 0 and top < 4 * len(ids) + 1024:  # dense ids: direct lookup table
         lookup = np.full(top + 2, -1, dtype=np.int64)
         lookup[ids] = np.arange(len(ids))
 
