@@ -91,14 +91,13 @@ def category_expr() -> pl.Expr:
     )
 
 
-def wait_cause_expr() -> pl.Expr:
-    """Idle-gap cause from the gating predecessor's kind and unit (columns g_kind, g_unit)."""
-    return (
-        pl.when(pl.col("g_kind") == "comm")
-        .then(pl.lit("wait:comm"))
-        .when(pl.col("g_kind") == "memory")
-        .then(pl.lit("wait:memory"))
-        .when((pl.col("g_unit") == "cpu") | (pl.col("g_kind") == "host"))
-        .then(pl.lit("wait:host"))
-        .otherwise(pl.lit("wait:") + pl.col("g_unit").cast(pl.String).fill_null("other"))
-    )
+def wait_cause(kind: str, unit: str) -> str:
+    """Idle-gap cause from the gating predecessor's kind and unit: wait:comm, wait:memory,
+    wait:host (host thread or host call), else wait:<unit> (wait:aic, wait:aiv, ...)."""
+    if kind == "comm":
+        return "wait:comm"
+    if kind == "memory":
+        return "wait:memory"
+    if unit == "cpu" or kind == "host":
+        return "wait:host"
+    return f"wait:{unit}"

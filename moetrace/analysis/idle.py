@@ -14,9 +14,10 @@ import numpy as np
 import polars as pl
 
 from moetrace.analysis import intervals as iv
-from moetrace.analysis.classify import wait_cause_expr
+from moetrace.analysis.classify import wait_cause
 from moetrace.analysis.critical_path import Gates
 from moetrace.analysis.steps import Prepared
+from moetrace.trace.model import EVENT_KINDS, UNITS
 
 HTA_KERNEL_WAIT_NS = 30_000
 """HTA's consecutive_kernel_delay: a stream gap under 30 µs is kernel_wait."""
@@ -56,7 +57,11 @@ def _last_at(
 def idle(prep: Prepared, gates: Gates) -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame]:
     """(tracks frame, units frame, gaps frame), keyed by gid (window id)."""
     windows = prep.windows.select("gid", "rank", "lo", "hi")
-    pairs = prep.device_tracks.join(windows, on="rank", how="inner").sort("gid", "track")
+    pairs = (
+        prep.device_tracks.with_columns(pl.col("unit").cast(pl.String))
+        .join(windows, on="rank", how="inner")
+        .sort("gid", "track")
+    )
     n_pairs = pairs.height
     p_lo = pairs["lo"].to_numpy().astype(np.int64)
     p_hi = pairs["hi"].to_numpy().astype(np.int64)
@@ -163,18 +168,14 @@ def _attribute(prep: Prepared, gates: Gates, gaps: pl.DataFrame) -> pl.DataFrame
     track = ev["track"].to_numpy().astype(np.int64)
     gc = np.clip(g, 0, None)
     cross = (g >= 0) & (track[gc] != track[a])
-    pick = pl.Series(gc, dtype=pl.Int64)
-    g_rows = ev.select(
-        pl.col("kind").gather(pick).alias("g_kind"), pl.col("unit").gather(pick).alias("g_unit")
+    # cause label by table lookup on the (kind, unit) codes of the gate: no string work per gap
+    kind_code = ev["kind"].to_physical().to_numpy().astype(np.int64)
+    unit_code = ev["unit"].to_physical().to_numpy().astype(np.int64)
+    labels = [wait_cause(k, u) for k in EVENT_KINDS for u in UNITS] + ["no-dependency"]
+    code = np.where(
+        cross, kind_code[gc] * len(UNITS) + unit_code[gc] if len(gc) else gc, len(labels) - 1
     )
-    gaps = gaps.with_columns(
-        pl.Series("cross", cross), g_rows["g_kind"], g_rows["g_unit"]
-    ).with_columns(
-        pl.when(pl.col("cross"))
-        .then(wait_cause_expr())
-        .otherwise(pl.lit("no-dependency"))
-        .alias("cause")
-    )
+    gaps = gaps.with_columns(pl.Series(labels, dtype=pl.String).gather(code).alias("cause"))
     # HTA's stream-gap classes: gaps between two kernels only
     launch_deps = prep.deps.filter(pl.col("kind") == "launch")
     if launch_deps.height == 0:

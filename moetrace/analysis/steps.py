@@ -24,7 +24,7 @@ from moetrace.analysis.classify import (
     STEP_PATTERN,
     comm_name_expr,
 )
-from moetrace.trace.model import Trace
+from moetrace.trace.model import Kind, Trace, Unit
 
 NO_RANK = -1
 """Internal stand-in for a null rank (restored to null in the report)."""
@@ -154,7 +154,7 @@ def prepare_steps(
     tracks = trace.tracks.select(
         "track",
         pl.col("rank").cast(pl.Int64).fill_null(NO_RANK),
-        pl.col("unit").cast(pl.String).fill_null("other"),
+        pl.col("unit").fill_null("other"),
     )
     if ranks is not None:
         tracks = tracks.filter(pl.col("rank").is_in(list(ranks)))
@@ -163,27 +163,38 @@ def prepare_steps(
     if cpu_mode:
         warnings.append("no device tracks: host threads are the units (CPU-only analysis)")
     device_units = ("cpu",) if cpu_mode else DEVICE_UNITS
-    ev = (
-        trace.events.select(
-            "id",
-            "track",
-            "name",
-            pl.col("kind").cast(pl.String),
-            "ts",
-            (pl.col("ts") + pl.col("dur")).alias("end"),
-            "depth",
-            "flops",
-            "args",
-        )
-        .join(tracks, on="track", how="inner", maintain_order="left")
-        .with_columns(pl.col("unit").is_in(device_units).alias("device"))
+    ev = trace.events.select(
+        "id",
+        "track",
+        "name",
+        "kind",
+        "ts",
+        (pl.col("ts") + pl.col("dur")).alias("end"),
+        "depth",
+        "flops",
+        "args",
     )
+    # rank and unit of each event's track: a binary search in the small tracks table (a join
+    # would copy every name and args string)
+    t_ids = tracks["track"].to_numpy().astype(np.int64)
+    order = np.argsort(t_ids, kind="stable")
+    ev_track = ev["track"].to_numpy().astype(np.int64)
+    pos = np.clip(np.searchsorted(t_ids[order], ev_track), 0, max(len(t_ids) - 1, 0))
+    found = (t_ids[order][pos] == ev_track) if len(t_ids) else np.zeros(len(ev_track), bool)
+    row = pl.Series(order[pos] if len(t_ids) else pos, dtype=pl.Int64)
+    ev = ev.with_columns(
+        tracks["rank"].gather(row).alias("rank") if len(t_ids) else pl.lit(NO_RANK, pl.Int64),
+        tracks["unit"].gather(row).alias("unit") if len(t_ids) else pl.lit("other", Unit),
+    )
+    if not found.all():
+        ev = ev.filter(pl.Series(found))
+    ev = ev.with_columns(pl.col("unit").is_in(device_units).alias("device"))
     # comm by name: readers set kind, the analyzer widens it with the METRICS.md patterns
     if cpu_mode:
         comm_by_name = comm_name_expr([CPU_COMM_PATTERN, *comm_patterns])
         ev = ev.with_columns(
             pl.when(pl.col("device") & (pl.col("kind") != "marker") & comm_by_name)
-            .then(pl.lit("comm"))
+            .then(pl.lit("comm", Kind))
             .otherwise(pl.col("kind"))
             .alias("kind")
         )
@@ -195,7 +206,7 @@ def prepare_steps(
                 & ~pl.Series(inner)
                 & (pl.col("end") > pl.col("ts"))
             )
-            .then(pl.lit("compute"))
+            .then(pl.lit("compute", Kind))
             .otherwise(pl.col("kind"))
             .alias("kind")
         )
@@ -203,7 +214,7 @@ def prepare_steps(
         comm_by_name = comm_name_expr([*DEFAULT_DEVICE_COMM_PATTERNS, *comm_patterns])
         ev = ev.with_columns(
             pl.when(pl.col("device") & pl.col("kind").is_in(["compute", "other"]) & comm_by_name)
-            .then(pl.lit("comm"))
+            .then(pl.lit("comm", Kind))
             .otherwise(pl.col("kind"))
             .alias("kind")
         )
