@@ -83,4 +83,16 @@ def exposed_comm(prep: Prepared) -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFra
         pl.Series("exposed_ns", (b - a) - hidden, dtype=pl.Int64),
         "collective",
     )
+    # all-to-all (dispatch/combine) apart from the other collectives: its own union and the
+    # part of it no compute hides
+    a2a = (events["collective"] == "all_to_all").to_numpy()
+    a2a_set = iv.union(iv.clip(iv.make(g[a2a], a[a2a], b[a2a]), lo, hi))
+    per_window = per_window.with_columns(
+        pl.Series("a2a_comm_ns", iv.lengths_by_group(a2a_set, n), dtype=pl.Int64),
+        pl.Series(
+            "a2a_exposed_ns",
+            iv.lengths_by_group(iv.difference(a2a_set, compute), n),
+            dtype=pl.Int64,
+        ),
+    )
     return per_window, exposed_frame, comm_events, compute

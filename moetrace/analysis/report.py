@@ -46,6 +46,8 @@ RANKS_SCHEMA: dict[str, pl.DataType] = {
     "cp_comm_ratio": pl.Float64(),
     "mfu": pl.Float64(),
     "cp_start_ns": pl.Int64(),  # where the unclipped critical path begins (e.g. a launch)
+    "a2a_comm_ns": pl.Int64(),  # all-to-all (dispatch/combine) part of comm_ns
+    "a2a_exposed_ns": pl.Int64(),  # ... and of exposed_comm_ns
 }
 
 
@@ -73,7 +75,7 @@ class Report:
         """Totals over all ranks and steps: ns summed, ratios pooled (Σ num / Σ denominator)."""
         r = self.ranks
         out: dict[str, float | None] = {}
-        for col in (*NS_METRICS, "cp_span_ns", "cp_comm_ns"):
+        for col in (*NS_METRICS, "cp_span_ns", "cp_comm_ns", "a2a_comm_ns", "a2a_exposed_ns"):
             out[col] = float(r[col].sum()) if r.height else 0.0
         comm = out["comm_ns"] or 0.0
         window = out["window_ns"] or 0.0

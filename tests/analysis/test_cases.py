@@ -171,6 +171,10 @@ def test_comm_patterns_and_collectives() -> None:
         2: "all_reduce",
         3: "other",
     }
+    # dispatch [0,10) beside the all-reduce [0,5) and custom_x [5,10); gemm [10,20) after them
+    got = row(r)
+    assert (got["a2a_comm_ns"], got["a2a_exposed_ns"]) == (10, 10)
+    assert (got["comm_ns"], got["compute_ns"], got["exposed_comm_ns"]) == (10, 10, 10)
     with pytest.raises(ValueError):
         from moetrace.analysis.classify import check_patterns
 

@@ -32,6 +32,8 @@ def test_invariants(seed: int, steps: bool, backward: bool) -> None:
         assert row["compute_ns"] + row["exposed_comm_ns"] + row["free_ns"] == row["window_ns"]
         assert row["window_ns"] == row["window_end_ns"] - row["window_start_ns"] > 0
         assert 0 <= row["cp_span_ns"] <= row["window_ns"]
+        assert 0 <= row["a2a_exposed_ns"] <= row["a2a_comm_ns"] <= row["comm_ns"]
+        assert row["a2a_exposed_ns"] <= row["exposed_comm_ns"]
         if row["comm_ns"]:
             assert row["overlap_ratio"] == pytest.approx(row["overlapped_ns"] / row["comm_ns"])
     assert r.tracks["util"].is_between(0, 1).all()
