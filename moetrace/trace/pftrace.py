@@ -18,16 +18,9 @@ from perfetto.protos.perfetto.trace import perfetto_trace_pb2 as pb
 from perfetto.trace_builder.proto_builder import StreamingTraceProtoBuilder
 
 from moetrace.trace.model import Trace
-from moetrace.trace.pftrace_plan import (
-    BEGIN,
-    COUNTER,
-    END,
-    SEQ_NEEDS_INCREMENTAL_STATE,
-    SEQUENCE_ID,
-    PftracePlan,
-    make_plan,
-)
+from moetrace.trace.pftrace_plan import SEQ_NEEDS_INCREMENTAL_STATE, PftracePlan, make_plan
 from moetrace.trace.pftrace_read import read_pftrace
+from moetrace.trace.pftrace_tracks import BEGIN, COUNTER, END, SEQUENCE_ID
 
 __all__ = ["encode_pftrace", "read_pftrace", "write_pftrace"]
 

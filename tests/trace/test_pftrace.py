@@ -392,7 +392,8 @@ def test_nesting_precheck_agrees_with_the_model() -> None:
     """`stacks_nest` (the cheap check that skips overflow lanes) says "nests" exactly when
     the model's nesting_depth finds no partially overlapping slice."""
     from moetrace.trace.model import nesting_depth
-    from moetrace.trace.pftrace_plan import packet_order, stacks_nest
+    from moetrace.trace.pftrace_plan import packet_order
+    from moetrace.trace.pftrace_tracks import stacks_nest
 
     rng = np.random.default_rng(11)
     seen = set()
