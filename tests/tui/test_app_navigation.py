@@ -18,7 +18,7 @@ def details_text(app: MoetraceApp) -> str:
 
 
 async def test_first_frame_draws_each_event_where_it_is(small_trace: Trace) -> None:
-    app = MoetraceApp(small_trace)
+    app = MoetraceApp(small_trace, metrics=False)
     async with running(app):
         tl = app.timeline
         text = lane_text(tl, ("lane", 0, 0))
@@ -35,7 +35,7 @@ async def test_first_frame_draws_each_event_where_it_is(small_trace: Trace) -> N
 
 
 async def test_next_previous_event_and_details(small_trace: Trace) -> None:
-    app = MoetraceApp(small_trace)
+    app = MoetraceApp(small_trace, metrics=False)
     async with running(app) as pilot:
         await pilot.press("j", "j")  # rank 0 -> aic -> AIC 0
         assert app.timeline.rows[app.timeline.cursor_row].key == ("lane", 0, 0)
@@ -48,7 +48,7 @@ async def test_next_previous_event_and_details(small_trace: Trace) -> None:
 
 
 async def test_zoom_keeps_the_cursor_time_and_pan_moves_the_view(small_trace: Trace) -> None:
-    app = MoetraceApp(small_trace)
+    app = MoetraceApp(small_trace, metrics=False)
     async with running(app) as pilot:
         tl = app.timeline
         tl.cursor_t = tl.t0 + 0.3 * (tl.t1 - tl.t0)
@@ -65,7 +65,7 @@ async def test_zoom_keeps_the_cursor_time_and_pan_moves_the_view(small_trace: Tr
 
 
 async def test_held_keys_accelerate(small_trace: Trace) -> None:
-    app = MoetraceApp(small_trace)
+    app = MoetraceApp(small_trace, metrics=False)
     async with running(app) as pilot:
         tl = app.timeline
         widths = []
@@ -77,7 +77,7 @@ async def test_held_keys_accelerate(small_trace: Trace) -> None:
 
 
 async def test_search_then_n_steps_through_hits(small_trace: Trace) -> None:
-    app = MoetraceApp(small_trace)
+    app = MoetraceApp(small_trace, metrics=False)
     async with running(app) as pilot:
         await pilot.press("slash", *"swiglu_7", "enter")
         names = dict(zip(small_trace.events["id"], small_trace.events["name"], strict=True))
@@ -197,7 +197,7 @@ def tl_area(app: MoetraceApp) -> object:
 
 
 async def test_lane_filter_keeps_matching_lanes(small_trace: Trace) -> None:
-    app = MoetraceApp(small_trace)
+    app = MoetraceApp(small_trace, metrics=False)
     async with running(app) as pilot:
         await pilot.press("backslash", *"aiv", "enter")
         lanes = [r for r in app.timeline.rows if r.kind == "lane"]
@@ -206,7 +206,7 @@ async def test_lane_filter_keeps_matching_lanes(small_trace: Trace) -> None:
 
 
 async def test_mouse_click_selects_the_event_under_it(small_trace: Trace) -> None:
-    app = MoetraceApp(small_trace)
+    app = MoetraceApp(small_trace, metrics=False)
     async with running(app) as pilot:
         tl = app.timeline
         first = small_trace.events.filter(pl.col("track") == 0).sort("ts").row(0, named=True)
@@ -218,7 +218,7 @@ async def test_mouse_click_selects_the_event_under_it(small_trace: Trace) -> Non
 
 
 async def test_groups_collapse_and_expand(small_trace: Trace) -> None:
-    app = MoetraceApp(small_trace)
+    app = MoetraceApp(small_trace, metrics=False)
     async with running(app) as pilot:
         tl = app.timeline
         before = len(tl.rows)
@@ -230,7 +230,7 @@ async def test_groups_collapse_and_expand(small_trace: Trace) -> None:
 
 
 async def test_focus_centres_then_fits_the_selection(small_trace: Trace) -> None:
-    app = MoetraceApp(small_trace)
+    app = MoetraceApp(small_trace, metrics=False)
     async with running(app) as pilot:
         tl = app.timeline
         ev = small_trace.events.filter(pl.col("id") == 20).row(0, named=True)
