@@ -37,16 +37,29 @@ def _analyze_paths(
     from moetrace.analysis.classify import check_patterns
     from moetrace.analysis.report import analyze
     from moetrace.trace.io import load
+    from moetrace.trace.model import TraceFormatError, TraceValidationError
 
     try:
         pats = check_patterns(patterns)
     except ValueError as exc:
         raise UserError(str(exc)) from exc
     out = []
+    failed: list[str] = []
     for path in paths:
-        trace = load(path)
+        try:
+            trace = load(path)
+        except (TraceFormatError, TraceValidationError, OSError) as exc:
+            if len(paths) == 1:
+                raise
+            # several traces: one bad file does not stop the others (exit 2 only if all fail)
+            failed.append(str(exc) if not isinstance(exc, OSError) else f"{path}: {exc}")
+            continue
         report = analyze(trace, peak_tflops=peak_tflops, comm_patterns=pats)
         out.append((path, report))
+    if not out:
+        raise UserError(failed[0] if failed else "no traces")
+    for message in failed:
+        _warn(f"skipped: {message}")
     return out
 
 

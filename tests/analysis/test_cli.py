@@ -118,3 +118,15 @@ def test_errors_are_one_line_exit_2(tmp_path: Path) -> None:
         assert len(err.strip().splitlines()) == 1 and err.startswith("moetrace: error:"), err
         assert "Traceback" not in err
     assert pl.read_json  # polars available for the JSON outputs
+
+
+def test_one_bad_trace_among_several_is_skipped(tmp_path: Path) -> None:
+    good = _write(tmp_path / "a.json", 50_000)
+    bad = tmp_path / "bad.json"
+    bad.write_text('{"traceEvents": [{"ph": "X", "ts": "nope"')
+    code, out, err = run("metrics", str(good), str(bad), "--json")
+    assert code == 0
+    assert len(json.loads(out)["traces"]) == 1
+    assert "skipped" in err and "bad.json" in err
+    code, _out, err = run("metrics", str(bad), str(tmp_path / "missing.json"))
+    assert code == 2 and len(err.strip().splitlines()) == 1
