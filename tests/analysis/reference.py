@@ -67,9 +67,16 @@ class Ref:
     gate: dict[int, int] = field(default_factory=dict)
 
 
-def reference(trace: Trace) -> Ref:
-    """All per-window metrics of a device trace (no comm-name widening, no CPU mode)."""
+CPU_COMM = re.compile(r"^(c10d::|gloo:)")
+
+
+def reference(trace: Trace, time_range: tuple[int, int] | None = None) -> Ref:
+    """All per-window metrics (no device comm-name widening). Without device tracks, host
+    threads are the units: c10d::/gloo: calls are comm, host slices containing no comm call
+    are compute. With `time_range`, windows are clipped to it (paths are not computed)."""
     tr = {r["track"]: r for r in trace.tracks.iter_rows(named=True)}
+    cpu_mode = not any(t["unit"] in DEVICE for t in tr.values())
+    units = ("cpu",) if cpu_mode else DEVICE
     ev = []
     for i, r in enumerate(trace.events.iter_rows(named=True)):
         t = tr[r["track"]]
@@ -80,9 +87,19 @@ def reference(trace: Trace) -> Ref:
                 "end": r["ts"] + r["dur"],
                 "rank": t["rank"] if t["rank"] is not None else -1,
                 "unit": t["unit"],
-                "device": t["unit"] in DEVICE,
+                "device": t["unit"] in units,
             }
         )
+    if cpu_mode:
+        for e in ev:
+            if e["device"] and e["kind"] != "marker" and CPU_COMM.match(e["name"]):
+                e["kind"] = "comm"
+        comm_starts = [(e["track"], e["ts"]) for e in ev if e["device"] and e["kind"] == "comm"]
+        for e in ev:
+            if e["device"] and e["kind"] in ("host", "compute", "other") and e["end"] > e["ts"]:
+                inside = any(t == e["track"] and e["ts"] <= c < e["end"] for t, c in comm_starts)
+                if not inside:
+                    e["kind"] = "compute"
     by_id = {e["id"]: e for e in ev}
     # steps
     markers: dict[int, dict[int, list[int]]] = {}
@@ -120,6 +137,8 @@ def reference(trace: Trace) -> Ref:
     for k in keys:
         mine = [e for e in work if (e["rank"], e["step"]) == k]
         lo, hi = min(e["ts"] for e in mine), max(e["end"] for e in mine)
+        if time_range is not None:
+            lo, hi = max(lo, time_range[0]), min(hi, time_range[1])
         if hi > lo:
             out.windows[k] = (lo, hi)
     gates = gating(ev, trace)
@@ -140,7 +159,7 @@ def reference(trace: Trace) -> Ref:
         }
         for t, row in tr.items():
             rank = row["rank"] if row["rank"] is not None else -1
-            if rank != k[0] or row["unit"] not in DEVICE:
+            if rank != k[0] or row["unit"] not in units:
                 continue
             top = [e for e in mine if e["track"] == t and e["depth"] == 0 and e["kind"] != "marker"]
             busy = union(clip([(e["ts"], e["end"]) for e in top], lo, hi))
@@ -174,6 +193,8 @@ def reference(trace: Trace) -> Ref:
                     (s, e_, max(before) if before else None, aft["id"] if aft else None, cause)
                 )
             out.gaps[(*k, t)] = gl
+        if time_range is not None:
+            continue
         last = max(
             (e for e in mine if e["kind"] in ("compute", "comm")),
             key=lambda e: (e["end"], e["idx"]),

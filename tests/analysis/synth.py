@@ -19,6 +19,7 @@ def random_trace(
     steps: bool = True,
     deps: int = 20,
     backward: bool = True,
+    cpu_only: bool = False,
 ) -> Trace:
     """A small multi-rank trace: device tracks with nested slices, a host thread with launch
     calls, optional ProfilerStep markers and random dependency edges of every kind."""
@@ -39,8 +40,10 @@ def random_trace(
         ev["flops"].append(flops)
 
     for rank in range(n_ranks):
-        units = rng.choice(DEVICE_UNITS, size=int(rng.integers(1, max_tracks + 1)))
-        for unit in [*units.tolist(), "cpu"]:
+        units = rng.choice(DEVICE_UNITS, size=int(rng.integers(1, max_tracks + 1))).tolist()
+        if cpu_only:  # a gloo job: main thread + gloo worker threads, no device at all
+            units = ["cpu"] * len(units)
+        for unit in [*units, "cpu"]:
             tracks["track"].append(t_id)
             tracks["rank"].append(rank)
             tracks["pid"].append(str(rank))
@@ -51,6 +54,11 @@ def random_trace(
                 dur = int(rng.choice([0, int(rng.integers(1, 60))], p=[0.1, 0.9]))
                 if unit == "cpu":
                     kind = str(rng.choice(["host", "host", "other"]))
+                    if cpu_only and rng.random() < 0.3:
+                        name = str(rng.choice(["c10d::allreduce_", "gloo:all_reduce"]))
+                        add(t_id, name, kind, t, dur, None)
+                        t += dur + int(rng.integers(0, 40))
+                        continue
                 else:
                     kind = str(rng.choice(["compute", "compute", "comm", "memory", "other"]))
                 flops = float(rng.integers(0, 1000)) if kind == "compute" else None
@@ -58,9 +66,10 @@ def random_trace(
                 if dur >= 4 and rng.random() < 0.3:  # a nested child
                     c0 = t + int(rng.integers(0, dur // 2))
                     ckind = "host" if unit == "cpu" else str(rng.choice(["compute", "comm"]))
+                    cname = "c10d::wait" if cpu_only and rng.random() < 0.5 else "child"
                     add(
                         t_id,
-                        f"child{len(ev['id'])}",
+                        f"{cname}{len(ev['id'])}" if cname == "child" else cname,
                         ckind,
                         c0,
                         int(rng.integers(0, dur // 2)),

@@ -59,15 +59,13 @@ def test_invariants(seed: int, steps: bool, backward: bool) -> None:
     assert (both["idle_ns"] == both["dur_ns"].fill_null(0)).all()
 
 
-@SETTINGS
-@given(seed=seeds, steps=st.booleans(), backward=st.booleans())
-def test_equals_reference(seed: int, steps: bool, backward: bool) -> None:
-    trace = random_trace(seed, steps=steps, backward=backward)
-    r = analyze(trace)
-    ref = reference(trace)
+def _check_against_reference(trace, time_range=None) -> None:  # type: ignore[no-untyped-def]
+    r = analyze(trace, time_range=time_range)
+    ref = reference(trace, time_range=time_range)
     got = {_key(row["rank"], row["step"]): row for row in r.ranks.iter_rows(named=True)}
     assert set(got) == set(ref.windows)
     for k, m in ref.metrics.items():
+        assert (got[k]["window_start_ns"], got[k]["window_end_ns"]) == ref.windows[k]
         for col, val in m.items():
             if val is None:
                 assert got[k][col] is None
@@ -89,6 +87,35 @@ def test_equals_reference(seed: int, steps: bool, backward: bool) -> None:
             (pl.col("rank").fill_null(-1) == k[0]) & pl.col("step").eq_missing(k[1])
         ).sort("seq")
         assert list(zip(rows["event_id"], rows["start_ns"], rows["end_ns"], strict=True)) == segs
+
+
+@SETTINGS
+@given(seed=seeds, steps=st.booleans(), backward=st.booleans())
+def test_equals_reference(seed: int, steps: bool, backward: bool) -> None:
+    _check_against_reference(random_trace(seed, steps=steps, backward=backward))
+
+
+@SETTINGS
+@given(seed=seeds, steps=st.booleans())
+def test_cpu_only_equals_reference(seed: int, steps: bool) -> None:
+    """No device tracks: host threads are the units, c10d::/gloo: calls are the comm."""
+    trace = random_trace(seed, steps=steps, cpu_only=True)
+    r = analyze(trace)
+    assert any("CPU-only" in w for w in r.warnings)
+    _check_against_reference(trace)
+
+
+@SETTINGS
+@given(seed=seeds, steps=st.booleans(), a=st.integers(0, 600), width=st.integers(1, 600))
+def test_time_range_equals_reference(seed: int, steps: bool, a: int, width: int) -> None:
+    """An area selection: every window clipped to [a, a + width), same metrics as clipping
+    by hand; the invariants still hold."""
+    trace = random_trace(seed, steps=steps)
+    _check_against_reference(trace, time_range=(a, a + width))
+    for row in analyze(trace, time_range=(a, a + width)).ranks.iter_rows(named=True):
+        assert a <= row["window_start_ns"] < row["window_end_ns"] <= a + width
+        assert row["compute_ns"] + row["exposed_comm_ns"] + row["free_ns"] == row["window_ns"]
+        assert 0 <= row["cp_span_ns"] <= row["window_ns"]
 
 
 @SETTINGS
