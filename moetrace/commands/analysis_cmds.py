@@ -93,6 +93,8 @@ def _people_frame(report: Report) -> pl.DataFrame:
         "cp_comm_ratio",
         "mfu",
     )
+    if frame["mfu"].null_count() == frame.height:  # MFU unknown: no column of dashes
+        frame = frame.drop("mfu")
     if report.units.height:
         util = report.units.with_columns(("util " + pl.col("unit")).alias("u")).pivot(
             on="u", index=["rank", "step"], values="util"
