@@ -14,6 +14,22 @@ from textual.screen import ModalScreen
 from textual.widgets import Markdown, Static
 
 
+KEY_NAMES = {
+    "full_stop": ".",
+    "comma": ",",
+    "plus": "+",
+    "minus": "-",
+    "slash": "/",
+    "backslash": "\\",
+    "question_mark": "?",
+    "right_square_bracket": "]",
+    "left_square_bracket": "[",
+    "space": "Space",
+    "escape": "Esc",
+    "enter": "Enter",
+}
+
+
 def binding_rows() -> list[tuple[str, str, str]]:
     """(keys, description, id) of the app's and the timeline's bindings."""
     from ..app import MoetraceApp
@@ -23,7 +39,7 @@ def binding_rows() -> list[tuple[str, str, str]]:
     for source in (TimelineView.BINDINGS, MoetraceApp.BINDINGS):
         for b in source:
             if isinstance(b, Binding):
-                keys = ", ".join(k.strip() for k in b.key.split(","))
+                keys = ", ".join(KEY_NAMES.get(k.strip(), k.strip()) for k in b.key.split(","))
                 rows.append((keys, b.description, b.id or ""))
     return rows
 
