@@ -120,6 +120,12 @@ def _simulation_options(func: Callable[..., Any]) -> Callable[..., Any]:
             "--dispatch-dtype", default=None, help="bf16|fp16|fp8|int8 (default per preset)."
         ),
         click.option("--shared-expert/--no-shared-expert", default=False, show_default=True),
+        click.option(
+            "--tile-rows", default=128, show_default=True, help="Rows per dispatch/GEMM row tile."
+        ),
+        click.option(
+            "--n-tile", default=512, show_default=True, help="GEMM output columns per tile."
+        ),
         click.option("--no-one-sided", is_flag=True, help="Tile ablation: two-sided transfers."),
         click.option("--no-l2", is_flag=True, help="Tile ablation: intermediates through HBM."),
         click.option("--dynamic", is_flag=True, help="Tile ablation: run-time ready queue."),
@@ -160,6 +166,8 @@ def _params(kw: dict[str, Any], overrides: dict[str, Any]) -> dict[str, Any]:
         "chunks": kw["chunks"],
         "dispatch_dtype": kw["dispatch_dtype"],
         "shared_expert": kw["shared_expert"],
+        "tile_rows": kw["tile_rows"],
+        "n_tile": kw["n_tile"],
         "one_sided": not kw["no_one_sided"],
         "l2": not kw["no_l2"],
         "dynamic": kw["dynamic"],
