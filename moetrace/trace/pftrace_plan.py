@@ -98,7 +98,7 @@ def _meta_packet(trace: Trace, t0: int) -> pb.TracePacket:
     entry = packet.chrome_events.metadata.add()
     entry.name = META_NAME
     payload = {"writer": "moetrace", "version": FORMAT_VERSION, "meta": trace.meta}
-    entry.json_value = json.dumps(payload, default=str, ensure_ascii=False)
+    entry.json_value = json.dumps(payload, default=str, ensure_ascii=False, skipkeys=True)
     return packet
 
 

@@ -26,6 +26,9 @@ _BEGIN = pb.TrackEvent.TYPE_SLICE_BEGIN
 _END = pb.TrackEvent.TYPE_SLICE_END
 _INSTANT = pb.TrackEvent.TYPE_INSTANT
 _COUNTER = pb.TrackEvent.TYPE_COUNTER
+_SCALAR_VALUES = (9, 6, 3, 4, 5, 2, 7)
+"""DebugAnnotation value fields: legacy_json, string, uint, int, double, bool, pointer."""
+_NO_VALUE = object()
 
 
 def _signed(value: int) -> int:
@@ -88,8 +91,10 @@ class _Reader:
             self.notes[seq].update((e.iid, e.name) for e in data.debug_annotation_names)
 
     def event(self, seq: int, ts: int, te: pb.TrackEvent) -> None:
-        uuid = te.track_uuid
-        kind = te.type
+        # One ListFields() call per message is much cheaper than many attribute reads.
+        fields = {f.number: v for f, v in te.ListFields()}
+        uuid = fields.get(11, 0)
+        kind = fields.get(9, 0)
         if kind == _END:
             stack = self.stacks[uuid]
             if stack:
@@ -98,21 +103,20 @@ class _Reader:
                 self.warnings.append(f"END at {ts} ns on track {uuid} without a BEGIN")
             return
         if kind == _COUNTER:
-            value = (
-                te.double_counter_value
-                if te.HasField("double_counter_value")
-                else float(te.counter_value)
-            )
+            value = fields[44] if 44 in fields else float(fields.get(30, 0))
             self.counters.append((uuid, ts, value))
             return
         if kind not in (_BEGIN, _INSTANT):
             return
-        name = te.name if te.HasField("name") else self.names[seq].get(te.name_iid, "")
-        cats = [self.cats[seq].get(i, "") for i in te.category_iids] + list(te.categories)
+        name = fields[23] if 23 in fields else self.names[seq].get(fields.get(10, 0), "")
+        cats = [self.cats[seq].get(i, "") for i in fields.get(3, ())] + list(fields.get(22, ()))
         notes: dict[str, Any] = {}
-        for note in te.debug_annotations:
-            key = note.name if note.HasField("name") else self.notes[seq].get(note.name_iid, "")
-            notes[key] = _annotation_value(note)
+        names = self.notes[seq]
+        for note in fields.get(4, ()):
+            parts = {f.number: v for f, v in note.ListFields()}
+            key = parts[10] if 10 in parts else names.get(parts.get(1, 0), "")
+            value = next((parts[n] for n in _SCALAR_VALUES if n in parts), _NO_VALUE)
+            notes[key] = _annotation_value(note) if value is _NO_VALUE else value
         record = {
             "uuid": uuid,
             "ts": ts,
@@ -120,8 +124,8 @@ class _Reader:
             "name": name,
             "cat": ",".join(cats) if cats else None,
             "notes": notes,
-            "out": list(te.flow_ids) + list(te.flow_ids_old),
-            "in": list(te.terminating_flow_ids) + list(te.terminating_flow_ids_old),
+            "out": [*fields.get(47, ()), *fields.get(36, ())],
+            "in": [*fields.get(48, ()), *fields.get(42, ())],
         }
         self.events.append(record)
         if kind == _BEGIN:
