@@ -133,6 +133,7 @@ class MoetraceApp(ViewerActions, App[None]):
             )
             self.set_status(f"loading {names}…")
             self.sub_title = "loading…"
+            self.timeline.loading = True  # Textual's loading indicator over the lanes
             self.load_paths()
         else:
             self.set_status("nothing to show: no trace given")
@@ -153,9 +154,11 @@ class MoetraceApp(ViewerActions, App[None]):
         self.post_message(TraceLoaded(trace))
 
     def on_trace_loaded(self, message: TraceLoaded) -> None:
+        self.timeline.loading = False
         self.show_trace(message.trace)
 
     def on_load_failed(self, message: LoadFailed) -> None:
+        self.timeline.loading = False
         self.sub_title = "load failed"
         self.set_status(f"could not load: {message.error}", "bold red")
         self.query_one("#details", DetailsPane).query_one("#details-text", Static).update(

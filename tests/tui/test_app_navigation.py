@@ -257,3 +257,23 @@ async def test_mouse_drag_selects_an_area(small_trace: Trace) -> None:
         assert tl.area is not None and tl.area.row0 == 2 and tl.area.row1 == 6
         assert np.isclose(tl.area.t0, tl.t0 + (40 - 24 + 0.5) * tl.cell_ns)
         assert "area" in static_text(app, "#metrics-body")
+
+
+async def test_wheel_pans_and_ctrl_wheel_zooms(small_trace: Trace) -> None:
+    from textual import events
+
+    app = MoetraceApp(small_trace, metrics=False)
+    async with running(app) as pilot:
+        tl = app.timeline
+        await pilot.press("w", "w")
+        await pilot.pause(0.2)
+        t0, width = tl.t0, tl.t1 - tl.t0
+        tl.on_mouse_scroll_down(events.MouseScrollDown(tl, 50, 5, 0, 1, 0, False, False, False))
+        assert np.isclose(tl.t0, t0 + 0.1 * width) and np.isclose(tl.t1 - tl.t0, width)
+        x = 60
+        under = tl.t0 + (x - 24 + 0.5) * tl.cell_ns
+        tl.on_mouse_scroll_up(events.MouseScrollUp(tl, x, 5, 0, -1, 0, False, False, True))
+        assert np.isclose(tl.t1 - tl.t0, 0.8 * width)
+        assert np.isclose(
+            tl.t0 + (x - 24 + 0.5) * tl.cell_ns, under
+        )  # the time under the pointer stays

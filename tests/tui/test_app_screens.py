@@ -174,3 +174,26 @@ async def test_loads_several_files_one_rank_each(tmp_path: Path, small_trace: Tr
         assert app.trace is not None
         assert app.trace.events.height == small_trace.events.height
         assert len(app.trace.ranks) == 2
+
+
+async def test_loading_shows_progress_then_the_trace(
+    small_trace: Trace, monkeypatch: Any, tmp_path: Path
+) -> None:
+    import moetrace.trace.io as io
+
+    release = threading.Event()
+
+    def slow_load(paths: Any, **kw: Any) -> Trace:
+        release.wait(10)
+        return small_trace
+
+    monkeypatch.setattr(io, "load", slow_load)
+    app = MoetraceApp(paths=[tmp_path / "x.json"])
+    async with app.run_test(size=(140, 36)) as pilot:
+        await pilot.pause()
+        assert app.timeline.loading and "loading x.json" in static_text(app, "#status")
+        assert [w.name for w in app.workers] == ["load"]
+        release.set()
+        await settle(app, pilot)
+        assert not app.timeline.loading and app.trace is small_trace
+        assert "AIC 0" in lane_text(app.timeline, ("lane", 0, 0))

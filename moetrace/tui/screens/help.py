@@ -13,7 +13,6 @@ from textual.containers import VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import Markdown, Static
 
-
 KEY_NAMES = {
     "full_stop": ".",
     "comma": ",",
