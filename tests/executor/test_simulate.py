@@ -142,3 +142,12 @@ def test_top_k_above_experts_is_rejected() -> None:
     shape = MoEShape("tiny", 64, 32, 4, 6, 0, "test")
     with pytest.raises(ExecutorInputError, match="top-k"):
         simulate(preset=shape, ranks=2, tokens=16)
+
+
+@pytest.mark.parametrize("ext", ["json", "pftrace"])
+def test_same_options_give_byte_identical_files(tmp_path, ext: str) -> None:  # type: ignore[no-untyped-def]
+    paths = []
+    for i in range(2):
+        trace = simulate(schedule="tile", routing="zipf:1.2", seed=5, ranks=4, tokens=128)
+        paths.append(trace.write(tmp_path / f"run{i}.{ext}"))
+    assert paths[0].read_bytes() == paths[1].read_bytes()
