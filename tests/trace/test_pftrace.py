@@ -407,3 +407,71 @@ def test_nesting_precheck_agrees_with_the_model() -> None:
         assert stacks_nest(kind, row, track) == (not bad.any())
         seen.add(bool(bad.any()))
     assert seen == {True, False}
+
+
+def test_reads_a_trace_moetrace_did_not_write(tmp_path: Path) -> None:
+    """Plain TrackEvent protos (thread track, literal names, a 3-hop flow, an int counter,
+    an END without BEGIN and a BEGIN never closed) load with warnings, not errors."""
+    from perfetto.trace_builder.proto_builder import TraceProtoBuilder
+
+    builder = TraceProtoBuilder()
+
+    def packet(ts: int) -> pb.TracePacket:
+        p = builder.add_packet()
+        p.timestamp = ts
+        p.trusted_packet_sequence_id = 7
+        return p
+
+    proc = packet(0).track_descriptor
+    proc.uuid, proc.process.pid, proc.process.process_name = 10, 42, "server"
+    thread = packet(0).track_descriptor
+    thread.uuid, thread.parent_uuid = 11, 10
+    thread.thread.pid, thread.thread.tid, thread.thread.thread_name = 42, 43, "worker"
+    counter = packet(0).track_descriptor
+    counter.uuid, counter.parent_uuid, counter.name = 12, 10, "queue"
+    counter.counter.SetInParent()
+    for ts, kind, name, flows, ends in [
+        (100, pb.TrackEvent.TYPE_SLICE_BEGIN, "outer", [5], []),
+        (110, pb.TrackEvent.TYPE_SLICE_BEGIN, "inner", [5], []),
+        (120, pb.TrackEvent.TYPE_SLICE_END, "", [], []),
+        (130, pb.TrackEvent.TYPE_INSTANT, "ping", [], [5]),
+        (140, pb.TrackEvent.TYPE_SLICE_END, "", [], []),
+        (150, pb.TrackEvent.TYPE_SLICE_END, "", [], []),  # nothing open any more
+        (160, pb.TrackEvent.TYPE_SLICE_BEGIN, "dangling", [], []),  # never closed
+    ]:
+        te = packet(ts).track_event
+        te.type, te.track_uuid = kind, 11
+        if name:
+            te.name = name
+            te.categories.append("c")
+            note = te.debug_annotations.add()
+            note.name, note.int_value = "n", ts
+        te.flow_ids.extend(flows)
+        te.terminating_flow_ids.extend(ends)
+    for ts, value in [(100, 3), (200, 1)]:
+        te = packet(ts).track_event
+        te.type, te.track_uuid, te.counter_value = pb.TrackEvent.TYPE_COUNTER, 12, value
+    path = tmp_path / "foreign.pftrace"
+    path.write_bytes(builder.serialize())
+    back = read_pftrace(path)
+    ev = back.events
+    assert ev["name"].to_list() == ["outer", "inner", "ping", "dangling"]
+    assert ev["dur"].to_list() == [40, 10, 0, 0]
+    assert ev["depth"].to_list() == [0, 1, 1, 0]  # ping comes after inner closed
+    assert ev["kind"].to_list() == ["other"] * 4
+    assert ev["cat"].to_list() == ["c"] * 4
+    assert json.loads(ev["args"][0]) == {"n": 100}
+    row = back.tracks.row(0, named=True)
+    assert (row["pid"], row["tid"], row["thread_name"], row["process_name"]) == (
+        "42",
+        "43",
+        "worker",
+        "server",
+    )
+    # the 3-hop flow becomes two deps, chained by time
+    assert list(zip(back.deps["src"], back.deps["dst"], strict=True)) == [(0, 1), (1, 2)]
+    assert back.counters["value"].to_list() == [3.0, 1.0]
+    assert back.counters["name"].to_list() == ["queue", "queue"]
+    warnings = " ".join(back.meta["warnings"])
+    assert "without a BEGIN" in warnings and "never ended" in warnings
+    assert back.meta["format"] == "pftrace"
