@@ -228,6 +228,12 @@ def prepare_steps(
     ev = ev.with_columns(step_by_time.alias("step"))
     # ... but a device event takes the step of the host call that launched it
     deps = trace.deps.filter(pl.col("src") != pl.col("dst"))
+    if trace.meta.get("flavor") == "kineto":
+        from moetrace.analysis.sync_edges import kineto_launch_edges
+
+        extra = kineto_launch_edges(ev, deps)
+        if extra is not None:
+            deps = pl.concat([deps, extra.cast(deps.schema)])
     launch = deps.filter(pl.col("kind") == "launch").select("src", "dst")
     if launch.height and markers.height:
         src_step = ev.select(pl.col("id").alias("src"), pl.col("step").alias("launch_step"))

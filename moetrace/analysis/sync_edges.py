@@ -1,4 +1,8 @@
-"""Kineto synchronisation edges, derived the way Holistic Trace Analysis models them.
+"""Kineto launch and synchronisation edges, derived the way Holistic Trace Analysis does.
+
+Launch edges: a kernel / memcpy / memset and the runtime call that launched it share the
+`correlation` arg; readers turn `ac2g` flows into `launch` deps, but many traces (e.g. sampled
+ones) have no flows, so missing launch edges are rebuilt from the correlation ids.
 
 PyTorch's profiler (with `enable_cuda_sync_events`) records a `cuda_sync` slice for each CUDA
 synchronisation, linked by `correlation` to the runtime call that caused it. Kernels are
@@ -26,6 +30,40 @@ RECORD_CALLS = ("cudaEventRecord", "hipEventRecord", "cudaEventRecordWithFlags")
 def _arg_int(name: str) -> pl.Expr:
     """An integer arg from the JSON args text (null when absent)."""
     return pl.col("args").str.extract(rf'"{name}"\s*:\s*(-?\d+)', 1).cast(pl.Int64, strict=False)
+
+
+def kineto_launch_edges(ev: pl.DataFrame, deps: pl.DataFrame) -> pl.DataFrame | None:
+    """`launch` deps (src host call, dst device event) by correlation, for device events that
+    have none yet. `ev` needs id, rank, unit, kind, name, args."""
+    has_launch = deps.filter(pl.col("kind") == "launch")["dst"]
+    device = (
+        ev.filter(
+            (pl.col("unit") == "stream")
+            & pl.col("kind").is_in(["compute", "comm", "memory"])
+            & pl.col("args").is_not_null()
+            & ~pl.col("id").is_in(has_launch.implode())
+        )
+        .select("rank", pl.col("id").alias("dst"), _arg_int("correlation").alias("corr"))
+        .drop_nulls("corr")
+    )
+    if device.height == 0:
+        return None
+    host = (
+        ev.filter(
+            (pl.col("unit") == "cpu")
+            & pl.col("name").str.contains(r"^(?:cuda|hip|cu)[A-Z]")
+            & pl.col("args").is_not_null()
+        )
+        .select("rank", pl.col("id").alias("src"), _arg_int("correlation").alias("corr"))
+        .drop_nulls("corr")
+        .unique(subset=["rank", "corr"], keep="first")
+    )
+    found = device.join(host, on=["rank", "corr"], how="inner")
+    if found.height == 0:
+        return None
+    return found.select(
+        pl.col("src").cast(pl.UInt32), pl.col("dst").cast(pl.UInt32), pl.lit("launch").alias("kind")
+    )
 
 
 def kineto_sync_edges(prep: Prepared) -> pl.DataFrame | None:

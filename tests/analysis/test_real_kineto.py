@@ -94,3 +94,30 @@ def test_cuda_sync_edges_as_hta_models_them(real_traces: Path) -> None:
     }
     report = analyze(trace)
     assert report.critical_path["dur_ns"].sum() == report.ranks["cp_span_ns"].sum()
+
+
+HTA_IDLE_PCT = {  # research/hta.md §4: idle time breakdown host_wait / kernel_wait / other, %
+    "hta__trace_filter__sampled_rank-0.json.gz": (75.5, 0.2, 24.4),
+    "hta__trace_filter__sampled_rank-1.json.gz": (73.7, 0.1, 26.2),
+    "hta__nccl_parser_config__nccl_data.json.gz": (99.7, 0.3, 0.0),
+}
+
+
+@pytest.mark.parametrize("name", sorted(HTA_IDLE_PCT))
+def test_stream_gap_classes_match_hta(real_traces: Path, name: str) -> None:
+    """HTA's idle breakdown per stream gap (host_wait when the next kernel's launch call
+    started after the previous kernel ended, kernel_wait under 30 µs, else other), over the
+    steps HTA keeps. The sampled trace_filter files have no ac2g flows: launch edges come from
+    the correlation ids."""
+    io = pytest.importorskip("moetrace.trace.io")
+    report = analyze(io.load(real_traces / "kineto" / name))
+    kept = sorted(report.ranks["step"].to_list())[:-1]
+    gaps = report.gaps.filter(pl.col("hta_cause").is_not_null() & pl.col("step").is_in(kept))
+    total = gaps["dur_ns"].sum()
+    share = {
+        c: 100 * gaps.filter(pl.col("hta_cause") == c)["dur_ns"].sum() / total
+        for c in ("host_wait", "kernel_wait", "other")
+    }
+    want = dict(zip(("host_wait", "kernel_wait", "other"), HTA_IDLE_PCT[name], strict=True))
+    for cls in want:
+        assert share[cls] == pytest.approx(want[cls], abs=1.0), cls
