@@ -151,3 +151,30 @@ def test_same_options_give_byte_identical_files(tmp_path, ext: str) -> None:  # 
         trace = simulate(schedule="tile", routing="zipf:1.2", seed=5, ranks=4, tokens=128)
         paths.append(trace.write(tmp_path / f"run{i}.{ext}"))
     assert paths[0].read_bytes() == paths[1].read_bytes()
+
+
+def test_routing_counts_from_a_file_follow_the_weights(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    from moetrace.executor.workload import make_workload, route
+
+    weights = [0.0] * 256
+    for e in range(16):  # only 16 experts may be chosen, expert e with weight e + 1
+        weights[e] = float(e + 1)
+    path = tmp_path / "counts.txt"
+    path.write_text(" ".join(str(w) for w in weights))
+    wl = make_workload("deepseek-v3", 8, 512, routing=f"counts:{path}")
+    assign = route(wl)
+    assert set(np.unique(assign)) <= set(range(16))
+    load = np.bincount(assign.ravel(), minlength=16)
+    assert load[15] > load[0]  # heavier weight, more tokens
+    assert (np.diff(np.sort(assign, axis=2), axis=2) > 0).all()  # k distinct experts per token
+    with pytest.raises(ExecutorInputError, match="expected 256"):
+        path.write_text("1 2 3")
+        simulate(ranks=8, tokens=64, routing=f"counts:{path}")
+
+
+def test_balanced_routing_is_exactly_balanced() -> None:
+    from moetrace.executor.workload import make_workload, route
+
+    assign = route(make_workload("deepseek-v3", 4, 512))
+    per_source = np.stack([np.bincount(assign[r].ravel(), minlength=256) for r in range(4)])
+    assert (per_source == 512 * 8 // 256).all()
