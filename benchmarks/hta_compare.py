@@ -19,6 +19,8 @@ import tempfile
 import time
 from pathlib import Path
 
+import polars as pl
+
 HERE = Path(__file__).resolve().parent
 DEFAULT_TRACES = HERE.parent.parent / "shared" / "real_traces"
 
@@ -30,6 +32,8 @@ GROUPS = {
     "df_index_resolver": ["hta__df_index_resolver__df_index_resolver.json.gz"],
 }
 
+IDLE_CLASSES = ("host_wait", "kernel_wait", "other")
+
 HTA_DRIVER = r"""
 import json, sys, time, logging
 logging.disable(logging.WARNING)
@@ -39,9 +43,13 @@ ta = TraceAnalysis(trace_dir=sys.argv[1])
 t1 = time.perf_counter()
 df = ta.get_comm_comp_overlap(visualize=False)
 t2 = time.perf_counter()
+idle = ta.get_idle_time_breakdown(ranks=sorted(ta.t.traces.keys()), visualize=False)[0]
+idle = idle.groupby(["rank", "idle_category"])["idle_time"].sum().reset_index()
 print(json.dumps({"load_s": t1 - t0, "overlap_s": t2 - t1,
                   "overlap": {str(int(r)): float(p) for r, p in
-                              zip(df["rank"], df["comp_comm_overlap_pctg"])}}))
+                              zip(df["rank"], df["comp_comm_overlap_pctg"])},
+                  "idle": [[int(r), str(c), float(t)] for r, c, t in
+                           zip(idle["rank"], idle["idle_category"], idle["idle_time"])]}))
 """
 
 
@@ -55,8 +63,9 @@ def run_hta(python: str, files: list[Path]) -> dict:
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
-def run_moetrace(path: Path) -> tuple[int | None, float, float, float]:
-    """(rank, overlap % of the steps HTA keeps, overlap % of all steps, seconds)."""
+def run_moetrace(path: Path) -> tuple[int | None, float, float, float, dict[str, float]]:
+    """(rank, overlap % of the steps HTA keeps, overlap % of all steps, seconds, idle share %
+    per HTA class over the kept steps)."""
     from moetrace.analysis import analyze
     from moetrace.trace.io import load
 
@@ -68,7 +77,12 @@ def run_moetrace(path: Path) -> tuple[int | None, float, float, float]:
     pct_kept = 100 * kept["overlapped_ns"].sum() / max(kept["comm_ns"].sum(), 1)
     pct_all = 100 * ranks["overlapped_ns"].sum() / max(ranks["comm_ns"].sum(), 1)
     rank = ranks["rank"][0] if ranks.height else None
-    return rank, pct_kept, pct_all, seconds
+    kept_steps = kept["step"].to_list()
+    gaps = report.gaps.filter(pl.col("hta_cause").is_not_null() & pl.col("step").is_in(kept_steps))
+    total = max(int(gaps["dur_ns"].sum()), 1)
+    idle = {c: 100 * gaps.filter(pl.col("hta_cause") == c)["dur_ns"].sum() / total
+            for c in IDLE_CLASSES}
+    return rank, pct_kept, pct_all, seconds, idle
 
 
 def main() -> int:
@@ -84,12 +98,12 @@ def main() -> int:
     worst = 0.0
     print(f"{'trace':<58} {'rank':>4} {'HTA %':>7} {'moetrace %':>10} {'diff pp':>7}"
           f" {'all steps %':>11} {'HTA s':>6} {'ours s':>6}")
-    for group, names in GROUPS.items():
+    for names in GROUPS.values():
         files = [kineto / n for n in names]
         hta = run_hta(args.hta_python, files)
         hta_s = hta["load_s"] + hta["overlap_s"]
         for f in files:
-            rank, kept, every, secs = run_moetrace(f)
+            rank, kept, every, secs, idle = run_moetrace(f)
             theirs = hta["overlap"].get(str(rank))
             if theirs is None:
                 print(f"{f.name:<58} {rank!s:>4}  HTA reported no rank {rank}")
@@ -99,6 +113,13 @@ def main() -> int:
             worst = max(worst, abs(diff))
             print(f"{f.name:<58} {rank!s:>4} {theirs:7.2f} {kept:10.2f} {diff:+7.2f}"
                   f" {every:11.2f} {hta_s:6.2f} {secs:6.2f}")
+            theirs_idle = {c: t for r, c, t in hta["idle"] if r == rank}
+            total = sum(theirs_idle.values()) or 1.0
+            pairs = "  ".join(
+                f"{c} {100 * theirs_idle.get(c, 0.0) / total:5.1f}/{idle[c]:5.1f}"
+                for c in IDLE_CLASSES
+            )
+            print(f"{'':<58} {'':>4}   idle breakdown %, HTA/moetrace: {pairs}")
     verdict = "PASS" if worst <= 1.0 else "FAIL"
     print(f"largest difference {worst:.2f} percentage points (target <= 1.00)")
     print(verdict)
