@@ -315,3 +315,15 @@ def test_kineto_shaped_trace_round_trips() -> None:
     assert back.tracks["pid"].to_list() == ["2718", "0", "0", "4376751100", "Spans"]
     # epoch-sized nanosecond timestamps stay exact
     assert back.events.sort("id")["ts"][0] == 1_700_000_000_000_000_000
+
+
+def test_the_executors_own_trace_round_trips() -> None:
+    """A real simulated run (4 ranks): NaN flops, JSON args, data deps, step markers."""
+    from moetrace.executor.run import simulate
+
+    trace = simulate(ranks=4, tokens=128)
+    assert trace.deps.height > 1000
+    back = round_trip(trace)
+    assert_same(trace, back)
+    assert back.meta["executor"] == trace.meta["executor"]
+    assert back.meta["peak_flops"] == trace.meta["peak_flops"]
