@@ -10,88 +10,24 @@ from __future__ import annotations
 import itertools
 import json
 import sys
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import click
 
 from moetrace.commands._common import UserError, check_output_path, handle_errors
+from moetrace.commands.executor_common import (
+    executor_errors,
+    hw_overrides,
+    run_simulation,
+    summarize,
+)
 
 if TYPE_CHECKING:
-    from moetrace.trace.model import Trace
+    pass
 
 DEMO_MARKER = ".moetrace-demo"
-
-
-@contextmanager
-def _executor_errors() -> Iterator[None]:
-    """Executor input errors become the CLI's one-line UserError (exit 2)."""
-    from moetrace.executor.errors import ExecutorInputError
-
-    try:
-        yield
-    except ExecutorInputError as exc:
-        raise UserError(str(exc)) from None
-
-
-@contextmanager
-def _progress(enabled: bool) -> Iterator[Callable[[str, float], None] | None]:
-    """A rich progress bar on stderr (only when stderr is a terminal)."""
-    if not enabled or not sys.stderr.isatty():
-        yield None
-        return
-    from rich.console import Console
-    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
-
-    with Progress(
-        TextColumn("{task.description}"),
-        BarColumn(),
-        TimeElapsedColumn(),
-        console=Console(stderr=True),
-        transient=True,
-    ) as bar:
-        task = bar.add_task("simulating", total=1.0)
-
-        def update(stage: str, fraction: float) -> None:
-            bar.update(task, completed=fraction, description=f"simulating: {stage}")
-
-        yield update
-
-
-def summarize(trace: Trace) -> dict[str, Any]:
-    """The run's figures: executor meta plus the analyzer's util/exposed/critical-path/MFU."""
-    from moetrace.analysis.report import analyze
-
-    ex = trace.meta["executor"]
-    summary = analyze(trace).summary()
-    util = {k.split(":", 1)[1]: v for k, v in summary.items() if k.startswith("util:")}
-    return {
-        "makespan_ns": ex["makespan_ns"],
-        "tasks": ex["tasks"],
-        "tokens_per_s": ex["tokens_per_s"],
-        "util": util,
-        "exposed_ratio": summary.get("exposed_ratio"),
-        "cp_comm_ratio": summary.get("cp_comm_ratio"),
-        "mfu": summary.get("mfu"),
-    }
-
-
-def _simulate(params: dict[str, Any], show_progress: bool = True) -> Trace:
-    from moetrace.executor.run import simulate
-
-    with _executor_errors(), _progress(show_progress) as progress:
-        return simulate(**params, progress=progress)
-
-
-def _hw_overrides(pairs: tuple[str, ...], hw_file: str | None) -> dict[str, Any]:
-    from moetrace.executor.hardware import load_overrides_file, parse_overrides
-
-    with _executor_errors():
-        out: dict[str, Any] = load_overrides_file(hw_file) if hw_file else {}
-        out.update(parse_overrides(pairs))
-    return out
 
 
 def _pct(x: float | None) -> str:
@@ -179,7 +115,7 @@ def _check_params(params: dict[str, Any]) -> None:
     from moetrace.executor.run import prepare
 
     p = dict(params)
-    with _executor_errors():
+    with executor_errors():
         prepare(schedule_name=p.pop("schedule"), **p)
 
 
@@ -203,12 +139,12 @@ def run(
     **kw: Any,
 ) -> None:
     """Simulate one MoE layer on all EP ranks and print its summary."""
-    params = _params(kw, _hw_overrides(hw_pairs, hw_file))
+    params = _params(kw, hw_overrides(hw_pairs, hw_file))
     _check_params(params)
     out = check_output_path(output, force) if output else None
     if output and out is None:
         raise UserError("-o -: writing a trace to stdout is not supported here; give a file name")
-    trace = _simulate(params)
+    trace = run_simulation(params)
     if out is not None:
         trace.write(out, force=force)
     summary = summarize(trace)
@@ -266,7 +202,7 @@ def sweep(
         raise UserError(f"{output}: use a .csv or .parquet file name")
     out = check_output_path(output, force)
     assert out is not None
-    overrides = _hw_overrides(hw_pairs, hw_file)
+    overrides = hw_overrides(hw_pairs, hw_file)
     grid_keys = (
         "preset",
         "hardware",
@@ -287,7 +223,7 @@ def sweep(
         click.echo(
             f"[{i}/{len(all_params)}] {json.dumps({k: params[k] for k in grid_keys})}", err=True
         )
-        summary = summarize(_simulate(params, show_progress=False))
+        summary = summarize(run_simulation(params, show_progress=False))
         row = {k: params[k] for k in grid_keys}
         row.update(one_sided=params["one_sided"], l2=params["l2"], dynamic=params["dynamic"])
         row.update(
@@ -365,7 +301,7 @@ def demo(out_dir: str, fmt: str, ranks: int, tokens: int, force: bool, no_view: 
     paths: dict[str, Path] = {}
     for schedule in ("sequential", "tile"):
         click.echo(f"simulating {schedule} ...", err=True)
-        trace = _simulate({**base, "schedule": schedule})
+        trace = run_simulation({**base, "schedule": schedule})
         paths[schedule] = directory / f"{schedule}.{fmt}"
         trace.write(paths[schedule], force=True)
         results[schedule] = summarize(trace)
@@ -423,7 +359,7 @@ def validate(docs_path: str, print_only: bool) -> None:
     """Regenerate the executor's validation table (EXECUTOR.md) into docs/executor.md."""
     from moetrace.commands.executor_validate import render_validation, update_docs
 
-    with _executor_errors():
+    with executor_errors():
         markdown = render_validation(lambda msg: click.echo(msg, err=True))
     if print_only:
         click.echo(markdown)

@@ -30,7 +30,7 @@ Say = Callable[[str], None]
 
 
 def _run(say: Say, **kwargs: Any) -> tuple[Any, dict[str, Any]]:
-    from moetrace.commands.executor_cmds import summarize
+    from moetrace.commands.executor_common import summarize
     from moetrace.executor.run import simulate
 
     params = {**CASE, **kwargs}
@@ -88,6 +88,9 @@ def render_validation(say: Say) -> str:
         )
 
     speedup = seq["makespan_ns"] / tile["makespan_ns"]
+    # the baseline HyperParallel-MoE describes hides 61% of its all-to-all: what would ours show?
+    hidden = 0.61 * (seq["exposed_comm_ns"] or 0.0)
+    aic_if_hidden = (seq["util"].get("aic") or 0.0) * seq["window_ns"] / (seq["window_ns"] - hidden)
     lo, hi = SPEEDUP_RANGE
     ok = lo <= speedup <= hi
     lines = [
@@ -103,7 +106,8 @@ def render_validation(say: Say) -> str:
         f"**{speedup:.2f}x** ({seq['makespan_ns'] / 1e6:.2f} → {tile['makespan_ns'] / 1e6:.2f} ms) | "
         f"{'within' if ok else 'OUTSIDE'} {lo}–{hi}x |",
         f"| AIC utilisation, sequential baseline (HyperParallel-MoE) | 67% | {_pct(seq['util'].get('aic'))} "
-        f"(chunked: {_pct(chunked['util'].get('aic'))}; tile: {_pct(tile['util'].get('aic'))}) | see note 1 |",
+        f"(chunked: {_pct(chunked['util'].get('aic'))}; tile: {_pct(tile['util'].get('aic'))}; "
+        f"sequential with 61% of its all-to-all hidden: {_pct(aic_if_hidden)}) | see note 1 |",
         f"| comm share on the critical path, baseline (HyperParallel-MoE) | 39% | {_pct(seq['cp_comm_ratio'])} "
         f"(exposed {_pct(seq['exposed_ratio'])}; chunked: {_pct(chunked['cp_comm_ratio'])} on the path, "
         f"{_pct(chunked['exposed_ratio'])} exposed) | see note 1 |",
@@ -138,7 +142,15 @@ def render_validation(say: Say) -> str:
         "67% / 39% cannot both hold in one fully serialized timeline (sim.md §5): they describe a baseline "
         "in which ~61% of the all-to-all is already hidden (MindSpeed-style a2a overlap, shared expert), "
         "for which sim.md's back-of-envelope gives AIC = G / (G + 0.39·C + V) ≈ 66%. The chunked schedule "
-        "(4 micro-batches on a compute and a comm stream) is moetrace's partially overlapped baseline.",
+        "(4 micro-batches on a compute and a comm stream) is moetrace's partially overlapped baseline; "
+        "removing 61% of the sequential baseline's exposed all-to-all time from its window gives the AIC "
+        "utilisation in the row above, to compare with 67%. The tile schedule's comm is almost entirely "
+        "overlapped (exposed ≈ 0) yet a large share of it lies on the critical path: the TX ports are busy "
+        "for most of the layer and the GEMMs start as tiles arrive, so the path runs through the transfers.",
+        "",
+        f"Note 3. `{PLACEMENT_ROUTING}` over 256 experts is far more skewed than the routing Pangu trained with "
+        "(the hottest expert is picked by most tokens), so the relative MFU gain of balanced placement is "
+        "larger than Pangu's +10%; the row checks the direction, not the size.",
         "",
         "Note 2. The link rates are the DeepEP-Ascend measurements themselves (hardware.py tables, "
         "interpolated by EP degree), so the bandwidth rows check that tiling, per-tile latency, the "

@@ -1,0 +1,86 @@
+"""Helpers shared by the executor commands: error mapping, progress bar, run summary."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import TYPE_CHECKING, Any
+
+from moetrace.commands._common import UserError
+
+if TYPE_CHECKING:
+    from moetrace.trace.model import Trace
+
+
+@contextmanager
+def executor_errors() -> Iterator[None]:
+    """Executor input errors become the CLI's one-line UserError (exit 2)."""
+    from moetrace.executor.errors import ExecutorInputError
+
+    try:
+        yield
+    except ExecutorInputError as exc:
+        raise UserError(str(exc)) from None
+
+
+@contextmanager
+def progress_bar(enabled: bool) -> Iterator[Callable[[str, float], None] | None]:
+    """A rich progress bar on stderr (only when stderr is a terminal)."""
+    if not enabled or not sys.stderr.isatty():
+        yield None
+        return
+    from rich.console import Console
+    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+
+    with Progress(
+        TextColumn("{task.description}"),
+        BarColumn(),
+        TimeElapsedColumn(),
+        console=Console(stderr=True),
+        transient=True,
+    ) as bar:
+        task = bar.add_task("simulating", total=1.0)
+
+        def update(stage: str, fraction: float) -> None:
+            bar.update(task, completed=fraction, description=f"simulating: {stage}")
+
+        yield update
+
+
+def summarize(trace: Trace) -> dict[str, Any]:
+    """The run's figures: executor meta plus the analyzer's util/exposed/critical-path/MFU."""
+    from moetrace.analysis.report import analyze
+
+    ex = trace.meta["executor"]
+    summary = analyze(trace).summary()
+    util = {k.split(":", 1)[1]: v for k, v in summary.items() if k.startswith("util:")}
+    return {
+        "makespan_ns": ex["makespan_ns"],
+        "tasks": ex["tasks"],
+        "tokens_per_s": ex["tokens_per_s"],
+        "util": util,
+        "exposed_ratio": summary.get("exposed_ratio"),
+        "cp_comm_ratio": summary.get("cp_comm_ratio"),
+        "mfu": summary.get("mfu"),
+        # sums over ranks (ns), for derived figures such as "util if part of the comm were hidden"
+        "window_ns": summary.get("window_ns"),
+        "comm_ns": summary.get("comm_ns"),
+        "exposed_comm_ns": summary.get("exposed_comm_ns"),
+    }
+
+
+def run_simulation(params: dict[str, Any], show_progress: bool = True) -> Trace:
+    from moetrace.executor.run import simulate
+
+    with executor_errors(), progress_bar(show_progress) as progress:
+        return simulate(**params, progress=progress)
+
+
+def hw_overrides(pairs: tuple[str, ...], hw_file: str | None) -> dict[str, Any]:
+    from moetrace.executor.hardware import load_overrides_file, parse_overrides
+
+    with executor_errors():
+        out: dict[str, Any] = load_overrides_file(hw_file) if hw_file else {}
+        out.update(parse_overrides(pairs))
+    return out
