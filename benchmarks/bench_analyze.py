@@ -71,25 +71,37 @@ def generate(n_events: int, seed: int = 0) -> Trace:
         last = end[sel].max()
         bounds = np.linspace(first, last + 1, STEPS + 1).astype(np.int64)
         for s in range(STEPS):
-            step_starts.append((n_tracks + r, f"ProfilerStep#{s}", bounds[s], bounds[s + 1] - bounds[s]))
+            step_starts.append(
+                (n_tracks + r, f"ProfilerStep#{s}", bounds[s], bounds[s + 1] - bounds[s])
+            )
     mk = np.array([m[2] for m in step_starts], dtype=np.int64)
-    events = pl.DataFrame({
-        "id": np.arange(n + len(step_starts)),
-        "track": np.concatenate([track, [m[0] for m in step_starts]]),
-        "name": np.concatenate([names, [m[1] for m in step_starts]]),
-        "kind": np.concatenate([kind, ["marker"] * len(step_starts)]),
-        "ts": np.concatenate([ts, mk]),
-        "dur": np.concatenate([dur, [m[3] for m in step_starts]]),
-        "flops": np.concatenate([np.where(kind == "compute", dur * 1e6, np.nan), np.full(len(step_starts), np.nan)]),
-    }).with_columns(pl.col("flops").fill_nan(None))
-    tracks = pl.DataFrame({
-        "track": np.arange(n_tracks + RANKS),
-        "rank": np.concatenate([np.arange(n_tracks) // len(UNITS), np.arange(RANKS)]),
-        "pid": [str(r) for r in np.concatenate([np.arange(n_tracks) // len(UNITS), np.arange(RANKS)])],
-        "tid": [str(t) for t in range(n_tracks + RANKS)],
-        "unit": UNITS * RANKS + ["cpu"] * RANKS,
-        "thread_name": [f"{u}{t % len(UNITS)}" for t, u in enumerate(UNITS * RANKS)] + ["host"] * RANKS,
-    })
+    events = pl.DataFrame(
+        {
+            "id": np.arange(n + len(step_starts)),
+            "track": np.concatenate([track, [m[0] for m in step_starts]]),
+            "name": np.concatenate([names, [m[1] for m in step_starts]]),
+            "kind": np.concatenate([kind, ["marker"] * len(step_starts)]),
+            "ts": np.concatenate([ts, mk]),
+            "dur": np.concatenate([dur, [m[3] for m in step_starts]]),
+            "flops": np.concatenate(
+                [np.where(kind == "compute", dur * 1e6, np.nan), np.full(len(step_starts), np.nan)]
+            ),
+        }
+    ).with_columns(pl.col("flops").fill_nan(None))
+    tracks = pl.DataFrame(
+        {
+            "track": np.arange(n_tracks + RANKS),
+            "rank": np.concatenate([np.arange(n_tracks) // len(UNITS), np.arange(RANKS)]),
+            "pid": [
+                str(r)
+                for r in np.concatenate([np.arange(n_tracks) // len(UNITS), np.arange(RANKS)])
+            ],
+            "tid": [str(t) for t in range(n_tracks + RANKS)],
+            "unit": UNITS * RANKS + ["cpu"] * RANKS,
+            "thread_name": [f"{u}{t % len(UNITS)}" for t, u in enumerate(UNITS * RANKS)]
+            + ["host"] * RANKS,
+        }
+    )
     deps = pl.DataFrame({"src": src[has], "dst": np.flatnonzero(has), "kind": "data"})
     meta = {"format": "executor", "flavor": "moetrace", "peak_flops": 1e15}
     return Trace.from_frames(events, tracks, deps, meta=meta, compute_depth=True)
@@ -132,8 +144,10 @@ def main() -> int:
         for n in sizes:
             ev, dp, load_s, an_s = measure(n, folder, args.repeats)
             rows.append((ev, an_s))
-            print(f"events {ev:>9,}  deps {dp:>9,}  load {load_s:7.3f} s  analyze {an_s:7.3f} s"
-                  f"  analyze/load {an_s / load_s:5.2f}x")
+            print(
+                f"events {ev:>9,}  deps {dp:>9,}  load {load_s:7.3f} s  analyze {an_s:7.3f} s"
+                f"  analyze/load {an_s / load_s:5.2f}x"
+            )
     big_ratio = an_s / load_s
     per = [t / (n * math.log2(n)) for n, t in rows]
     growth = per[-1] / per[0] if len(per) > 1 else 1.0

@@ -26,8 +26,10 @@ DEFAULT_TRACES = HERE.parent.parent / "shared" / "real_traces"
 
 # HTA's trace_dir holds one file per rank; these groups mirror HTA's own test folders.
 GROUPS = {
-    "trace_filter": ["hta__trace_filter__sampled_rank-0.json.gz",
-                     "hta__trace_filter__sampled_rank-1.json.gz"],
+    "trace_filter": [
+        "hta__trace_filter__sampled_rank-0.json.gz",
+        "hta__trace_filter__sampled_rank-1.json.gz",
+    ],
     "nccl_parser_config": ["hta__nccl_parser_config__nccl_data.json.gz"],
     "df_index_resolver": ["hta__df_index_resolver__df_index_resolver.json.gz"],
 }
@@ -58,8 +60,9 @@ def run_hta(python: str, files: list[Path]) -> dict:
     with tempfile.TemporaryDirectory() as tmp:
         for f in files:
             (Path(tmp) / f.name).symlink_to(f)
-        out = subprocess.run([python, "-c", HTA_DRIVER, tmp], capture_output=True, text=True,
-                             check=True)
+        out = subprocess.run(
+            [python, "-c", HTA_DRIVER, tmp], capture_output=True, text=True, check=True
+        )
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
@@ -80,8 +83,9 @@ def run_moetrace(path: Path) -> tuple[int | None, float, float, float, dict[str,
     kept_steps = kept["step"].to_list()
     gaps = report.gaps.filter(pl.col("hta_cause").is_not_null() & pl.col("step").is_in(kept_steps))
     total = max(int(gaps["dur_ns"].sum()), 1)
-    idle = {c: 100 * gaps.filter(pl.col("hta_cause") == c)["dur_ns"].sum() / total
-            for c in IDLE_CLASSES}
+    idle = {
+        c: 100 * gaps.filter(pl.col("hta_cause") == c)["dur_ns"].sum() / total for c in IDLE_CLASSES
+    }
     return rank, pct_kept, pct_all, seconds, idle
 
 
@@ -96,8 +100,10 @@ def main() -> int:
         print("FAIL")
         return 1
     worst = 0.0
-    print(f"{'trace':<58} {'rank':>4} {'HTA %':>7} {'moetrace %':>10} {'diff pp':>7}"
-          f" {'all steps %':>11} {'HTA s':>6} {'ours s':>6}")
+    print(
+        f"{'trace':<58} {'rank':>4} {'HTA %':>7} {'moetrace %':>10} {'diff pp':>7}"
+        f" {'all steps %':>11} {'HTA s':>6} {'ours s':>6}"
+    )
     for names in GROUPS.values():
         files = [kineto / n for n in names]
         hta = run_hta(args.hta_python, files)
@@ -111,8 +117,10 @@ def main() -> int:
                 continue
             diff = kept - theirs
             worst = max(worst, abs(diff))
-            print(f"{f.name:<58} {rank!s:>4} {theirs:7.2f} {kept:10.2f} {diff:+7.2f}"
-                  f" {every:11.2f} {hta_s:6.2f} {secs:6.2f}")
+            print(
+                f"{f.name:<58} {rank!s:>4} {theirs:7.2f} {kept:10.2f} {diff:+7.2f}"
+                f" {every:11.2f} {hta_s:6.2f} {secs:6.2f}"
+            )
             theirs_idle = {c: t for r, c, t in hta["idle"] if r == rank}
             total = sum(theirs_idle.values()) or 1.0
             pairs = "  ".join(
