@@ -77,14 +77,15 @@ def run_moetrace(path: Path) -> tuple[int | None, float, float, float, dict[str,
     seconds = time.perf_counter() - t0
     ranks = report.ranks.sort("step")
     kept = ranks.head(-1) if ranks.height > 1 else ranks
-    pct_kept = 100 * kept["overlapped_ns"].sum() / max(kept["comm_ns"].sum(), 1)
-    pct_all = 100 * ranks["overlapped_ns"].sum() / max(ranks["comm_ns"].sum(), 1)
-    rank = ranks["rank"][0] if ranks.height else None
+    pct_kept = 100 * int(kept["overlapped_ns"].sum()) / max(int(kept["comm_ns"].sum()), 1)
+    pct_all = 100 * int(ranks["overlapped_ns"].sum()) / max(int(ranks["comm_ns"].sum()), 1)
+    rank = int(ranks["rank"][0]) if ranks.height else None
     kept_steps = kept["step"].to_list()
     gaps = report.gaps.filter(pl.col("hta_cause").is_not_null() & pl.col("step").is_in(kept_steps))
     total = max(int(gaps["dur_ns"].sum()), 1)
     idle = {
-        c: 100 * gaps.filter(pl.col("hta_cause") == c)["dur_ns"].sum() / total for c in IDLE_CLASSES
+        c: 100 * int(gaps.filter(pl.col("hta_cause") == c)["dur_ns"].sum()) / total
+        for c in IDLE_CLASSES
     }
     return rank, pct_kept, pct_all, seconds, idle
 
