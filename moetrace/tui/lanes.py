@@ -228,6 +228,16 @@ class LaneModel:
         out[found, 1] = self._ev_depth[rows]
         return out
 
+    def cached_summary(self, key: tuple[object, ...]) -> IntervalIndex | None:
+        """The summary index of a group if it was built already."""
+        return self._summaries.get(key)
+
+    def group_events(self, key: tuple[object, ...]) -> int:
+        """Top-level events in a group's tracks (what building its summary costs)."""
+        return sum(
+            info.lanes[0].bounds[1] - info.lanes[0].bounds[0] for info in self._group_tracks(key)
+        )
+
     def summary(self, key: tuple[object, ...]) -> IntervalIndex:
         """Summary index of a group (top-level, non-marker events of its tracks), cached."""
         if key in self._summaries:

@@ -267,3 +267,21 @@ async def test_next_event_from_a_summary_row_steps_into_its_first_lane() -> None
         await pilot.press("full_stop")  # cursor on "rank 0"
         assert app.timeline.selected == 0
         assert app.timeline.rows[app.timeline.cursor_row].key == ("lane", 0, 0)
+
+
+async def test_big_summaries_are_built_in_a_worker(monkeypatch: pytest.MonkeyPatch) -> None:
+    import moetrace.tui.widgets.timeline as timeline_mod
+
+    monkeypatch.setattr(timeline_mod, "SYNC_SUMMARY_EVENTS", 10)
+    trace = synthetic_trace(ranks=2, events_per_lane=30, seed=1)
+    app = MoetraceApp(trace, metrics=False)
+    async with app.run_test(size=(120, 30)) as pilot:
+        await pilot.pause()
+        await app.workers.wait_for_complete()
+        await pilot.pause()
+        assert any(w.name == "summaries" for w in app.workers) or app.timeline.model.cached_summary(
+            ("all",)
+        )
+        text = lane_text(app.timeline, ("rank", 0))[24:]
+        assert "…" not in text and any(c in "▁▂▃▄▅▆▇█" for c in text)
+        assert app.timeline.model.cached_summary(("rank", 0)) is not None

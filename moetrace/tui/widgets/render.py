@@ -49,6 +49,7 @@ VIEWPORT_BG = "#3a3a3a"
 LABEL_STYLE = Style(color="#c8c8c8")
 GROUP_STYLE = Style(color="#ffffff", bold=True)
 CURSOR_LABEL = Style(color="#000000", bgcolor="#c8c8c8", bold=True)
+PENDING_STYLE = Style(color="#707070", italic=True)
 BRAILLE_STYLE = Style(color="#c0c0c0")
 RULER_STYLE = Style(color="#909090")
 MARK_STYLE = Style(color="#ffd700", bold=True)

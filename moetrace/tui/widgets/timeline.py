@@ -11,6 +11,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 from typing import ClassVar, NamedTuple
 
 import numpy as np
@@ -51,6 +52,7 @@ from .render import (
     GROUP_STYLE,
     LABEL_STYLE,
     MARK_STYLE,
+    PENDING_STYLE,
     cells_segments,
     cells_strip,
     label_segment,
@@ -62,6 +64,13 @@ from .timeline_mouse import TimelineMouse
 from .timeline_nav import TimelineNavigation
 
 COMM_CODE = 2  # 1 + index of "comm" in EVENT_KINDS
+
+
+SYNC_SUMMARY_EVENTS = 200_000  # summaries of bigger groups are built in a worker
+
+
+def _pending(width: int) -> Strip:
+    return Strip([Segment("…".ljust(width), PENDING_STYLE)], width)
 
 
 class Decorations(NamedTuple):
@@ -155,6 +164,7 @@ class TimelineView(TimelineMouse, TimelineNavigation, ScrollView, can_focus=True
         self._drag_from: tuple[float, int] | None = None
         self._width_for: object = None
         self._lanes_width = 1
+        self._pending_summaries: set[tuple[object, ...]] = set()
         self._first_paint_callbacks: list[Callable[[], object]] = []
         self.lane_paints = 0  # lane rows drawn so far (the benchmark waits on it)
         self.last_paint = 0.0  # perf_counter() of the last lane row drawn
@@ -258,7 +268,11 @@ class TimelineView(TimelineMouse, TimelineNavigation, ScrollView, can_focus=True
         cached = self._strips.get(key)
         if cached is not None:
             return cached
-        index = self.model.summary(("all",))
+        index = self.summary_index(("all",))
+        if index is None:
+            return Strip.join(
+                [label_strip("overview", 0, LABEL_WIDTH, GROUP_STYLE), _pending(width)]
+            )
         binned = bin_lane(
             index, 0.0, self.model.span, width, scale=self.model.summary_scale(("all",))
         )
@@ -283,12 +297,42 @@ class TimelineView(TimelineMouse, TimelineNavigation, ScrollView, can_focus=True
         span = f"{fmt_ns(self.t1 - self.t0)} view"
         return Strip.join([label_strip(span, 0, LABEL_WIDTH, LABEL_STYLE), ruler])
 
-    def _row_binned(self, row: Row, width: int) -> Binned:
+    def summary_index(self, key: tuple[object, ...]) -> IntervalIndex | None:
+        """A group's summary index; big ones are built in a worker (None until ready), so
+        the first frame of a huge trace does not wait for sorting millions of intervals."""
+        assert self.model is not None
+        index = self.model.cached_summary(key)
+        if index is not None:
+            return index
+        if self.model.group_events(key) <= SYNC_SUMMARY_EVENTS:
+            return self.model.summary(key)
+        if key not in self._pending_summaries:
+            self._pending_summaries.add(key)
+            self.run_worker(
+                partial(self._build_summary, self.model, key),
+                thread=True,
+                group="summaries",
+                name="summaries",
+                description="Building summary lanes",
+            )
+        return None
+
+    def _build_summary(self, model: LaneModel, key: tuple[object, ...]) -> None:
+        model.summary(key)
+        self.app.call_from_thread(self._summary_ready, key)
+
+    def _summary_ready(self, key: tuple[object, ...]) -> None:
+        self._pending_summaries.discard(key)
+        self.refresh()
+
+    def _row_binned(self, row: Row, width: int) -> Binned | None:
         assert self.model is not None
         key = (row.key, self.t0, self.t1, width, self.generation)
         binned = self._bins.get(key)
         if binned is None:
-            index = row.lane.index if row.lane is not None else self.model.summary(row.key)
+            index = row.lane.index if row.lane is not None else self.summary_index(row.key)
+            if index is None:
+                return None
             binned = bin_lane(index, self.t0, self.t1, width, scale=row.scale)
             self._bins[key] = binned
         return binned
@@ -313,10 +357,16 @@ class TimelineView(TimelineMouse, TimelineNavigation, ScrollView, can_focus=True
         if cached is not None:
             return cached
         if row.kind == "braille":
-            strip = self._braille_strip(row, width, deco)
-            self._strips[key] = strip
+            strip, complete = self._braille_strip(row, width, deco)
+            if complete:
+                self._strips[key] = strip
             return strip
         binned = self._row_binned(row, width)
+        if binned is None:  # summary still being built: a placeholder, not cached
+            label = label_segment(
+                row.label, row.indent, LABEL_WIDTH, GROUP_STYLE, "▾ " if row.expanded else "▸ "
+            )
+            return Strip([label, *_pending(width)], LABEL_WIDTH + width)
         glyphs, keys = binned.glyphs.copy(), binned.keys.copy()
         self._apply_overlays(row, glyphs, keys, width)
         sel, cursor, area, _, is_cursor_row = deco
@@ -338,14 +388,16 @@ class TimelineView(TimelineMouse, TimelineNavigation, ScrollView, can_focus=True
         self._strips[key] = strip
         return strip
 
-    def _braille_strip(self, row: Row, width: int, deco: Decorations) -> Strip:
+    def _braille_strip(self, row: Row, width: int, deco: Decorations) -> tuple[Strip, bool]:
         assert self.model is not None
         keys = [k for k in row.key[1:] if isinstance(k, tuple)]
-        parts = [(self.model.summary(k), 1.0) for k in keys]
+        indexes = [self.summary_index(k) for k in keys]
+        parts = [(index, 1.0) for index in indexes if index is not None]
         text = braille_text(parts, self.t0, self.t1, width)
         style = CURSOR_LABEL if deco.is_cursor_row else GROUP_STYLE
         label = label_segment(row.label, 0, LABEL_WIDTH, style, "⣿ ")
-        return Strip([label, Segment(text, BRAILLE_STYLE)], LABEL_WIDTH + width)
+        strip = Strip([label, Segment(text, BRAILLE_STYLE)], LABEL_WIDTH + width)
+        return strip, len(parts) == len(keys)
 
     def _apply_overlays(self, row: Row, glyphs: np.ndarray, keys: np.ndarray, width: int) -> None:
         data, active = self.overlay_data, self.active_overlays
