@@ -23,45 +23,14 @@ from typing import IO, Any
 import msgspec
 import polars as pl
 
+from moetrace.trace._json_columns import decode_piece, empty_columns
 from moetrace.trace.model import TraceFormatError
 
 CHUNK = 4 << 20
 """Bytes per decoded piece: large enough to amortise msgspec calls, small enough to bound memory."""
 
-_NULL = msgspec.Raw(b"null")
-_SEP = b"\x1f"  # JSON text never holds a raw control character outside whitespace
 _WS = b" \t\r\n"
 
-
-class RawEvent(msgspec.Struct):
-    """One trace event with every field kept as its exact JSON text (absent = `null`)."""
-
-    ph: msgspec.Raw = _NULL
-    name: msgspec.Raw = _NULL
-    cat: msgspec.Raw = _NULL
-    ts: msgspec.Raw = _NULL
-    dur: msgspec.Raw = _NULL
-    pid: msgspec.Raw = _NULL
-    tid: msgspec.Raw = _NULL
-    id: msgspec.Raw = _NULL
-    id2: msgspec.Raw = _NULL
-    bp: msgspec.Raw = _NULL
-    s: msgspec.Raw = _NULL
-    bind_id: msgspec.Raw = _NULL
-    flow_in: msgspec.Raw = _NULL
-    flow_out: msgspec.Raw = _NULL
-    args: msgspec.Raw = _NULL
-    # moetrace's own extensions (ignored by other tools): exact kind/flops/bytes per event.
-    kind: msgspec.Raw = _NULL
-    flops: msgspec.Raw = _NULL
-    bytes: msgspec.Raw = _NULL
-
-
-FIELDS: tuple[str, ...] = tuple(RawEvent.__struct_fields__)
-_GET_ALL = attrgetter(*FIELDS)
-_DECODE_PIECE = msgspec.json.Decoder(list[RawEvent])
-_DECODE_ANY_LIST = msgspec.json.Decoder(list[msgspec.Raw])
-_DECODE_ONE = msgspec.json.Decoder(RawEvent)
 _DECODE_DICT = msgspec.json.Decoder(dict[str, Any])
 _BYTE_RE = re.compile(r"\(byte (\d+)\)")
 
@@ -235,13 +204,14 @@ def _decode_stream(path: Path, reader: _Reader) -> RawTrace:
 
     frames: list[pl.DataFrame] = []
     count = 0
+    full = "moetrace" in top  # moetrace's own files carry kind/flops/bytes on events
     while True:
         while len(buf) - pos < CHUNK + 1 and not reader.eof:
             buf += reader.read(CHUNK)
         pos = _skip_ws(buf, pos)
         if reader.eof:
             tail_frame, trailer_top, tail_warn = _decode_tail(
-                path, buf, pos, base, container, count
+                path, buf, pos, base, container, count, full
             )
             if tail_frame is not None:
                 frames.append(tail_frame)
@@ -254,7 +224,7 @@ def _decode_stream(path: Path, reader: _Reader) -> RawTrace:
         tries = 0
         while cut > pos and tries < 4:
             try:
-                piece_frame = _decode_piece(bytes(buf[pos:cut]), count, path, base + pos)
+                piece_frame = _decode_piece(bytes(buf[pos:cut]), count, path, base + pos, full)
                 break
             except msgspec.DecodeError:
                 tries += 1
@@ -282,7 +252,7 @@ def _decode_stream(path: Path, reader: _Reader) -> RawTrace:
         warnings.append(
             f"gzip stream ends early (after {reader.total} decompressed bytes): kept {count} complete events"
         )
-    events = pl.concat(frames) if frames else _empty_raw()
+    events = pl.concat(frames, how="diagonal_relaxed") if frames else empty_columns()
     return RawTrace(events, top, container, warnings, reader.total, reader.gzip)
 
 
@@ -386,7 +356,7 @@ def _is_truncation(exc: Exception, length: int) -> bool:
 
 
 def _decode_tail(
-    path: Path, buf: bytearray, pos: int, base: int, container: str, count: int
+    path: Path, buf: bytearray, pos: int, base: int, container: str, count: int, full: bool
 ) -> tuple[pl.DataFrame | None, dict[str, Any], list[str]]:
     """Decode the last piece: events, the closing `]` and (object form) the keys after it;
     or, when the data stops early, every complete event with a warning naming the byte."""
@@ -404,7 +374,7 @@ def _decode_tail(
         if body.endswith(b","):
             body = body[:-1]
         try:
-            return _decode_piece(body, count, path, base + pos), extra, warnings
+            return _decode_piece(body, count, path, base + pos, full), extra, warnings
         except msgspec.DecodeError:
             continue
     end_at = base + len(buf)
@@ -418,7 +388,7 @@ def _decode_tail(
             )
         return None, {}, warnings
     try:
-        frame = _decode_piece(body, count, path, base + pos)
+        frame = _decode_piece(body, count, path, base + pos, full)
         warnings.append(
             f"traceEvents array not closed at byte {end_at}; kept all {count + frame.height} events"
         )
@@ -433,7 +403,7 @@ def _decode_tail(
     while cut > pos:
         piece = bytes(buf[pos:cut])
         try:
-            frame = _decode_piece(piece, count, path, base + pos)
+            frame = _decode_piece(piece, count, path, base + pos, full)
         except msgspec.DecodeError as exc:
             if not _is_truncation(exc, len(piece) + 2):
                 raise TraceFormatError(
@@ -478,64 +448,8 @@ def _trailer(trailer: bytes, container: str) -> dict[str, Any] | None:
     return None
 
 
-def _decode_piece(piece: bytes, first_index: int, path: Path, at: int) -> pl.DataFrame:
-    """Decode `ev, ev, ...` (no brackets) into a frame of raw text columns plus `idx`."""
-    data = b"[" + piece + b"]"
-    try:
-        events = _DECODE_PIECE.decode(data)
-    except msgspec.ValidationError:
-        events = _decode_leniently(data, first_index, path)
-    return _columns(events, first_index)
-
-
-class _NotAnEvent(msgspec.Struct):
-    """Marks an array element that is not a JSON object (reported, then skipped)."""
-
-    text: str
-
-
-def _decode_leniently(data: bytes, first_index: int, path: Path) -> list[Any]:
-    """Per element: objects become events, anything else a `_NotAnEvent` placeholder."""
-    out: list[Any] = []
-    for raw in _DECODE_ANY_LIST.decode(data):
-        try:
-            out.append(_DECODE_ONE.decode(raw))
-        except msgspec.ValidationError:
-            out.append(_NotAnEvent(bytes(raw)[:40].decode("utf-8", "replace")))
-    return out
-
-
-def _empty_raw() -> pl.DataFrame:
-    return pl.DataFrame(
-        {
-            **{f: pl.Series([], dtype=pl.String) for f in FIELDS},
-            "idx": pl.Series([], dtype=pl.UInt32),
-        }
-    )
-
-
-def _columns(events: list[Any], first_index: int) -> pl.DataFrame:
-    """Transpose decoded events into string columns of raw JSON text (Rust-side split)."""
-    bad = (
-        [i for i, e in enumerate(events) if isinstance(e, _NotAnEvent)]
-        if events and not all(isinstance(e, RawEvent) for e in events)
-        else []
-    )
-    placeholder = RawEvent(ph=msgspec.Raw(b'"\\u0000notobj"'))
-    if bad:
-        for i in bad:
-            text = events[i].text
-            events[i] = RawEvent(ph=placeholder.ph, name=msgspec.Raw(msgspec.json.encode(text)))
-    n = len(events)
-    idx = pl.int_range(first_index, first_index + n, dtype=pl.UInt32, eager=True).alias("idx")
-    if n == 0:
-        return _empty_raw()
-    cols = list(zip(*map(_GET_ALL, events), strict=True)) if len(FIELDS) > 1 else []
-    series: list[pl.Series] = []
-    for name, col in zip(FIELDS, cols, strict=True):
-        joined = _SEP.join(col).decode("utf-8")
-        s = pl.Series(name, [joined]).str.split("\x1f").explode()
-        if s.len() != n:  # a raw control character inside a value: split the slow way
-            s = pl.Series(name, [bytes(v).decode("utf-8") for v in col], dtype=pl.String)
-        series.append(s)
-    return pl.DataFrame([*series, idx])
+def _decode_piece(
+    piece: bytes, first_index: int, path: Path, at: int, full: bool = False
+) -> pl.DataFrame:
+    """Decode `ev, ev, ...` (no brackets) into text columns (see _json_columns)."""
+    return decode_piece(piece, first_index, full=full)

@@ -8,6 +8,7 @@ so epoch-sized microsecond timestamps keep every nanosecond.
 from __future__ import annotations
 
 from decimal import Decimal, InvalidOperation
+from typing import Any
 
 import msgspec
 import polars as pl
@@ -34,30 +35,35 @@ def json_text(raw: pl.Series) -> tuple[pl.Series, pl.Series]:
 
 
 def to_ns(raw: pl.Series, scale: int = 1000) -> tuple[pl.Series, pl.Series]:
-    """Microseconds as JSON text (int, decimal, or numeric string) -> Int64 ns, exactly.
+    """Microseconds as text (int, decimal, or numeric string, quotes allowed) -> Int64 ns,
+    exactly: the digits before and after the point are cast separately, never via float.
 
-    Fractions finer than 1 ns round half away from zero. Returns (ns, invalid) where
-    `invalid` marks values present but not numeric (missing values are null, not invalid).
-    `scale` is ns per unit (1000 for µs).
+    Fractions finer than 1 ns round half away from zero. Exponents and other rare forms take
+    an exact Decimal path. Returns (ns, invalid) where `invalid` marks values present but
+    not numeric or out of range (missing values are null, not invalid).
     """
     digits = {1000: 3, 1: 0}[scale]
-    text = raw.str.strip_chars('"')
+    text = raw.str.strip_chars('" ')
     missing = raw.is_null() | (raw == "null")
-    groups = text.str.extract_groups(_NUMBER)
-    sign = groups.struct.field("1")
-    whole = groups.struct.field("2")
-    frac = groups.struct.field("3").fill_null("")
-    padded = frac.str.pad_end(digits + 1, "0")
-    whole_int = whole.cast(pl.Int64, strict=False)
-    whole_int = pl.select(pl.when(whole_int <= _MAX_WHOLE).then(whole_int)).to_series()
-    ns = pl.select(
-        (
-            whole_int * scale
-            + (padded.str.slice(0, digits).cast(pl.Int64, strict=False) if digits else 0)
-            + (padded.str.slice(digits, 1).cast(pl.Int64, strict=False) >= 5).cast(pl.Int64)
-        ).alias("ns")
+    parts = text.str.split_exact(".", 1)
+    whole = parts.struct.field("field_0")
+    frac = parts.struct.field("field_1")
+    negative = text.str.starts_with("-")
+    magnitude = whole.str.strip_prefix("-").cast(pl.Int64, strict=False)
+    magnitude = pl.select(
+        pl.when((magnitude <= _MAX_WHOLE) & ~whole.str.starts_with("+")).then(magnitude)
     ).to_series()
-    ns = pl.select(pl.when(sign == "-").then(-ns).otherwise(ns)).to_series().alias(raw.name)
+    frac_ok = frac.is_null() | (frac == "") | frac.str.contains(r"^[0-9]{1,18}$")
+    padded = frac.fill_null("").str.pad_end(digits + 1, "0")
+    sub = padded.str.slice(0, digits).cast(pl.Int64, strict=False) if digits else pl.lit(0)
+    carry = (padded.str.slice(digits, 1).cast(pl.Int64, strict=False) >= 5).cast(pl.Int64)
+    ns = pl.select(
+        pl.when(frac_ok & (whole != "") & (whole != "-"))
+        .then(magnitude * scale + sub + carry)
+        .otherwise(None)
+        .alias("ns")
+    ).to_series()
+    ns = pl.select(pl.when(negative).then(-ns).otherwise(ns)).to_series().alias(raw.name)
     unparsed = ns.is_null() & ~missing
     if unparsed.any():
         where = unparsed.arg_true()
@@ -85,3 +91,40 @@ def _decimal_ns(text: str | None, scale: int) -> int | None:
 def json_bool(raw: pl.Series) -> pl.Series:
     """`true` -> True; anything else (false, null, absent) -> False."""
     return (raw == "true").fill_null(False)
+
+
+def us_values_to_ns(values: list[Any]) -> tuple[pl.Series, pl.Series]:
+    """Decoded ts/dur values (int, exact decimal text from msgspec's float_hook, numeric
+    string, None, anything else) -> (Int64 ns, invalid mask), exactly, without float64.
+
+    Fast paths for what profilers write: integers (x 1000), and text with exactly three
+    decimals (drop the point, cast the digits). Everything else goes through `to_ns`.
+    """
+    n = len(values)
+    first = next((v for v in values if v is not None), None)
+    if isinstance(first, int) and not isinstance(first, bool):
+        try:
+            ints = pl.Series(values, dtype=pl.Int64)
+            if bool((ints.is_null() | (ints.abs() <= _MAX_WHOLE)).all()):
+                return ints * 1000, pl.repeat(False, n, dtype=pl.Boolean, eager=True)
+        except (TypeError, OverflowError, pl.exceptions.PolarsError):
+            pass
+    try:
+        text = pl.Series(values, dtype=pl.String)
+    except (TypeError, pl.exceptions.PolarsError):
+        text = pl.Series([None if v is None else str(v) for v in values], dtype=pl.String)
+    dot = text.str.find(".", literal=True)
+    three = (text.str.len_bytes().cast(pl.Int64) - dot.cast(pl.Int64)) == 4
+    ns = pl.select(
+        pl.when(three)
+        .then(text.str.replace(".", "", literal=True).cast(pl.Int64, strict=False))
+        .when(dot.is_null() & (text.str.len_bytes() <= 16))
+        .then(text.cast(pl.Int64, strict=False) * 1000)
+        .alias("ns")
+    ).to_series()
+    rest = ns.is_null() & text.is_not_null()
+    if rest.any():
+        where = rest.arg_true()
+        fixed, _ = to_ns(text.gather(where))
+        ns = ns.scatter(where, fixed)
+    return ns, ns.is_null() & text.is_not_null()

@@ -18,7 +18,6 @@ import polars as pl
 
 from moetrace.trace import chrome_parts as parts
 from moetrace.trace._json_decode import RawTrace, decode_file
-from moetrace.trace._json_values import json_bool, json_text, to_ns
 from moetrace.trace.flavors import detect_flavor, interpret
 from moetrace.trace.model import Trace
 
@@ -65,84 +64,84 @@ def _warn_count(warnings: list[str], mask: pl.Series, idx: pl.Series, what: str)
         warnings.append(f"{n} event(s) {what} (first: event #{first})")
 
 
+def _flag(raw: pl.DataFrame, bit: int) -> pl.Series:
+    return (raw["flags"] & bit) > 0
+
+
 def decode_columns(raw: pl.DataFrame, warnings: list[str]) -> pl.DataFrame:
-    """Raw JSON text columns -> typed columns: strings, ns times, booleans. Drops (and
-    reports) events whose required fields are missing or of the wrong type."""
-    idx = raw["idx"]
-    ph, ph_is_str = json_text(raw["ph"])
-    not_obj = (ph == "\x00notobj").fill_null(False)
+    """Text columns -> typed columns (exact ns times). Drops, and reports, events whose
+    required fields are missing or of the wrong type; odd but usable values are warnings."""
+    from moetrace.trace import _json_columns as jc
+
+    idx, ph = raw["idx"], raw["ph"]
+    not_obj = _flag(raw, jc.FLAG_NOT_OBJECT)
     if not_obj.any():
         first = int(idx.filter(not_obj)[0])
         warnings.append(
-            f"{int(not_obj.sum())} array element(s) are not JSON objects, skipped (first: event #{first})"
+            f"{int(not_obj.sum())} array element(s) are not JSON objects, skipped "
+            f"(first: event #{first})"
         )
-    no_ph = ph.is_null() | ~ph_is_str | (ph.str.len_chars() != 1)
-    _warn_count(warnings, no_ph & ~not_obj, idx, "without a one-letter string 'ph', skipped")
-    name, name_is_str = json_text(raw["name"])
-    cat, _ = json_text(raw["cat"])
-    pid, _ = json_text(raw["pid"])
-    tid, _ = json_text(raw["tid"])
-    ts, ts_bad = to_ns(raw["ts"])
-    dur, dur_bad = to_ns(raw["dur"])
-    ident, _ = json_text(raw["id"])
-    id2 = raw["id2"]
-    args = pl.select(pl.when(raw["args"] == "null").then(None).otherwise(raw["args"])).to_series()
-    frame = pl.DataFrame(
-        {
-            "idx": idx,
-            "ph": ph,
-            "name": name,
-            "cat": cat,
-            "pid": pid,
-            "tid": tid,
-            "ts": ts,
-            "dur": dur,
-            "id": ident,
-            "id2": id2,
-            "bp": json_text(raw["bp"])[0],
-            "scope": json_text(raw["s"])[0],
-            "bind_id": json_text(raw["bind_id"])[0],
-            "flow_in": json_bool(raw["flow_in"]),
-            "flow_out": json_bool(raw["flow_out"]),
-            "args": args,
-            "kind_ext": json_text(raw["kind"])[0],
-            "flops": raw["flops"].cast(pl.Float64, strict=False),
-            "bytes": raw["bytes"].cast(pl.Float64, strict=False),
-        }
+    no_ph = ~not_obj & (ph.is_null() | (ph.str.len_chars() != 1)).fill_null(True)
+    _warn_count(warnings, no_ph, idx, "without a one-letter string 'ph', skipped")
+    ts, dur = raw["ts"], raw["dur"]
+    present = set(raw.columns)
+    rare = [
+        pl.col(c) if c in present else pl.lit(None).alias(c)  # Null columns cost no memory
+        for c in ("id2", "bind_id", "flow_in", "flow_out")
+    ]
+    frame = raw.select(
+        "idx",
+        "ph",
+        "name",
+        "cat",
+        "pid",
+        "tid",
+        "id",
+        "bp",
+        "args",
+        "ts",
+        "dur",
+        *rare,
+        (pl.col("kind") if "kind" in present else pl.lit(None)).alias("kind_ext"),
+        (
+            pl.col("flops").cast(pl.Float64, strict=False) if "flops" in present else pl.lit(None)
+        ).alias("flops"),
+        (
+            pl.col("bytes").cast(pl.Float64, strict=False) if "bytes" in present else pl.lit(None)
+        ).alias("bytes"),
     )
+    ts_bad = _flag(raw, jc.FLAG_BAD_TS)
+    dur_bad = _flag(raw, jc.FLAG_BAD_DUR)
     keep = ~(no_ph | not_obj)
-    is_meta = ph == "M"
+    is_meta = (ph == "M").fill_null(False)
+    non_str = _flag(raw, jc.FLAG_NAME_NOT_STR)
+    _warn_count(warnings, keep & non_str, idx, "with a non-string 'name' (kept as its JSON text)")
     _warn_count(
-        warnings, keep & ~name_is_str, idx, "with a non-string 'name' (kept as its JSON text)"
-    )
-    _warn_count(
-        warnings,
-        keep & (ts_bad & ~is_meta),
-        idx,
-        "with a non-numeric or out-of-range 'ts', skipped",
+        warnings, keep & ts_bad & ~is_meta, idx, "with a non-numeric or out-of-range 'ts', skipped"
     )
     missing_ts = keep & ~is_meta & ts.is_null() & ~ts_bad
     _warn_count(warnings, missing_ts, idx, "without 'ts', skipped")
-    keep = keep & (is_meta | ts.is_not_null())
-    is_x = ph == "X"
+    keep = keep & (is_meta | (ts.is_not_null() & ~ts_bad))
+    is_x = (ph == "X").fill_null(False)
     _warn_count(warnings, keep & is_x & dur_bad, idx, "with a non-numeric 'dur', skipped")
+    no_dur = keep & is_x & dur.is_null() & ~dur_bad
+    _warn_count(warnings, no_dur, idx, "of phase X without 'dur', skipped")
+    negative = (dur < 0).fill_null(False)
+    _warn_count(warnings, keep & is_x & negative, idx, "with a negative 'dur', skipped")
+    keep = keep & ~(is_x & (dur.is_null() | negative | dur_bad))
     _warn_count(
-        warnings, keep & is_x & dur.is_null() & ~dur_bad, idx, "of phase X without 'dur', skipped"
+        warnings, keep & raw["pid"].is_null() & ~is_meta, idx, "without 'pid' (put on pid 0)"
     )
-    neg = keep & is_x & (dur < 0).fill_null(False)
-    _warn_count(warnings, neg, idx, "with a negative 'dur', skipped")
-    keep = keep & ~(is_x & (dur.is_null() | (dur < 0).fill_null(False)))
-    no_pid = keep & pid.is_null() & ~is_meta
-    _warn_count(warnings, no_pid, idx, "without 'pid' (put on pid 0)")
-    odd_id = raw["pid"].str.contains(r"^[\[{tfn]").fill_null(False) & (raw["pid"] != "null")
-    odd_id = odd_id | (raw["tid"].str.contains(r"^[\[{tf]").fill_null(False))
+    odd_text = r"^(?:[\[{].*|true|false)$"
+    odd_id = _flag(raw, jc.FLAG_ODD_ID) | raw["pid"].str.contains(odd_text).fill_null(False)
+    odd_id = odd_id | raw["tid"].str.contains(odd_text).fill_null(False)
     _warn_count(
         warnings,
         keep & odd_id,
         idx,
         "with a pid/tid that is neither number nor string (kept as JSON text)",
     )
-    odd_args = frame["args"].is_not_null() & ~frame["args"].str.starts_with("{").fill_null(True)
+    odd_args = raw["args"].is_not_null() & ~raw["args"].str.starts_with("{").fill_null(True)
     _warn_count(
         warnings, keep & odd_args, idx, "with 'args' that is not an object (kept as JSON text)"
     )

@@ -22,7 +22,6 @@ from moetrace.trace.chrome_phases import (
     match_begin_end,
     next_slice,
 )
-from moetrace.trace.model import nesting_depth
 
 _SLICE_COLS = [
     "idx",
@@ -230,10 +229,12 @@ def build(
     )
     base_keys = base_keys.with_columns(pl.int_range(pl.len()).alias("base"))
     slices = slices.join(base_keys, on=["pid", "tid"], how="left", maintain_order="left")
-    lane = assign_overflow_lanes(
+    lane, depth = assign_overflow_lanes(
         slices["base"].to_numpy(), slices["ts"].to_numpy(), slices["dur"].to_numpy()
     )
-    slices = slices.with_columns(pl.Series("lane", lane, dtype=pl.Int64))
+    slices = slices.with_columns(
+        pl.Series("lane", lane, dtype=pl.Int64), pl.Series("depth", depth, dtype=pl.UInt16)
+    )
     n_moved = int((lane > 0).sum())
     if n_moved:
         warnings.append(
@@ -288,10 +289,6 @@ def build(
         how="left",
         maintain_order="left",
     )
-    depth, _ = nesting_depth(
-        slices["track"].to_numpy(), slices["ts"].to_numpy(), slices["dur"].to_numpy()
-    )
-    slices = slices.with_columns(pl.Series("depth", depth, dtype=pl.UInt16))
     flows = _bind_flows(frame, slices, tracks)
     return Built(slices, tracks, flows, counters.select("track", "name", "ts", "value"))
 

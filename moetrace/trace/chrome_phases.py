@@ -55,23 +55,25 @@ def match_begin_end(
 
 def assign_overflow_lanes(
     track: np.ndarray, ts: np.ndarray, dur: np.ndarray, max_lanes: int = 64
-) -> np.ndarray:
-    """Lane per event (0 = its own track) so no lane holds partially overlapping slices.
+) -> tuple[np.ndarray, np.ndarray]:
+    """Lane per event (0 = its own track) so no lane holds partially overlapping slices, and
+    the nesting depth of every event on its (track, lane).
 
     Like Perfetto's `thread_overlapping_slice` tracks: a slice that overlaps an earlier one
-    without nesting inside it moves to lane 1, then 2... Returns the lane of every event.
+    without nesting inside it moves to lane 1, then 2... (repeated until every lane nests).
     """
     lane = np.zeros(len(ts), dtype=np.int64)
+    depth = np.zeros(len(ts), dtype=np.uint16)
     if len(ts) == 0:
-        return lane
+        return lane, depth
     track = np.asarray(track, dtype=np.int64)
     for _ in range(max_lanes):
         key = track * (max_lanes + 1) + lane
-        _, bad = nesting_depth(key, ts, dur)
+        depth, bad = nesting_depth(key, ts, dur)
         if not bad.any():
             break
         lane[bad] += 1
-    return lane
+    return lane, depth
 
 
 def _dense_keys(track: np.ndarray, times: list[np.ndarray]) -> tuple[list[np.ndarray], np.int64]:

@@ -66,7 +66,9 @@ def _lanes(trace: Trace) -> tuple[pl.DataFrame, np.ndarray]:
     """Output (pid, tid) per (track, lane): unique across tracks, overflow lanes for any
     partially overlapping slices of one track. Returns the lanes table and each event's lane."""
     ev = trace.events
-    lane = assign_overflow_lanes(ev["track"].to_numpy(), ev["ts"].to_numpy(), ev["dur"].to_numpy())
+    lane, _ = assign_overflow_lanes(
+        ev["track"].to_numpy(), ev["ts"].to_numpy(), ev["dur"].to_numpy()
+    )
     used = pl.DataFrame({"track": ev["track"], "lane": lane}).unique()
     base = trace.tracks.select("track", "pid", "tid", "sort_index").with_columns(
         pl.lit(0, pl.Int64).alias("lane")
