@@ -183,8 +183,12 @@ def prepare_steps(
     found = (t_ids[order][pos] == ev_track) if len(t_ids) else np.zeros(len(ev_track), bool)
     row = pl.Series(order[pos] if len(t_ids) else pos, dtype=pl.Int64)
     ev = ev.with_columns(
-        tracks["rank"].gather(row).alias("rank") if len(t_ids) else pl.lit(NO_RANK, pl.Int64),
-        tracks["unit"].gather(row).alias("unit") if len(t_ids) else pl.lit("other", Unit),
+        tracks["rank"].gather(row).alias("rank")
+        if len(t_ids)
+        else pl.lit(NO_RANK, pl.Int64).alias("rank"),
+        tracks["unit"].gather(row).alias("unit")
+        if len(t_ids)
+        else pl.lit("other", Unit).alias("unit"),
     )
     if not found.all():
         ev = ev.filter(pl.Series(found))
@@ -304,4 +308,16 @@ def with_windows(base: Prepared, time_range: tuple[int, int] | None) -> Prepared
         )
         ev = ev.with_columns(pl.when(inside).then(pl.col("gid")).alias("gid"))
     ev = ev.drop("_lo", "_hi")
-    return Prepared(ev, windows, base.device_tracks, base.deps, base.cpu_mode, list(base.warnings))
+    warnings = list(base.warnings)
+    if windows.height == 0 and base.windows.height:
+        warnings.append(
+            "the time range holds no device work"
+            if time_range is not None
+            else "device work spans no time (every window is empty)"
+        )
+    elif (
+        windows.height == 0
+        and ev.filter(pl.col("device") & pl.col("kind").is_in(["compute", "comm"])).height
+    ):
+        warnings.append("device work spans no time (every window is empty)")
+    return Prepared(ev, windows, base.device_tracks, base.deps, base.cpu_mode, warnings)
