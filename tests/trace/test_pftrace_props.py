@@ -15,6 +15,7 @@ from typing import Any
 
 import numpy as np
 import polars as pl
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -125,6 +126,7 @@ def traces(draw: Any) -> Trace:
     return Trace.from_frames(events, tracks, deps, counters, {"flavor": "x"}, compute_depth=True)
 
 
+@pytest.mark.slow
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(traces())
 def test_random_traces_round_trip(trace: Trace) -> None:

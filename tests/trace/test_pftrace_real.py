@@ -11,7 +11,9 @@ import pytest
 from moetrace.trace.pftrace import encode_pftrace, read_pftrace
 
 TRACES = [
-    "kineto/hta__nccl_parser_config__nccl_data.json.gz",  # NCCL kernels, ac2g flows
+    pytest.param(  # NCCL kernels, ac2g flows; 27k events
+        "kineto/hta__nccl_parser_config__nccl_data.json.gz", marks=pytest.mark.slow
+    ),
     "kineto/hta__trace_filter__sampled_rank-0.json.gz",  # 5 GPU streams, world 128
     "kineto/hta__critical_path__alexnet__benchmark_result_2869224_1695835535_trace.json.gz",
     "kineto/hta__cpu_only__rank-34.Jul_15_10_52_41.1074.pt.trace.json.gz",
