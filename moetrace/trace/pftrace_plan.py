@@ -53,7 +53,7 @@ class PftracePlan:
     """Everything needed to encode a trace; arrays are per event / per counter row."""
 
     head: list[pb.TracePacket]
-    # events (only those on known lanes), in frame row order
+    # events, in frame row order (events on tracks missing from `tracks` get a lane too)
     ts: np.ndarray  # uint64 view of int64 ns
     end: np.ndarray  # uint64 view of ts + dur
     lane_uuid: np.ndarray  # uint64

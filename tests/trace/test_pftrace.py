@@ -475,3 +475,18 @@ def test_reads_a_trace_moetrace_did_not_write(tmp_path: Path) -> None:
     warnings = " ".join(back.meta["warnings"])
     assert "without a BEGIN" in warnings and "never ended" in warnings
     assert back.meta["format"] == "pftrace"
+
+
+def test_arg_sort_matches_lexsort_packed_and_polars_paths() -> None:
+    """The packet order's sort packs small key ranges into one int64 and falls back to
+    polars for wide ones (epoch times x long durations); both must equal np.lexsort with
+    row order breaking ties."""
+    from moetrace.trace.pftrace_plan import _arg_sort
+
+    rng = np.random.default_rng(3)
+    n = 2000
+    for scale in (5, 2**40, 2**62):
+        a = rng.integers(-scale, scale, n)
+        b = rng.integers(-scale, scale, n)
+        a[::7], b[::11] = a[0], b[0]  # ties on both keys
+        assert np.array_equal(_arg_sort([a, b]), np.lexsort((np.arange(n), b, a)))
