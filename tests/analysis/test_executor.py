@@ -35,7 +35,8 @@ def test_critical_path_span_is_the_makespan(schedule: str) -> None:
     assert not [w for w in report.warnings if "cycle" in w or "cross-track" in w]
 
 
-@settings(max_examples=8, deadline=None)
+@pytest.mark.slow
+@settings(max_examples=6, deadline=None)
 @given(
     schedule=st.sampled_from(["sequential", "chunked", "tile"]),
     routing=st.sampled_from(["balanced", "zipf:1.2"]),
