@@ -20,7 +20,7 @@ from moetrace.analysis.critical_path import Gates, critical_paths, edges, gating
 from moetrace.analysis.cycles import find_cycle
 from moetrace.analysis.idle import idle
 from moetrace.analysis.steps import NO_RANK, Prepared, prepare_steps, with_windows
-from moetrace.analysis.sync_edges import kineto_sync_edges
+from moetrace.analysis.sync_edges import ascend_wait_edges, kineto_sync_edges
 from moetrace.trace.model import Trace
 
 NS_METRICS = ("window_ns", "compute_ns", "comm_ns", "overlapped_ns", "exposed_comm_ns", "free_ns")
@@ -187,7 +187,14 @@ def _graph(
         if cached is trace and cached_key == key:
             return base, gates, cycle
     base = prepare_steps(trace, comm_patterns=comm_patterns, ranks=ranks)
-    extra = kineto_sync_edges(base) if trace.meta.get("flavor") == "kineto" else None
+    flavor = trace.meta.get("flavor")
+    extra = (
+        kineto_sync_edges(base)
+        if flavor == "kineto"
+        else ascend_wait_edges(base)
+        if flavor == "ascend"
+        else None
+    )
     edge_set = edges(base, extra)
     cycle = find_cycle(base, edge_set)
     gates = gating(base, edge_set)

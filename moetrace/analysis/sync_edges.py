@@ -176,3 +176,46 @@ def kineto_sync_edges(prep: Prepared) -> pl.DataFrame | None:
         [o.select(pl.col("src").cast(pl.UInt32), pl.col("dst").cast(pl.UInt32)) for o in out]
     ).unique()
     return edges.with_columns(pl.lit("sync").alias("kind"))
+
+
+ASCEND_WAIT_NAMES = ("EVENT_WAIT", "Notify Wait")
+"""Ascend stream tasks that block the stream until another stream (usually HCCL's) signals."""
+
+
+def ascend_wait_edges(prep: Prepared, tolerance_ns: int = 1_000) -> pl.DataFrame | None:
+    """`sync` edges from a collective to the stream wait task it released (Ascend).
+
+    msprof records the compute stream's EVENT_WAIT (and HCCL's Notify Wait) as a task that
+    spans the wait but not what it waited for. The collective of the same rank that was
+    running during the wait and ended last by the wait's end (within `tolerance_ns`) is taken
+    as what released it; the critical path then passes through the communication.
+    """
+    ev = prep.ev
+    waits = ev.filter(
+        (pl.col("unit") == "stream") & pl.col("name").is_in(ASCEND_WAIT_NAMES)
+    ).select("rank", pl.col("id").alias("dst"), pl.col("ts").alias("w_ts"), "end")
+    comm = (
+        ev.filter(pl.col("device") & (pl.col("kind") == "comm"))
+        .select("rank", pl.col("id").alias("src"), pl.col("end").alias("c_end"))
+        .sort("c_end")
+    )
+    if waits.height == 0 or comm.height == 0:
+        return None
+    hit = (
+        waits.with_columns((pl.col("end") + tolerance_ns).alias("limit"))
+        .sort("limit")
+        .join_asof(
+            comm,
+            left_on="limit",
+            right_on="c_end",
+            by="rank",
+            strategy="backward",
+            check_sortedness=False,
+        )
+        .filter(pl.col("src").is_not_null() & (pl.col("c_end") > pl.col("w_ts")))
+    )
+    if hit.height == 0:
+        return None
+    return hit.select(
+        pl.col("src").cast(pl.UInt32), pl.col("dst").cast(pl.UInt32), pl.lit("sync").alias("kind")
+    )

@@ -74,3 +74,17 @@ def test_overlap_analysis_lanes(real_traces: Path, rank: int) -> None:
     )
     for ours, lane in LANES.items():
         assert got[ours] == pytest.approx(lane_ns[lane], rel=TOL), ours
+
+
+@pytest.mark.parametrize("rank", [0, 1])
+def test_critical_path_runs_through_the_collectives(real_traces: Path, rank: int) -> None:
+    """The compute stream's EVENT_WAIT tasks are released by the HCCL all-reduces: the path
+    goes through all four of them (this step is bound by its exposed communication: 95 %)."""
+    trace, _ = _load(real_traces, rank)
+    report = analyze(trace)
+    got = report.ranks.row(0, named=True)
+    on_path = report.critical_path.filter(pl.col("category") == "comm")["event_id"].to_list()
+    names = trace.events.filter(pl.col("id").is_in(on_path))["name"].to_list()
+    assert sorted(names) == [f"hcom_allReduce__868_{i}_1" for i in range(4)]
+    assert got["cp_comm_ns"] == got["comm_ns"]
+    assert report.critical_path["dur_ns"].sum() == got["cp_span_ns"] <= got["window_ns"]
