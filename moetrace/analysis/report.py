@@ -8,6 +8,7 @@ the TUI show comes from here.
 from __future__ import annotations
 
 import math
+import threading
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -176,6 +177,7 @@ _CACHE: list[tuple[Trace, tuple[Any, ...], Prepared, Gates, str | None]] = []
 """The last few traces' step assignment and gating predecessors: they do not depend on the
 time range, so the TUI's area selections only redo the windowed passes."""
 CACHE_SIZE = 2
+_CACHE_LOCK = threading.Lock()
 
 
 def _graph(
@@ -183,9 +185,10 @@ def _graph(
 ) -> tuple[Prepared, Gates, str | None]:
     """Steps, gating predecessors and a named cycle (if any) of `trace`, cached by identity."""
     key = (comm_patterns, None if ranks is None else tuple(ranks))
-    for cached, cached_key, base, gates, cycle in _CACHE:
-        if cached is trace and cached_key == key:
-            return base, gates, cycle
+    with _CACHE_LOCK:  # the TUI analyzes from worker threads
+        for cached, cached_key, base, gates, cycle in _CACHE:
+            if cached is trace and cached_key == key:
+                return base, gates, cycle
     base = prepare_steps(trace, comm_patterns=comm_patterns, ranks=ranks)
     flavor = trace.meta.get("flavor")
     extra = (
@@ -198,8 +201,9 @@ def _graph(
     edge_set = edges(base, extra)
     cycle = find_cycle(base, edge_set)
     gates = gating(base, edge_set)
-    _CACHE.insert(0, (trace, key, base, gates, cycle))
-    del _CACHE[CACHE_SIZE:]
+    with _CACHE_LOCK:
+        _CACHE.insert(0, (trace, key, base, gates, cycle))
+        del _CACHE[CACHE_SIZE:]
     return base, gates, cycle
 
 
