@@ -148,15 +148,15 @@ def render_validation(say: Say) -> str:
         "overlapped (exposed ≈ 0) yet a large share of it lies on the critical path: the TX ports are busy "
         "for most of the layer and the GEMMs start as tiles arrive, so the path runs through the transfers.",
         "",
-        f"Note 3. `{PLACEMENT_ROUTING}` over 256 experts is far more skewed than the routing Pangu trained with "
-        "(the hottest expert is picked by most tokens), so the relative MFU gain of balanced placement is "
-        "larger than Pangu's +10%; the row checks the direction, not the size.",
-        "",
         "Note 2. The link rates are the DeepEP-Ascend measurements themselves (hardware.py tables, "
         "interpolated by EP degree), so the bandwidth rows check that tiling, per-tile latency, the "
         "rotation order and receiver serialization do not distort them; they are a consistency check, "
         "not independent evidence. The speedup row uses no parameter tuned to it: the values are "
         "sim.md's defaults or marked assumed in the hardware table.",
+        "",
+        f"Note 3. `{PLACEMENT_ROUTING}` over 256 experts is far more skewed than the routing Pangu trained with "
+        "(the hottest expert is picked by most tokens), so the relative MFU gain of balanced placement is "
+        "larger than Pangu's +10%; the row checks the direction, not the size.",
         "",
         END,
     ]

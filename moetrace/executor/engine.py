@@ -29,29 +29,38 @@ class CycleError(RuntimeError):
 def longest_path(
     n: int, dur: np.ndarray, src: np.ndarray, dst: np.ndarray, w: np.ndarray
 ) -> np.ndarray:
-    """Earliest start (int64 ns) of every node, with start[d] >= start[s] + dur[s] + w per edge."""
+    """Earliest start (int64 ns) of every node, with start[d] >= start[s] + dur[s] + w per edge.
+
+    A vectorised Kahn sweep: each iteration takes every node whose predecessors are all done
+    (one topological level, across all ranks and tiles), relaxes all their out-edges with
+    `np.maximum.at` and finds the next level. The cost is a few numpy calls per level.
+    """
     order = np.argsort(src, kind="stable")
     s_dst, s_w = dst[order], w[order]
+    deg = np.bincount(src, minlength=n)
     ptr = np.zeros(n + 1, dtype=np.int64)
-    np.cumsum(np.bincount(src, minlength=n), out=ptr[1:])
+    np.cumsum(deg, out=ptr[1:])
     indeg = np.bincount(dst, minlength=n).astype(np.int64)
     start = np.zeros(n, dtype=np.int64)
+    steps = np.arange(src.size + 1)
     frontier = np.flatnonzero(indeg == 0)
     done = 0
+    max_at, sub_at, repeat, unique = np.maximum.at, np.subtract.at, np.repeat, np.unique
     while frontier.size:
         done += frontier.size
-        lo = ptr[frontier]
-        cnt = ptr[frontier + 1] - lo
-        total = int(cnt.sum())
+        cnt = deg[frontier]
+        csum = cnt.cumsum()
+        total = int(csum[-1])
         if total == 0:
             break
-        offs = np.repeat(lo - (np.cumsum(cnt) - cnt), cnt) + np.arange(total)
+        offs = repeat(ptr[frontier] - csum + cnt, cnt)
+        offs += steps[:total]
         targets = s_dst[offs]
-        cand = np.repeat(start[frontier] + dur[frontier], cnt) + s_w[offs]
-        np.maximum.at(start, targets, cand)
-        np.subtract.at(indeg, targets, 1)
-        ready = targets[indeg[targets] == 0]
-        frontier = np.unique(ready)
+        cand = repeat(start[frontier] + dur[frontier], cnt)
+        cand += s_w[offs]
+        max_at(start, targets, cand)
+        sub_at(indeg, targets, 1)
+        frontier = unique(targets[indeg[targets] == 0])
     if done != n:
         raise CycleError(f"scheduled graph has a cycle ({n - done} tasks never became ready)")
     return start
