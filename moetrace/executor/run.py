@@ -120,6 +120,13 @@ def prepare(
         dynamic=bool(options.get("dynamic", False)),
     )
     opts.check()
+    if opts.schedule == "tile" and opts.l2:
+        tile_bytes = wl.tile_rows * 3 * wl.shape.intermediate * 2.0
+        if hw.l2_bytes < tile_bytes:
+            raise ExecutorInputError(
+                f"L2 of {hw.l2_bytes / 2**20:.2f} MiB cannot hold one row tile's intermediates "
+                f"({tile_bytes / 2**20:.2f} MiB); use --no-l2 or smaller tiles"
+            )
     est = estimate_tasks(wl)
     limit = int(options.get("max_tasks", MAX_TASKS))
     if est > limit:

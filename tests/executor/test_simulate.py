@@ -124,6 +124,7 @@ def test_skewed_routing_makes_stragglers() -> None:
         (dict(routing="uniformish"), "unknown routing"),
         (dict(placement="random"), "unknown placement"),
         (dict(hw_overrides={"hbm_bytes": 1e6}), "HBM"),
+        (dict(hw_overrides={"l2_bytes": 1e5}), "L2 of"),
         (dict(ranks=256, tokens=1 << 20), "too large"),
         (dict(schedule="sequential", dynamic=True), "tile schedule only"),
         (dict(frobnicate=True), "unknown option"),
