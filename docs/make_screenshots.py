@@ -42,7 +42,8 @@ def executor_trace() -> Trace | None:
     return simulate(ranks=32, tokens=256, schedule="tile", seed=0)
 
 
-Scene = tuple[str, Callable[[], Trace | None], Callable[[MoetraceApp, Any], Awaitable[None]] | None, list[str]]
+Prepare = Callable[[MoetraceApp, Any], Awaitable[None]]
+Scene = tuple[str, Callable[[], Trace | None], Prepare | None, list[str]]
 SCENES: list[Scene] = [
     ("main", lambda: synthetic_trace(ranks=3, seed=1), select_on_path, ["w"]),
     ("critical_path", lambda: synthetic_trace(ranks=3, seed=1), select_on_path, ["w", "c"]),

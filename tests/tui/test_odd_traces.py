@@ -270,7 +270,7 @@ async def test_next_event_from_a_summary_row_steps_into_its_first_lane() -> None
 
 
 async def test_big_summaries_are_built_in_a_worker(monkeypatch: pytest.MonkeyPatch) -> None:
-    import moetrace.tui.widgets.timeline as timeline_mod
+    import moetrace.tui.widgets.timeline_summaries as timeline_mod
 
     monkeypatch.setattr(timeline_mod, "SYNC_SUMMARY_EVENTS", 10)
     trace = synthetic_trace(ranks=2, events_per_lane=30, seed=1)

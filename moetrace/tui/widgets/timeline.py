@@ -11,7 +11,6 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from functools import partial
 from typing import ClassVar, NamedTuple
 
 import numpy as np
@@ -25,27 +24,19 @@ from textual.strip import Strip
 
 from ..binning import (
     AREA,
-    CRITICAL,
     CURSOR,
-    EXPOSED,
-    GAP,
-    GAP_DOT,
-    IDLE,
-    KIND_MASK,
     SELECTED,
     VIEWPORT,
-    WAIT_LINE,
     Binned,
-    IntervalIndex,
     bin_lane,
     braille_text,
     nearest_event,
-    overlay_cells,
 )
 from ..format import fmt_ns
 from ..lanes import LaneModel, Row
 from ..overlays import Overlays
 from .layout import FIXED_ROWS, LABEL_WIDTH
+from .overlay_paint import apply_overlays
 from .render import (
     BRAILLE_STYLE,
     CURSOR_LABEL,
@@ -62,11 +53,9 @@ from .render import (
 )
 from .timeline_mouse import TimelineMouse
 from .timeline_nav import TimelineNavigation
+from .timeline_summaries import TimelineSummaries
 
 COMM_CODE = 2  # 1 + index of "comm" in EVENT_KINDS
-
-
-SYNC_SUMMARY_EVENTS = 200_000  # summaries of bigger groups are built in a worker
 
 
 def _pending(width: int) -> Strip:
@@ -93,7 +82,9 @@ class Area:
     row1: int
 
 
-class TimelineView(TimelineMouse, TimelineNavigation, ScrollView, can_focus=True):
+class TimelineView(
+    TimelineSummaries, TimelineMouse, TimelineNavigation, ScrollView, can_focus=True
+):
     """Lanes grouped rank -> unit -> track; keys, mouse and overlays (c/i/x)."""
 
     DEFAULT_CSS = """
@@ -297,34 +288,6 @@ class TimelineView(TimelineMouse, TimelineNavigation, ScrollView, can_focus=True
         span = f"{fmt_ns(self.t1 - self.t0)} view"
         return Strip.join([label_strip(span, 0, LABEL_WIDTH, LABEL_STYLE), ruler])
 
-    def summary_index(self, key: tuple[object, ...]) -> IntervalIndex | None:
-        """A group's summary index; big ones are built in a worker (None until ready), so
-        the first frame of a huge trace does not wait for sorting millions of intervals."""
-        assert self.model is not None
-        index = self.model.cached_summary(key)
-        if index is not None:
-            return index
-        if self.model.group_events(key) <= SYNC_SUMMARY_EVENTS:
-            return self.model.summary(key)
-        if key not in self._pending_summaries:
-            self._pending_summaries.add(key)
-            self.run_worker(
-                partial(self._build_summary, self.model, key),
-                thread=True,
-                group="summaries",
-                name="summaries",
-                description="Building summary lanes",
-            )
-        return None
-
-    def _build_summary(self, model: LaneModel, key: tuple[object, ...]) -> None:
-        model.summary(key)
-        self.app.call_from_thread(self._summary_ready, key)
-
-    def _summary_ready(self, key: tuple[object, ...]) -> None:
-        self._pending_summaries.discard(key)
-        self.refresh()
-
     def _row_binned(self, row: Row, width: int) -> Binned | None:
         assert self.model is not None
         key = (row.key, self.t0, self.t1, width, self.generation)
@@ -400,34 +363,10 @@ class TimelineView(TimelineMouse, TimelineNavigation, ScrollView, can_focus=True
         return strip, len(parts) == len(keys)
 
     def _apply_overlays(self, row: Row, glyphs: np.ndarray, keys: np.ndarray, width: int) -> None:
-        data, active = self.overlay_data, self.active_overlays
-        if data is None or not active:
-            return
-        lane_key = (row.lane.track, row.lane.depth) if row.lane is not None else None
-
-        def cells(index: IntervalIndex | None) -> np.ndarray:
-            return overlay_cells(index, self.t0, self.t1, width)
-
-        if "critical" in active and lane_key is None:
-            hit = cells(data.critical_groups.get(row.key)) & (glyphs != IDLE)
-            keys[hit] |= CRITICAL
-        if "critical" in active and lane_key is not None:
-            hit = cells(data.critical.get(lane_key)) & (glyphs != IDLE)
-            keys[hit] |= CRITICAL
-            wait = cells(data.waits.get(lane_key)) & (glyphs == IDLE)
-            glyphs[wait] = WAIT_LINE
-            keys[wait] |= CRITICAL
-        if "gaps" in active and row.lane is not None and row.lane.depth == 0:
-            gap = cells(data.gaps.get(row.lane.track)) & (glyphs == IDLE)
-            glyphs[gap] = GAP_DOT
-            keys[gap] |= GAP
-        if "exposed" in active and row.kind != "unit":
-            exp = cells(data.exposed.get(row.rank))
-            if row.lane is not None:
-                exp &= (keys & KIND_MASK) == COMM_CODE
-            else:
-                exp &= glyphs != IDLE
-            keys[exp] |= EXPOSED
+        if self.overlay_data is not None and self.active_overlays:
+            apply_overlays(
+                self.overlay_data, self.active_overlays, row, glyphs, keys, self.t0, self.t1, width
+            )
 
     def select_at_cursor(self) -> None:
         """Select the event nearest the cursor within its cell on the cursor lane."""
