@@ -76,7 +76,9 @@ def main() -> None:
         e2e = time.perf_counter() - t0
         tasks = trace.meta["executor"]["tasks"]
         per_s = tasks / e2e / 1e6
-        print(f"simulate() end to end, {sched}: {e2e:.2f} s, {tasks:,} tasks ({per_s:.2f} M tasks/s)")
+        print(
+            f"simulate() end to end, {sched}: {e2e:.2f} s, {tasks:,} tasks ({per_s:.2f} M tasks/s)"
+        )
     ok = same and rate >= 1e6 and ratio >= 10
     print(
         "PASS" if ok else "FAIL",

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -14,7 +13,7 @@ from moetrace.executor.errors import ExecutorInputError
 from moetrace.executor.hardware import Hardware, get_hardware
 from moetrace.executor.schedules import ScheduleOptions, Timed, lane_layout, schedule
 from moetrace.executor.tiles import TaskGraph, build_graph
-from moetrace.executor.workload import DTYPE_BYTES, Workload, make_workload, route
+from moetrace.executor.workload import DTYPE_BYTES, Workload, make_workload, place, route
 from moetrace.trace.model import Trace
 
 Progress = Callable[[str, float], None]
@@ -146,8 +145,6 @@ def execute(
     say = progress or (lambda stage, frac: None)
     say("routing", 0.05)
     assign = route(wl)
-    from moetrace.executor.workload import place
-
     check_memory(wl, hw, assign, place(wl, assign))
     say("task graph", 0.15)
     graph = build_graph(
@@ -163,7 +160,7 @@ def execute(
     return Run(wl, hw, opts, graph, timed, start, lane)
 
 
-def to_trace(run: Run, elapsed_s: float | None = None) -> Trace:
+def to_trace(run: Run) -> Trace:
     """The `Trace` of a finished run, with the workload, hardware and schedule in meta."""
     from moetrace.executor.trace_out import build_trace
 
@@ -187,8 +184,6 @@ def to_trace(run: Run, elapsed_s: float | None = None) -> Trace:
         "tokens_per_s": wl.ranks * wl.tokens / (makespan * 1e-9),
         "makespan_ns": makespan,
     }
-    if elapsed_s is not None:
-        meta["simulate_s"] = round(elapsed_s, 3)
     return build_trace(run.graph, run.timed, run.start, run.lane, hw, opts, meta)
 
 
@@ -209,7 +204,6 @@ def simulate(
     options: one_sided, l2, dynamic (tile ablations), chunks (chunked), dispatch_dtype
     (bf16/fp16/fp8/int8), shared_expert, tile_rows, n_tile, progress(stage, fraction), max_tasks.
     """
-    t0 = time.perf_counter()
     wl, hw, opts, _ = prepare(
         preset, hardware, ranks, tokens, schedule, routing, placement, seed, hw_overrides, **options
     )
@@ -220,7 +214,6 @@ def simulate(
     trace = to_trace(run)
     if progress:
         progress("done", 1.0)
-    del t0
     return trace
 
 
