@@ -277,3 +277,13 @@ async def test_wheel_pans_and_ctrl_wheel_zooms(small_trace: Trace) -> None:
         assert np.isclose(
             tl.t0 + (x - 24 + 0.5) * tl.cell_ns, under
         )  # the time under the pointer stays
+
+
+async def test_bindings_can_be_remapped_by_id(small_trace: Trace) -> None:
+    app = MoetraceApp(small_trace, metrics=False)
+    async with running(app) as pilot:
+        app.set_keymap({"timeline.zoom_in": "e"})
+        await pilot.pause()
+        width = app.timeline.t1 - app.timeline.t0
+        await pilot.press("e")
+        assert np.isclose(app.timeline.t1 - app.timeline.t0, 0.8 * width)
