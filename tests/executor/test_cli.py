@@ -136,3 +136,23 @@ def test_demo_writes_both_traces_and_protects_other_directories(tmp_path: Path) 
     )
     assert code == 2 and "not a moetrace demo directory" in err
     assert (other / "notes.txt").read_text() == "keep me"
+
+
+def test_sweep_writes_parquet(tmp_path: Path) -> None:
+    out = tmp_path / "grid.parquet"
+    code, _, _ = _run(
+        [
+            "sweep",
+            "--ranks",
+            "2",
+            "--tokens",
+            "64",
+            "--routing",
+            "balanced,zipf:1.0",
+            "-o",
+            str(out),
+        ]
+    )
+    assert code == 0
+    table = pl.read_parquet(out)
+    assert table["routing"].to_list() == ["balanced", "zipf:1.0"]
