@@ -107,16 +107,21 @@ def stacks_nest(kind: np.ndarray, row: np.ndarray, track: np.ndarray) -> bool:
 def overflow_levels(track: np.ndarray, ts: np.ndarray, dur: np.ndarray) -> np.ndarray:
     """Lane level of every event: 0 = its track's lane; slices that overlap a sibling
     partially (which Perfetto's BEGIN/END stacks cannot hold) move up one overflow lane at
-    a time until every lane nests. Readers merge the levels back into the track."""
+    a time until every lane nests. Readers merge the levels back into the track.
+    Each pass re-checks only the tracks that still had a bad slice."""
     level = np.zeros(len(ts), dtype=np.int64)
     if len(ts) == 0:
         return level
-    lane = np.asarray(track, dtype=np.int64) * OVERFLOW_LEVELS
+    track = np.asarray(track, dtype=np.int64)
+    ts, dur = np.asarray(ts, dtype=np.int64), np.asarray(dur, dtype=np.int64)
+    lane = track * OVERFLOW_LEVELS
+    rows = np.arange(len(ts))
     for _ in range(OVERFLOW_LEVELS - 1):
-        _, bad = nesting_depth(lane + level, ts, dur)
+        _, bad = nesting_depth(lane[rows] + level[rows], ts[rows], dur[rows])
         if not bad.any():
             break
-        level[bad] += 1
+        level[rows[bad]] += 1
+        rows = np.flatnonzero(np.isin(track, np.unique(track[rows[bad]])))
     return level
 
 
