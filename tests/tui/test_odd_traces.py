@@ -140,6 +140,24 @@ async def test_executor_trace(schedule: str) -> None:
         assert {"aic", "aiv", "link"} <= units
         lane = app.timeline.model.locate(int(path[0]))[0]
         assert lane_text(app.timeline, ("lane", lane.track, lane.depth)).strip()
+        # Dependency follow off the path: ] goes to the earliest-starting successor.
+        on_path = set(app.report.critical_path["event_id"].drop_nulls().to_list())
+        ev = trace.events.select("id", "ts")
+        deps = trace.deps.filter(~pl.col("src").is_in(list(on_path))).join(
+            ev, left_on="dst", right_on="id"
+        )
+        src = int(deps["src"][0])
+        want = deps.filter(pl.col("src") == src).sort(["ts", "dst"])["dst"][0]
+        app.timeline.select_event(src)
+        await pilot.press("right_square_bracket")
+        assert app.timeline.selected == want
+        # Search: the first hit in time of a task name.
+        name = trace.events["name"][0]
+        await pilot.press("slash", *name, "enter")
+        hits = trace.events.filter(
+            pl.col("name").str.to_lowercase().str.contains(name.lower(), literal=True)
+        )
+        assert app.timeline.selected == hits.sort(["ts", "id"])["id"][0]
 
 
 async def test_real_kineto_trace(real_traces: Path) -> None:
