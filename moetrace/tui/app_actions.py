@@ -184,7 +184,9 @@ class ViewerActions:
             target = int(nxt["dst"][0]) if nxt.height else None
         else:
             prev = deps.filter(pl.col("dst") == sel).join(events, left_on="src", right_on="id")
-            prev = prev.with_columns((pl.col("ts") + pl.col("dur")).alias("end")).sort(["end", "src"])
+            prev = prev.with_columns((pl.col("ts") + pl.col("dur")).alias("end")).sort(
+                ["end", "src"]
+            )
             target = int(prev["src"][-1]) if prev.height else None  # the gating (latest-ending) one
         if target is None:
             self.set_status(
