@@ -252,7 +252,7 @@ def _decode_stream(path: Path, reader: _Reader) -> RawTrace:
         warnings.append(
             f"gzip stream ends early (after {reader.total} decompressed bytes): kept {count} complete events"
         )
-    events = pl.concat(frames, how="diagonal_relaxed") if frames else empty_columns()
+    events = pl.concat(frames, how="diagonal_relaxed", rechunk=False) if frames else empty_columns()
     return RawTrace(events, top, container, warnings, reader.total, reader.gzip)
 
 

@@ -145,14 +145,18 @@ def decode_columns(raw: pl.DataFrame, warnings: list[str]) -> pl.DataFrame:
     _warn_count(
         warnings, keep & odd_args, idx, "with 'args' that is not an object (kept as JSON text)"
     )
-    frame = frame.filter(keep).with_columns(pl.col("pid").fill_null("0"))
+    if not bool(keep.all()):  # filtering copies every column: only when something goes
+        frame = frame.filter(keep)
+    frame = frame.with_columns(pl.col("pid").fill_null("0"))
     return frame.with_columns(pl.col("tid").fill_null(pl.col("pid")))
 
 
 def trace_from_raw(raw: RawTrace, path: str | Path, *, flavor: str | None = None) -> Trace:
     """Build a `Trace` from decoded raw columns (Chrome semantics + flavor)."""
     warnings = list(raw.warnings)
-    frame = decode_columns(raw.events, warnings)
+    columns, raw.events = raw.events, raw.events.clear()  # let the text columns go early
+    frame = decode_columns(columns, warnings)
+    del columns
     phases = (
         Counter(frame["ph"].to_list())
         if frame.height < 2000
@@ -164,7 +168,9 @@ def trace_from_raw(raw: RawTrace, path: str | Path, *, flavor: str | None = None
         warnings.append(f"skipped {n} event(s) of phase {p!r} ({what})")
     meta_rows = frame.filter(pl.col("ph") == "M")
     chosen = flavor or detect_flavor(raw.top, frame, meta_rows, path)
-    built = parts.build(frame, meta_rows, raw.top, warnings, moetrace=(chosen == "moetrace"))
+    holder = [frame]  # build() drops the big frame as soon as it has taken what it needs
+    del frame
+    built = parts.build(holder, meta_rows, raw.top, warnings, moetrace=(chosen == "moetrace"))
     meta: dict[str, Any] = {
         "format": "chrome-json",
         "flavor": chosen,

@@ -116,22 +116,26 @@ def _paired(
 
 def collect_slices(frame: pl.DataFrame, warnings: list[str]) -> pl.DataFrame:
     """Every slice and instant, one row each, in file order of the opening event."""
-    x = frame.filter(pl.col("ph") == "X").select(_SLICE_COLS)
-    inst = frame.filter(pl.col("ph").is_in(["i", "I", "R", "n"])).with_columns(
-        pl.lit(0, pl.Int64).alias("dur")
-    )
-    inst = inst.with_columns(
-        pl.when(pl.col("ph") == "n")
+    ph = pl.col("ph")
+    trace_end = frame.select(
+        pl.when(ph.is_in(["X", "B", "E", "b", "e", "i", "I", "R", "n"]))
+        .then(pl.col("ts") + pl.col("dur").fill_null(0))
+        .max()
+    ).item()
+    trace_end = int(trace_end or 0)
+    # X and instants in one filter: file order is kept, no sort needed.
+    exprs = {c: pl.col(c) for c in _SLICE_COLS}
+    exprs["dur"] = pl.when(ph == "X").then(pl.col("dur")).otherwise(pl.lit(0, pl.Int64))
+    exprs["tid"] = (
+        pl.when(ph == "n")
         .then(pl.lit("async:") + pl.col("cat").fill_null(""))
         .otherwise(pl.col("tid"))
-        .alias("tid")
-    ).select(_SLICE_COLS)
-    ends = frame.filter(pl.col("ph").is_in(["X", "B", "E", "b", "e", "i", "I", "R", "n"]))
-    trace_end = (
-        int(ends.select((pl.col("ts") + pl.col("dur").fill_null(0)).max()).item() or 0)
-        if ends.height
-        else 0
     )
+    out = frame.filter(ph.is_in(["X", "i", "I", "R", "n"])).select(
+        [e.alias(c) for c, e in exprs.items()]
+    )
+    if not bool(frame["ph"].is_in(["B", "E", "b", "e"]).any()):
+        return out
     be = _paired(frame, "B", "E", _tkey(), "their thread", warnings, trace_end)
     async_key = pl.concat_str(
         [
@@ -143,7 +147,7 @@ def collect_slices(frame: pl.DataFrame, warnings: list[str]) -> pl.DataFrame:
     )
     asy = _paired(frame, "b", "e", async_key, "their async id", warnings, trace_end)
     asy = asy.with_columns((pl.lit("async:") + pl.col("cat").fill_null("")).alias("tid"))
-    return pl.concat([x, inst, be, asy]).sort("idx")
+    return pl.concat([out, be, asy], how="vertical_relaxed").sort("idx")
 
 
 def _metadata(meta_rows: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
@@ -207,44 +211,59 @@ def _numeric_sort(col: str) -> pl.Expr:
 
 
 def build(
-    frame: pl.DataFrame,
+    holder: list[pl.DataFrame],
     meta_rows: pl.DataFrame,
     top: dict[str, Any],
     warnings: list[str],
     *,
     moetrace: bool = False,
 ) -> Built:
-    """Chrome semantics: slices with ids, tracks with overflow lanes, bound flows, counters."""
+    """Chrome semantics: slices with ids, tracks with overflow lanes, bound flows, counters.
+
+    `holder` holds the decoded event frame; it is emptied once slices, counters and flow
+    points are taken from it, so its memory goes before the tracks are laid out."""
+    frame = holder.pop()
     slices = collect_slices(frame, warnings)
     slices = slices.with_columns(pl.int_range(pl.len(), dtype=pl.UInt32).alias("id"))
     counters = _counter_rows(frame, warnings)
+    points = frame.filter(pl.col("ph").is_in(["s", "t", "f"]))
+    del frame
     stored = top.get("moetrace") if moetrace and isinstance(top.get("moetrace"), dict) else None
     if stored and isinstance(stored.get("tracks"), dict):
         from moetrace.trace.flavors import restore_moetrace_tracks
 
         return restore_moetrace_tracks(slices, counters, stored, warnings)
     # Lay out tracks: one per (pid, tid), overflow lanes for partially overlapping slices.
-    base_keys = pl.concat([slices.select("pid", "tid"), counters.select("pid", "tid")]).unique(
-        maintain_order=True
+    # Only the key columns are joined (never the whole 1M-row slice frame).
+    # Categorical codes of "pid\x00tid" number the threads without joining 1M rows.
+    code = pl.concat_str([pl.col("pid"), pl.col("tid")], separator="\x00")
+    both = pl.concat([slices.select("pid", "tid"), counters.select("pid", "tid")])
+    coded = both.select(code.cast(pl.Categorical).to_physical().cast(pl.Int64).alias("base"))[
+        "base"
+    ]
+    base = coded.slice(0, slices.height).to_numpy()
+    c_base = coded.slice(slices.height).to_numpy()
+    first = (
+        pl.DataFrame({"base": coded})
+        .with_row_index("row")
+        .group_by("base")
+        .agg(pl.col("row").min())
     )
-    base_keys = base_keys.with_columns(pl.int_range(pl.len()).alias("base"))
-    slices = slices.join(base_keys, on=["pid", "tid"], how="left", maintain_order="left")
-    lane, depth = assign_overflow_lanes(
-        slices["base"].to_numpy(), slices["ts"].to_numpy(), slices["dur"].to_numpy()
-    )
-    slices = slices.with_columns(
-        pl.Series("lane", lane, dtype=pl.Int64), pl.Series("depth", depth, dtype=pl.UInt16)
-    )
+    base_keys = both.with_row_index("row").join(first, on="row").select("pid", "tid", "base")
+    lane, depth = assign_overflow_lanes(base, slices["ts"].to_numpy(), slices["dur"].to_numpy())
     n_moved = int((lane > 0).sum())
     if n_moved:
         warnings.append(
             f"{n_moved} slice(s) overlap an earlier slice on their thread without nesting: "
             f"moved to overflow tracks (as Perfetto does)"
         )
-    counters = counters.with_columns(pl.lit(0, pl.Int64).alias("lane"))
-    keys = pl.concat(
-        [slices.select("pid", "tid", "lane"), counters.select("pid", "tid", "lane")]
+    used = pl.concat(
+        [
+            pl.DataFrame({"base": base, "lane": lane}),
+            pl.DataFrame({"base": c_base, "lane": np.zeros(len(c_base), dtype=np.int64)}),
+        ]
     ).unique()
+    keys = used.join(base_keys, on="base", how="left")
     procs, threads = _metadata(meta_rows)
     tracks = keys.join(procs, on="pid", how="left").join(threads, on=["pid", "tid"], how="left")
     tracks = tracks.with_columns(
@@ -277,19 +296,19 @@ def build(
         nulls_last=True,
     ).with_columns(pl.int_range(pl.len(), dtype=pl.UInt32).alias("track"))
     tracks = tracks.with_columns(pl.col("track").cast(pl.Int32).alias("sort_index"))
-    slices = slices.join(
-        tracks.select("pid", "tid", "lane", "track"),
-        on=["pid", "tid", "lane"],
-        how="left",
-        maintain_order="left",
+    # (base, lane) -> track id through a small lookup table.
+    width = int(max(lane.max() if len(lane) else 0, 0)) + 1
+    table = np.zeros((int(coded.max() or 0) + 1) * width, dtype=np.int64)
+    codes = tracks["base"].to_numpy() * width + tracks["lane"].to_numpy()
+    table[codes] = tracks["track"].to_numpy()
+    slices = slices.with_columns(
+        pl.Series("lane", lane, dtype=pl.Int64),
+        pl.Series("depth", depth, dtype=pl.UInt16),
+        pl.Series("track", table[base * width + lane], dtype=pl.UInt32),
     )
-    counters = counters.join(
-        tracks.select("pid", "tid", "lane", "track"),
-        on=["pid", "tid", "lane"],
-        how="left",
-        maintain_order="left",
-    )
-    flows = _bind_flows(frame, slices, tracks)
+    counters = counters.with_columns(pl.Series("track", table[c_base * width], dtype=pl.UInt32))
+    tracks = tracks.drop("base")
+    flows = _bind_flows(points, slices, tracks)
     return Built(slices, tracks, flows, counters.select("track", "name", "ts", "value"))
 
 
@@ -337,12 +356,12 @@ def _counter_rows(frame: pl.DataFrame, warnings: list[str]) -> pl.DataFrame:
     )
 
 
-def _bind_flows(frame: pl.DataFrame, slices: pl.DataFrame, tracks: pl.DataFrame) -> pl.DataFrame:
+def _bind_flows(points: pl.DataFrame, slices: pl.DataFrame, tracks: pl.DataFrame) -> pl.DataFrame:
     """Flow edges (src, dst event ids, cat, name) from v1 s/t/f points and v2 bind_ids."""
     empty = pl.DataFrame(
         schema={"src": pl.Int64, "dst": pl.Int64, "cat": pl.String, "name": pl.String}
     )
-    pts = frame.filter(pl.col("ph").is_in(["s", "t", "f"]))
+    pts = points
     edges = [empty]
     if pts.height and slices.height:
         s_track = slices["track"].to_numpy().astype(np.int64)

@@ -77,7 +77,14 @@ def assign_overflow_lanes(
 
 
 def _dense_keys(track: np.ndarray, times: list[np.ndarray]) -> tuple[list[np.ndarray], np.int64]:
-    """Pack (track, time) into sortable int64 keys via dense ranks of all times."""
+    """Ranks of times such that (track * width + rank) sorts like (track, time).
+
+    When the time span fits in 40 bits (18 minutes of ns) the offset from the earliest time is
+    its own rank (no sort); otherwise times are ranked by a sort of all of them."""
+    lo = min((int(t.min()) for t in times if len(t)), default=0)
+    hi = max((int(t.max()) for t in times if len(t)), default=0)
+    if hi - lo < 2**40 and (len(track) == 0 or int(track.max()) < 2**22):
+        return [t - lo for t in times], np.int64(2**40)
     allt = np.sort(np.concatenate(times))  # equal times get equal ranks; no need to dedupe
     width = np.int64(len(allt) + 1)
     return [np.searchsorted(allt, t) for t in times], width

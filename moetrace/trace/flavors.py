@@ -192,17 +192,19 @@ def _kineto_rank(top: dict[str, Any]) -> int | None:
     return None
 
 
-def _kineto(built: Built, rank: int | None) -> tuple[pl.DataFrame, pl.DataFrame]:
-    ev = built.events.join(
-        built.tracks.select("track", "pid", "tid", "labels", "thread_name"),
-        on="track",
-        how="left",
-        maintain_order="left",
+def _track_attr(tracks: pl.DataFrame, column: str) -> pl.Expr:
+    """Per-event value of a track column: a lookup by track id (no join of the event frame)."""
+    return pl.col("track").replace_strict(
+        tracks["track"], tracks[column], default=None, return_dtype=tracks.schema[column]
     )
-    gpu_tracks = set(ev.filter(pl.col("cat").is_in(_KINETO_GPU_CATS))["track"].unique().to_list())
+
+
+def _kineto(built: Built, rank: int | None) -> tuple[pl.DataFrame, pl.DataFrame]:
+    ev = built.events
+    gpu_tracks = ev.filter(pl.col("cat").is_in(_KINETO_GPU_CATS))["track"].unique().to_list()
     tracks = built.tracks.with_columns(
         pl.when(
-            pl.col("track").is_in(list(gpu_tracks))
+            pl.col("track").is_in(gpu_tracks)
             | pl.col("labels").str.starts_with("GPU").fill_null(False)
             | pl.col("tid").str.starts_with("stream").fill_null(False)
             | pl.col("thread_name").str.to_lowercase().str.starts_with("stream").fill_null(False)
@@ -215,17 +217,23 @@ def _kineto(built: Built, rank: int | None) -> tuple[pl.DataFrame, pl.DataFrame]
         pl.lit(rank, pl.Int32).alias("rank"),
     )
     has_gpu = bool(gpu_tracks)
-    collective = pl.col("args").str.contains('"Collective name"', literal=True).fill_null(False)
-    comm_kernel = pl.col("cat").is_in(["kernel", "Kernel"]) & (
-        collective | pl.col("name").str.contains(KINETO_COMM_KERNEL)
-    )
+    # Comm detection runs on kernel rows only (regexes over every host op would dominate).
+    is_kernel = ev["cat"].is_in(["kernel", "Kernel"]).fill_null(False)
+    comm = pl.repeat(False, ev.height, dtype=pl.Boolean, eager=True)
+    if is_kernel.any():
+        kernels = ev.filter(is_kernel).select("name", "args")
+        hit = kernels.select(
+            pl.col("args").str.contains('"Collective name"', literal=True).fill_null(False)
+            | pl.col("name").str.contains(KINETO_COMM_KERNEL).fill_null(False)
+        ).to_series()
+        comm = comm.scatter(is_kernel.arg_true(), hit)
     cpu_comm = pl.lit(not has_gpu) & pl.col("name").str.contains(
         r"^(?:gloo:|c10d::|nccl:|record_param_comms$)"
     )
     kind = (
-        pl.when(comm_kernel)
+        pl.when(pl.lit(comm))
         .then(pl.lit("comm"))
-        .when(pl.col("cat").is_in(["kernel", "Kernel"]))
+        .when(pl.lit(is_kernel))
         .then(pl.lit("compute"))
         .when(pl.col("cat").is_in(_KINETO_MEMORY_CATS))
         .then(pl.lit("memory"))
@@ -271,11 +279,10 @@ def _ascend(built: Built, rank: int | None) -> tuple[pl.DataFrame, pl.DataFrame]
         .alias("unit"),
         pl.lit(rank, pl.Int32).alias("rank"),
     )
-    ev = built.events.join(
-        tracks.select("track", "process_name", "thread_name", "unit"),
-        on="track",
-        how="left",
-        maintain_order="left",
+    ev = built.events.with_columns(
+        _track_attr(tracks, "process_name").alias("process_name"),
+        _track_attr(tracks, "thread_name").alias("thread_name"),
+        _track_attr(tracks, "unit").alias("unit"),
     )
     task = pl.col("args").str.extract(r'"Task Type"\s*:\s*"([^"]*)"')
     kind = (
@@ -313,9 +320,7 @@ def _generic(built: Built) -> tuple[pl.DataFrame, pl.DataFrame]:
         .alias("unit"),
         pl.lit(None, pl.Int32).alias("rank"),
     )
-    ev = built.events.join(
-        tracks.select("track", "unit"), on="track", how="left", maintain_order="left"
-    )
+    ev = built.events.with_columns(_track_attr(tracks, "unit").alias("unit"))
     kind = (
         pl.when(pl.col("name").str.contains(_GENERIC_COMM))
         .then(pl.lit("comm"))
