@@ -156,6 +156,7 @@ class MoetraceApp(ViewerActions, App[None]):
     def on_trace_loaded(self, message: TraceLoaded) -> None:
         self.timeline.loading = False
         self.show_trace(message.trace)
+        self.timeline.focus()  # the loading indicator had taken focus away
 
     def on_load_failed(self, message: LoadFailed) -> None:
         self.timeline.loading = False

@@ -196,4 +196,7 @@ async def test_loading_shows_progress_then_the_trace(
         release.set()
         await settle(app, pilot)
         assert not app.timeline.loading and app.trace is small_trace
+        assert app.focused is app.timeline
+        await pilot.press("j", "j", "full_stop")
+        assert app.timeline.selected == 0
         assert "AIC 0" in lane_text(app.timeline, ("lane", 0, 0))
