@@ -15,7 +15,6 @@ Run: python benchmarks/bench_load.py [--events 1000000] [--keep PATH]
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import random
 import subprocess
@@ -68,8 +67,10 @@ RUNNERS = {
         "from typing import Any\n"
         "class E(msgspec.Struct):\n"
         "    ph: str = ''\n    name: str = ''\n    cat: str | None = None\n"
-        "    ts: float = 0.0\n    dur: float = 0.0\n    pid: int | str = 0\n    tid: int | str = 0\n"
-        "    id: int | str | None = None\n    bp: str | None = None\n    args: dict[str, Any] | None = None\n"
+        "    ts: float = 0.0\n    dur: float = 0.0\n"
+        "    pid: int | str = 0\n    tid: int | str = 0\n"
+        "    id: int | str | None = None\n    bp: str | None = None\n"
+        "    args: dict[str, Any] | None = None\n"
         "class T(msgspec.Struct):\n    traceEvents: list[E]\n"
         "with open(P, 'rb') as fh:\n    d = msgspec.json.decode(fh.read(), type=T)\n"
         "n = len(d.traceEvents)"
@@ -122,7 +123,8 @@ def main() -> int:
         print(f"moetrace / msgspec typed decode: {vs_msgspec:.2f}x (target <= 1.5)")
         print(f"json.load / moetrace: {vs_json:.2f}x faster (target >= 5)")
         print(
-            f"moetrace peak RSS / file size: {rss_ratio:.2f} (target <= 2; interpreter + polars alone: "
+            f"moetrace peak RSS / file size: {rss_ratio:.2f} "
+            f"(target <= 2; interpreter + polars alone: "
             f"{baseline_rss / 1e6:.0f} MB)"
         )
         ok = vs_msgspec <= 1.5 and vs_json >= 5 and rss_ratio <= 2
@@ -131,7 +133,10 @@ def main() -> int:
 
 
 def measure_import_rss() -> int:
-    code = "import resource, moetrace.trace.io, polars\nprint(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024)"
+    code = (
+        "import resource, moetrace.trace.io, polars\n"
+        "print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024)"
+    )
     out = subprocess.run([sys.executable, "-c", code], check=True, capture_output=True, text=True)
     return int(out.stdout)
 

@@ -188,7 +188,7 @@ def decode_piece(piece: bytes, first_index: int, *, full: bool = False) -> pl.Da
 
 def _fix_odd(values: list[Any], series: pl.Series) -> tuple[pl.Series, pl.Series]:
     """Values Polars could not make text of (objects, arrays, bools, floats): JSON text + flag."""
-    bad = [v is not None and not isinstance(v, str | int) or isinstance(v, bool) for v in values]
+    bad = [(v is not None and not isinstance(v, str | int)) or isinstance(v, bool) for v in values]
     fixed = [msgspec.json.encode(v).decode() if b else v for v, b in zip(values, bad, strict=True)]
     return _text(fixed), pl.Series(bad, dtype=pl.Boolean)
 

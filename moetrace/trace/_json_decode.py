@@ -14,16 +14,15 @@ comma, a truncated object (keeps every complete event and warns with the byte of
 from __future__ import annotations
 
 import re
-import zlib
 from dataclasses import dataclass, field
-from operator import attrgetter
 from pathlib import Path
-from typing import IO, Any
+from typing import Any
 
 import msgspec
 import polars as pl
 
 from moetrace.trace._json_columns import decode_piece, empty_columns
+from moetrace.trace._json_source import Reader as _Reader
 from moetrace.trace.model import TraceFormatError
 
 CHUNK = 4 << 20
@@ -45,100 +44,6 @@ class RawTrace:
     warnings: list[str] = field(default_factory=list)
     size: int = 0  # bytes of JSON text read (decompressed)
     gzip: bool = False
-
-
-class _Reader:
-    """Reads a plain or gzip file in blocks; reports errors as TraceFormatError.
-
-    gzip is inflated with zlib directly (not GzipFile) so a stream cut short still yields
-    every byte that was decompressed before the cut; concatenated members are followed.
-    """
-
-    def __init__(self, path: Path, head: bytes):
-        self.path = path
-        self.gzip = head[:2] == b"\x1f\x8b"
-        self._file = open(path, "rb")  # noqa: SIM115 - closed by close()
-        self._inflate = zlib.decompressobj(wbits=31) if self.gzip else None
-        self.eof = False
-        self.truncated_gzip = False
-        self._finished = False  # the last gzip member ended cleanly at end of file
-        self.total = 0
-
-    def read(self, n: int) -> bytes:
-        if self.eof:
-            return b""
-        if self._inflate is None:
-            data = self._file.read(n)
-        else:
-            data = self._read_gzip(n)
-        if not data:
-            self.eof = True
-        self.total += len(data)
-        return data
-
-    def _read_gzip(self, n: int) -> bytes:
-        assert self._inflate is not None
-        out = bytearray()
-        while len(out) < n and not self._finished:
-            packed = self._inflate.unconsumed_tail or self._file.read(1 << 20)
-            if not packed:
-                if not self._inflate.eof:
-                    self.truncated_gzip = True  # a stream cut short: keep what we have
-                break
-            try:
-                out += self._inflate.decompress(packed, n - len(out))
-            except zlib.error as exc:
-                raise TraceFormatError(
-                    self.path,
-                    f"corrupt gzip data ({exc})",
-                    f"after byte {self.total + len(out)} of the decompressed data",
-                ) from None
-            if self._inflate.eof:
-                rest = self._inflate.unused_data
-                self._inflate = zlib.decompressobj(wbits=31)
-                if rest.strip(b"\x00"):
-                    self._inflate_pending(rest)
-                elif not rest and not self._peek():
-                    self._finished = True
-        return bytes(out)
-
-    def _inflate_pending(self, rest: bytes) -> None:
-        """Start the next gzip member with bytes already read past the previous one."""
-        assert self._inflate is not None
-        self._pending = rest
-        self._file = _Prefixed(rest, self._file)  # type: ignore[assignment]
-
-    def _peek(self) -> bool:
-        pos = self._file.tell()
-        more = bool(self._file.read(1))
-        self._file.seek(pos)
-        return more
-
-    def close(self) -> None:
-        self._file.close()
-
-
-class _Prefixed:
-    """A file whose next reads return `prefix` first (the start of a next gzip member)."""
-
-    def __init__(self, prefix: bytes, inner: Any):
-        self._prefix = prefix
-        self._inner = inner
-
-    def read(self, n: int) -> bytes:
-        if self._prefix:
-            out, self._prefix = self._prefix[:n], self._prefix[n:]
-            return out
-        return bytes(self._inner.read(n))
-
-    def tell(self) -> int:
-        return int(self._inner.tell()) - len(self._prefix)
-
-    def seek(self, pos: int) -> None:
-        self._inner.seek(pos + len(self._prefix))
-
-    def close(self) -> None:
-        self._inner.close()
 
 
 def _skip_ws(buf: bytes | bytearray, pos: int) -> int:
@@ -250,7 +155,8 @@ def _decode_stream(path: Path, reader: _Reader) -> RawTrace:
         pos = 0
     if reader.truncated_gzip:
         warnings.append(
-            f"gzip stream ends early (after {reader.total} decompressed bytes): kept {count} complete events"
+            f"gzip stream ends early (after {reader.total} decompressed bytes): "
+            f"kept {count} complete events"
         )
     events = pl.concat(frames, how="diagonal_relaxed", rechunk=False) if frames else empty_columns()
     return RawTrace(events, top, container, warnings, reader.total, reader.gzip)
@@ -352,7 +258,7 @@ def _is_truncation(exc: Exception, length: int) -> bool:
     if "truncated" in text:
         return True
     m = _BYTE_RE.search(text)
-    return bool(m) and int(m.group(1)) >= length - 1
+    return m is not None and int(m.group(1)) >= length - 1
 
 
 def _decode_tail(

@@ -10,28 +10,10 @@ from __future__ import annotations
 from decimal import Decimal, InvalidOperation
 from typing import Any
 
-import msgspec
 import polars as pl
 
 _NUMBER = r"^\s*(-?)(\d{1,16})(?:\.(\d*))?\s*$"
 _MAX_WHOLE = (2**63 - 1) // 1000 - 1  # larger whole parts take the exact slow path
-
-
-def json_text(raw: pl.Series) -> tuple[pl.Series, pl.Series]:
-    """JSON strings -> their text (escapes resolved); `null` -> null; other values keep their
-    JSON text. Returns (text, is_string) where `is_string` is False for non-string values."""
-    is_null = raw.is_null() | (raw == "null")
-    is_str = raw.str.starts_with('"').fill_null(False)
-    inner = raw.str.slice(1, raw.str.len_chars() - 2)
-    out = pl.select(
-        pl.when(is_null).then(None).when(is_str).then(inner).otherwise(raw).alias(raw.name)
-    ).to_series()
-    escaped = is_str & raw.str.contains("\\", literal=True).fill_null(False)
-    if escaped.any():
-        where = escaped.arg_true()
-        decoded = [msgspec.json.decode(v) for v in raw.gather(where).to_list()]
-        out = out.scatter(where, pl.Series(decoded, dtype=pl.String))
-    return out, (is_str | is_null)
 
 
 def to_ns(raw: pl.Series, scale: int = 1000) -> tuple[pl.Series, pl.Series]:
@@ -86,11 +68,6 @@ def _decimal_ns(text: str | None, scale: int) -> int | None:
         return None
     ns = int(value.to_integral_value(rounding="ROUND_HALF_UP"))
     return ns if -(2**63) <= ns < 2**63 else None
-
-
-def json_bool(raw: pl.Series) -> pl.Series:
-    """`true` -> True; anything else (false, null, absent) -> False."""
-    return (raw == "true").fill_null(False)
 
 
 def us_values_to_ns(values: list[Any]) -> tuple[pl.Series, pl.Series]:

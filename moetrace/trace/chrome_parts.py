@@ -15,13 +15,7 @@ import msgspec
 import numpy as np
 import polars as pl
 
-from moetrace.trace.chrome_phases import (
-    assign_overflow_lanes,
-    chain_edges,
-    enclosing_slice,
-    match_begin_end,
-    next_slice,
-)
+from moetrace.trace.chrome_phases import assign_overflow_lanes, bind_flows, match_begin_end
 
 _SLICE_COLS = [
     "idx",
@@ -89,12 +83,14 @@ def _paired(
     if lone_end.height:
         first = int(lone_end["idx"].min())  # type: ignore[arg-type]
         warnings.append(
-            f"{lone_end.height} unmatched '{end}' event(s) with no open '{begin}' on {what}, skipped (first: event #{first})"
+            f"{lone_end.height} unmatched '{end}' event(s) with no open '{begin}' on {what}, "
+            f"skipped (first: event #{first})"
         )
     if lone_begin.height:
         first = int(lone_begin["idx"].min())  # type: ignore[arg-type]
         warnings.append(
-            f"{lone_begin.height} unmatched '{begin}' event(s) never ended on {what}: closed at the end of the trace (first: event #{first})"
+            f"{lone_begin.height} unmatched '{begin}' event(s) never ended on {what}: "
+            f"closed at the end of the trace (first: event #{first})"
         )
     end_args = rows.filter(~pl.col("is_begin")).select(
         pl.col("idx").alias("end_idx"), pl.col("args").alias("end_args")
@@ -298,7 +294,8 @@ def build(
     tracks = tracks.with_columns(pl.col("track").cast(pl.Int32).alias("sort_index"))
     # (base, lane) -> track id through a small lookup table.
     width = int(max(lane.max() if len(lane) else 0, 0)) + 1
-    table = np.zeros((int(coded.max() or 0) + 1) * width, dtype=np.int64)
+    n_threads = int(coded.max() or 0) + 1 if coded.len() else 1  # type: ignore[arg-type]
+    table = np.zeros(n_threads * width, dtype=np.int64)
     codes = tracks["base"].to_numpy() * width + tracks["lane"].to_numpy()
     table[codes] = tracks["track"].to_numpy()
     slices = slices.with_columns(
@@ -308,7 +305,7 @@ def build(
     )
     counters = counters.with_columns(pl.Series("track", table[c_base * width], dtype=pl.UInt32))
     tracks = tracks.drop("base")
-    flows = _bind_flows(points, slices, tracks)
+    flows = bind_flows(points, slices, tracks)
     return Built(slices, tracks, flows, counters.select("track", "name", "ts", "value"))
 
 
@@ -353,66 +350,4 @@ def _counter_rows(frame: pl.DataFrame, warnings: list[str]) -> pl.DataFrame:
             "ts": pl.Int64,
             "value": pl.Float64,
         },
-    )
-
-
-def _bind_flows(points: pl.DataFrame, slices: pl.DataFrame, tracks: pl.DataFrame) -> pl.DataFrame:
-    """Flow edges (src, dst event ids, cat, name) from v1 s/t/f points and v2 bind_ids."""
-    empty = pl.DataFrame(
-        schema={"src": pl.Int64, "dst": pl.Int64, "cat": pl.String, "name": pl.String}
-    )
-    pts = points
-    edges = [empty]
-    if pts.height and slices.height:
-        s_track = slices["track"].to_numpy().astype(np.int64)
-        s_ts, s_dur = slices["ts"].to_numpy(), slices["dur"].to_numpy()
-        s_depth, s_id = slices["depth"].to_numpy(), slices["id"].to_numpy().astype(np.int64)
-        lane_tracks = tracks.select("pid", "tid", "lane", "track")
-        event = np.full(pts.height, -1, dtype=np.int64)
-        enclosing = ((pts["ph"] != "f") | (pts["bp"] == "e").fill_null(False)).to_numpy()
-        q_ts = pts["ts"].to_numpy()
-        for lane in range(int(tracks["lane"].max() or 0) + 1):  # type: ignore[arg-type]
-            q = (
-                pts.select("pid", "tid")
-                .with_columns(pl.lit(lane, pl.Int64).alias("lane"))
-                .join(lane_tracks, on=["pid", "tid", "lane"], how="left", maintain_order="left")
-            )
-            q_track = q["track"].fill_null(2**31).to_numpy().astype(np.int64)
-            todo = event < 0
-            enc = enclosing_slice(s_track, s_ts, s_dur, s_depth, s_id, q_track, q_ts)
-            nxt = next_slice(s_track, s_ts, s_dur, s_id, q_track, q_ts)
-            found = np.where(enclosing, enc, nxt)
-            event = np.where(todo, found, event)
-        points = pts.with_columns(
-            pl.Series("event", event),
-            pl.concat_str(
-                [
-                    pl.col("cat").fill_null(""),
-                    pl.col("name").fill_null(""),
-                    pl.col("id").fill_null(""),
-                ],
-                separator="\x00",
-            ).alias("fkey"),
-            pl.col("ph").is_in(["s", "t"]).alias("out"),
-            pl.col("ph").is_in(["t", "f"]).alias("in"),
-        )
-        edges.append(chain_edges(points, "fkey"))
-    v2 = slices.filter(pl.col("bind_id").is_not_null())
-    if v2.height:
-        points = v2.select(
-            pl.col("bind_id"),
-            "ts",
-            "idx",
-            pl.col("flow_out").alias("out"),
-            pl.col("flow_in").alias("in"),
-            pl.col("id").cast(pl.Int64).alias("event"),
-            "cat",
-            "name",
-        )
-        edges.append(chain_edges(points, "bind_id"))
-    return pl.concat(
-        [
-            e.select(pl.col("src").cast(pl.Int64), pl.col("dst").cast(pl.Int64), "cat", "name")
-            for e in edges
-        ]
     )

@@ -164,3 +164,65 @@ def chain_edges(points: pl.DataFrame, key: str) -> pl.DataFrame:
         pl.col("cat"),
         pl.col("name"),
     )
+
+
+def bind_flows(points: pl.DataFrame, slices: pl.DataFrame, tracks: pl.DataFrame) -> pl.DataFrame:
+    """Flow edges (src, dst event ids, cat, name) from v1 s/t/f points and v2 bind_ids."""
+    empty = pl.DataFrame(
+        schema={"src": pl.Int64, "dst": pl.Int64, "cat": pl.String, "name": pl.String}
+    )
+    pts = points
+    edges = [empty]
+    if pts.height and slices.height:
+        s_track = slices["track"].to_numpy().astype(np.int64)
+        s_ts, s_dur = slices["ts"].to_numpy(), slices["dur"].to_numpy()
+        s_depth, s_id = slices["depth"].to_numpy(), slices["id"].to_numpy().astype(np.int64)
+        lane_tracks = tracks.select("pid", "tid", "lane", "track")
+        event = np.full(pts.height, -1, dtype=np.int64)
+        enclosing = ((pts["ph"] != "f") | (pts["bp"] == "e").fill_null(False)).to_numpy()
+        q_ts = pts["ts"].to_numpy()
+        for lane in range(int(tracks["lane"].max() or 0) + 1):  # type: ignore[arg-type]
+            q = (
+                pts.select("pid", "tid")
+                .with_columns(pl.lit(lane, pl.Int64).alias("lane"))
+                .join(lane_tracks, on=["pid", "tid", "lane"], how="left", maintain_order="left")
+            )
+            q_track = q["track"].fill_null(2**31).to_numpy().astype(np.int64)
+            todo = event < 0
+            enc = enclosing_slice(s_track, s_ts, s_dur, s_depth, s_id, q_track, q_ts)
+            nxt = next_slice(s_track, s_ts, s_dur, s_id, q_track, q_ts)
+            found = np.where(enclosing, enc, nxt)
+            event = np.where(todo, found, event)
+        points = pts.with_columns(
+            pl.Series("event", event),
+            pl.concat_str(
+                [
+                    pl.col("cat").fill_null(""),
+                    pl.col("name").fill_null(""),
+                    pl.col("id").fill_null(""),
+                ],
+                separator="\x00",
+            ).alias("fkey"),
+            pl.col("ph").is_in(["s", "t"]).alias("out"),
+            pl.col("ph").is_in(["t", "f"]).alias("in"),
+        )
+        edges.append(chain_edges(points, "fkey"))
+    v2 = slices.filter(pl.col("bind_id").is_not_null())
+    if v2.height:
+        points = v2.select(
+            pl.col("bind_id"),
+            "ts",
+            "idx",
+            pl.col("flow_out").alias("out"),
+            pl.col("flow_in").alias("in"),
+            pl.col("id").cast(pl.Int64).alias("event"),
+            "cat",
+            "name",
+        )
+        edges.append(chain_edges(points, "bind_id"))
+    return pl.concat(
+        [
+            e.select(pl.col("src").cast(pl.Int64), pl.col("dst").cast(pl.Int64), "cat", "name")
+            for e in edges
+        ]
+    )

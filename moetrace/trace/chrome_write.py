@@ -24,6 +24,7 @@ import numpy as np
 import polars as pl
 
 from moetrace.trace.chrome_phases import assign_overflow_lanes
+from moetrace.trace.chrome_write_flows import hex_ids, split_flow_edges, v1_flow_lines
 from moetrace.trace.model import Trace
 
 _BATCH = 200_000
@@ -155,7 +156,8 @@ def _metadata_lines(trace: Trace, lanes: pl.DataFrame) -> list[str]:
             )
         if rank is not None:
             out.append(
-                f'{{"ph":"M","name":"process_labels","pid":{p},"tid":0,"args":{{"labels":"rank {rank}"}}}}'
+                f'{{"ph":"M","name":"process_labels","pid":{p},"tid":0,'
+                f'"args":{{"labels":"rank {rank}"}}}}'
             )
         if sort is not None:
             out.append(
@@ -192,53 +194,6 @@ def _metadata_lines(trace: Trace, lanes: pl.DataFrame) -> list[str]:
     return out
 
 
-def _v2_edges(trace: Trace, ev: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
-    """Split deps into v2 chain edges and v1 edges; return (per-event bind fields, v1 edges)."""
-    deps = trace.deps.with_columns(pl.int_range(pl.len()).alias("edge"))
-    order = ev.select(pl.col("id"), pl.col("ts"), pl.col("row"))
-    d = deps.join(
-        order.rename({"id": "src", "ts": "s_ts", "row": "s_row"}), on="src", how="left"
-    ).join(order.rename({"id": "dst", "ts": "d_ts", "row": "d_row"}), on="dst", how="left")
-    first_out = pl.col("edge") == pl.col("edge").min().over("src")
-    first_in = pl.col("edge") == pl.col("edge").min().over("dst")
-    forward = (pl.col("s_ts") < pl.col("d_ts")) | (
-        (pl.col("s_ts") == pl.col("d_ts")) & (pl.col("s_row") < pl.col("d_row"))
-    )
-    d = d.with_columns(
-        (first_out & first_in & forward & (pl.col("src") != pl.col("dst")))
-        .fill_null(False)
-        .alias("v2")
-    )
-    chain = d.filter(pl.col("v2"))
-    # Chain id = the first event of the path: follow predecessor pointers by doubling.
-    if chain.height:
-        ids = ev["id"].to_numpy().astype(np.int64)
-        pos = np.full(int(ids.max()) + 1, -1, dtype=np.int64)
-        pos[ids] = np.arange(len(ids))
-        pred = np.arange(len(ids))
-        pred[pos[chain["dst"].to_numpy().astype(np.int64)]] = pos[
-            chain["src"].to_numpy().astype(np.int64)
-        ]
-        for _ in range(64):
-            nxt = pred[pred]
-            if np.array_equal(nxt, pred):
-                break
-            pred = nxt
-        head = ids[pred]
-        has_in = np.zeros(len(ids), dtype=bool)
-        has_out = np.zeros(len(ids), dtype=bool)
-        has_in[pos[chain["dst"].to_numpy().astype(np.int64)]] = True
-        has_out[pos[chain["src"].to_numpy().astype(np.int64)]] = True
-        bind = pl.DataFrame({"id": ev["id"], "bind": head, "fin": has_in, "fout": has_out}).filter(
-            pl.col("fin") | pl.col("fout")
-        )
-    else:
-        bind = pl.DataFrame(
-            schema={"id": pl.UInt32, "bind": pl.Int64, "fin": pl.Boolean, "fout": pl.Boolean}
-        )
-    return bind, d.filter(~pl.col("v2"))
-
-
 def event_lines(trace: Trace) -> tuple[list[str], pl.DataFrame, dict[str, Any]]:
     """(metadata lines, one-column frame of event JSON lines in id order, stored tables)."""
     lanes, lane = _lanes(trace)
@@ -252,7 +207,7 @@ def event_lines(trace: Trace) -> tuple[list[str], pl.DataFrame, dict[str, Any]]:
         how="left",
         maintain_order="left",
     )
-    bind, v1 = _v2_edges(trace, ev)
+    bind, v1 = split_flow_edges(trace, ev)
     ev = ev.join(bind, on="id", how="left", maintain_order="left")
     line = pl.concat_str(
         [
@@ -277,7 +232,7 @@ def event_lines(trace: Trace) -> tuple[list[str], pl.DataFrame, dict[str, Any]]:
                 pl.concat_str(
                     [
                         pl.lit('"0x'),
-                        pl.col("bind").map_batches(_hex, return_dtype=pl.String),
+                        pl.col("bind").map_batches(hex_ids, return_dtype=pl.String),
                         pl.lit('"'),
                     ]
                 ),
@@ -290,60 +245,9 @@ def event_lines(trace: Trace) -> tuple[list[str], pl.DataFrame, dict[str, Any]]:
         ]
     )
     events = ev.select(line.alias("line"))
-    flows = _v1_lines(v1, ev)
+    flows = v1_flow_lines(v1, ev)
     counters = _counter_lines(trace, lanes)
     return _metadata_lines(trace, lanes), pl.concat([events, flows, counters]), stored
-
-
-def _hex(s: pl.Series) -> pl.Series:
-    return pl.Series(
-        [format(int(v), "x") if v is not None else None for v in s.to_list()], dtype=pl.String
-    )
-
-
-def _v1_lines(v1: pl.DataFrame, ev: pl.DataFrame) -> pl.DataFrame:
-    if v1.height == 0:
-        return pl.DataFrame(schema={"line": pl.String})
-    pos = ev.select("id", "pid", "out_tid", "ts")
-    d = v1.join(
-        pos.rename({"id": "src", "pid": "sp", "out_tid": "st", "ts": "sts"}), on="src", how="left"
-    ).join(
-        pos.rename({"id": "dst", "pid": "dp", "out_tid": "dt", "ts": "dts"}), on="dst", how="left"
-    )
-    d = d.filter(pl.col("sts").is_not_null() & pl.col("dts").is_not_null())
-    common = [
-        pl.lit(',"cat":"moetrace.dep","name":"'),
-        pl.col("kind").cast(pl.String),
-        pl.lit('","id":'),
-        pl.col("edge").cast(pl.String),
-    ]
-    s = pl.concat_str(
-        [
-            pl.lit('{"ph":"s"'),
-            *common,
-            pl.lit(',"pid":'),
-            _id_json(pl.col("sp")),
-            pl.lit(',"tid":'),
-            _id_json(pl.col("st")),
-            pl.lit(',"ts":'),
-            _us(pl.col("sts")),
-            pl.lit(',"bp":"e"}'),
-        ]
-    )
-    f = pl.concat_str(
-        [
-            pl.lit('{"ph":"f"'),
-            *common,
-            pl.lit(',"pid":'),
-            _id_json(pl.col("dp")),
-            pl.lit(',"tid":'),
-            _id_json(pl.col("dt")),
-            pl.lit(',"ts":'),
-            _us(pl.col("dts")),
-            pl.lit(',"bp":"e"}'),
-        ]
-    )
-    return pl.concat([d.select(s.alias("line")), d.select(f.alias("line"))])
 
 
 def _counter_lines(trace: Trace, lanes: pl.DataFrame) -> pl.DataFrame:

@@ -200,6 +200,6 @@ def test_timestamps_exact_from_int_float_and_string(tmp_path: Path) -> None:
         "c": (4458676522690000, 1),
         "d": (-1500, 0),
     }
-    assert float(1736408883688177.931) * 1000 != 1736408883688177931  # float64 would be wrong
+    assert 1736408883688177.931 * 1000 != 1736408883688177931  # float64 would be wrong
     assert ("4376751100", "stream 7") in t.tracks.select("pid", "tid").rows()
     assert t.tracks.schema["pid"] == pl.String

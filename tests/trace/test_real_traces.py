@@ -34,6 +34,7 @@ def _all_traces(root: Path) -> list[Path]:
     return sorted(p for p in root.rglob("*") if p.name.endswith((".json", ".json.gz")))
 
 
+@pytest.mark.slow
 def test_every_real_trace_loads_valid(real_traces: Path) -> None:
     paths = _all_traces(real_traces)
     assert len(paths) >= 20

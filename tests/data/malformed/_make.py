@@ -40,7 +40,9 @@ FILES: dict[str, bytes | str] = {
     + json.dumps(Y)
     + "]",
     "nan_timestamp.json": '[{"ph": "X", "name": "a", "pid": 1, "tid": 1, "ts": NaN, "dur": 1}]',
-    "control_char_in_name.json": '[{"ph": "X", "name": "a\x01b", "pid": 1, "tid": 1, "ts": 1, "dur": 1}]',
+    "control_char_in_name.json": (
+        '[{"ph": "X", "name": "a\x01b", "pid": 1, "tid": 1, "ts": 1, "dur": 1}]'
+    ),
     # partial problems: the trace loads, with a warning
     "array_not_closed.json": arr(X, Y)[:-1],
     "array_trailing_comma.json": arr(X, Y)[:-1] + ",\n",
@@ -96,7 +98,7 @@ def main() -> None:
         data = content.encode("utf-8") if isinstance(content, str) else content
         (HERE / name).write_bytes(data)
     varied = [{**X, "name": f"op{i * 7919 % 1000}", "ts": i * 13, "dur": i % 7} for i in range(400)]
-    whole = gzip.compress(json.dumps({"traceEvents": varied}).encode())
+    whole = gzip.compress(json.dumps({"traceEvents": varied}).encode(), mtime=0)
     (HERE / "gzip_truncated.json.gz").write_bytes(whole[: len(whole) // 2])
     empty_dir = HERE / "directory_without_traces"
     empty_dir.mkdir(exist_ok=True)

@@ -1,0 +1,135 @@
+"""Dependencies as Chrome flow events, so Perfetto draws arrows.
+
+Flow v2 (`bind_id`, `flow_in`, `flow_out` on the slice itself) binds exactly but allows one
+in- and one out-edge per event: an edge is written as v2 when it is its source's first
+out-edge and its destination's first in-edge (those edges form chains sharing a bind_id,
+the chain's first event id, found by pointer doubling). The other edges of a fan-in/fan-out
+DAG become v1 `s`/`f` pairs with `bp: "e"` at the source's and destination's start.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import polars as pl
+
+from moetrace.trace.model import Trace
+
+
+def _json_str(expr: pl.Expr) -> pl.Expr:
+    encoded = pl.struct(expr.alias("v")).struct.json_encode()
+    return encoded.str.slice(5, encoded.str.len_chars() - 6)
+
+
+def _id_json(expr: pl.Expr) -> pl.Expr:
+    return pl.when(expr.str.contains(r"^-?[0-9]{1,18}$")).then(expr).otherwise(_json_str(expr))
+
+
+def _us(expr: pl.Expr) -> pl.Expr:
+    mag = expr.abs()
+    sign = pl.when(expr < 0).then(pl.lit("-")).otherwise(pl.lit(""))
+    return pl.concat_str(
+        [
+            sign,
+            (mag // 1000).cast(pl.String),
+            pl.lit("."),
+            (mag % 1000).cast(pl.String).str.zfill(3),
+        ]
+    )
+
+
+def split_flow_edges(trace: Trace, ev: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """Split deps into v2 chain edges and v1 edges; return (per-event bind fields, v1 edges)."""
+    deps = trace.deps.with_columns(pl.int_range(pl.len()).alias("edge"))
+    order = ev.select(pl.col("id"), pl.col("ts"), pl.col("row"))
+    d = deps.join(
+        order.rename({"id": "src", "ts": "s_ts", "row": "s_row"}), on="src", how="left"
+    ).join(order.rename({"id": "dst", "ts": "d_ts", "row": "d_row"}), on="dst", how="left")
+    first_out = pl.col("edge") == pl.col("edge").min().over("src")
+    first_in = pl.col("edge") == pl.col("edge").min().over("dst")
+    forward = (pl.col("s_ts") < pl.col("d_ts")) | (
+        (pl.col("s_ts") == pl.col("d_ts")) & (pl.col("s_row") < pl.col("d_row"))
+    )
+    d = d.with_columns(
+        (first_out & first_in & forward & (pl.col("src") != pl.col("dst")))
+        .fill_null(False)
+        .alias("v2")
+    )
+    chain = d.filter(pl.col("v2"))
+    # Chain id = the first event of the path: follow predecessor pointers by doubling.
+    if chain.height:
+        ids = ev["id"].to_numpy().astype(np.int64)
+        pos = np.full(int(ids.max()) + 1, -1, dtype=np.int64)
+        pos[ids] = np.arange(len(ids))
+        pred = np.arange(len(ids))
+        pred[pos[chain["dst"].to_numpy().astype(np.int64)]] = pos[
+            chain["src"].to_numpy().astype(np.int64)
+        ]
+        for _ in range(64):
+            nxt = pred[pred]
+            if np.array_equal(nxt, pred):
+                break
+            pred = nxt
+        head = ids[pred]
+        has_in = np.zeros(len(ids), dtype=bool)
+        has_out = np.zeros(len(ids), dtype=bool)
+        has_in[pos[chain["dst"].to_numpy().astype(np.int64)]] = True
+        has_out[pos[chain["src"].to_numpy().astype(np.int64)]] = True
+        bind = pl.DataFrame({"id": ev["id"], "bind": head, "fin": has_in, "fout": has_out}).filter(
+            pl.col("fin") | pl.col("fout")
+        )
+    else:
+        bind = pl.DataFrame(
+            schema={"id": pl.UInt32, "bind": pl.Int64, "fin": pl.Boolean, "fout": pl.Boolean}
+        )
+    return bind, d.filter(~pl.col("v2"))
+
+
+def hex_ids(s: pl.Series) -> pl.Series:
+    return pl.Series(
+        [format(int(v), "x") if v is not None else None for v in s.to_list()], dtype=pl.String
+    )
+
+
+def v1_flow_lines(v1: pl.DataFrame, ev: pl.DataFrame) -> pl.DataFrame:
+    if v1.height == 0:
+        return pl.DataFrame(schema={"line": pl.String})
+    pos = ev.select("id", "pid", "out_tid", "ts")
+    d = v1.join(
+        pos.rename({"id": "src", "pid": "sp", "out_tid": "st", "ts": "sts"}), on="src", how="left"
+    ).join(
+        pos.rename({"id": "dst", "pid": "dp", "out_tid": "dt", "ts": "dts"}), on="dst", how="left"
+    )
+    d = d.filter(pl.col("sts").is_not_null() & pl.col("dts").is_not_null())
+    common = [
+        pl.lit(',"cat":"moetrace.dep","name":"'),
+        pl.col("kind").cast(pl.String),
+        pl.lit('","id":'),
+        pl.col("edge").cast(pl.String),
+    ]
+    s = pl.concat_str(
+        [
+            pl.lit('{"ph":"s"'),
+            *common,
+            pl.lit(',"pid":'),
+            _id_json(pl.col("sp")),
+            pl.lit(',"tid":'),
+            _id_json(pl.col("st")),
+            pl.lit(',"ts":'),
+            _us(pl.col("sts")),
+            pl.lit(',"bp":"e"}'),
+        ]
+    )
+    f = pl.concat_str(
+        [
+            pl.lit('{"ph":"f"'),
+            *common,
+            pl.lit(',"pid":'),
+            _id_json(pl.col("dp")),
+            pl.lit(',"tid":'),
+            _id_json(pl.col("dt")),
+            pl.lit(',"ts":'),
+            _us(pl.col("dts")),
+            pl.lit(',"bp":"e"}'),
+        ]
+    )
+    return pl.concat([d.select(s.alias("line")), d.select(f.alias("line"))])
