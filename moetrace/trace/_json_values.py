@@ -95,7 +95,7 @@ def us_values_to_ns(values: list[Any]) -> tuple[pl.Series, pl.Series]:
     ns = pl.select(
         pl.when(three)
         .then(text.str.replace(".", "", literal=True).cast(pl.Int64, strict=False))
-        .when(dot.is_null() & (text.str.len_bytes() <= 16))
+        .when(dot.is_null() & (text.cast(pl.Int64, strict=False).abs() <= _MAX_WHOLE))
         .then(text.cast(pl.Int64, strict=False) * 1000)
         .alias("ns")
     ).to_series()
