@@ -263,3 +263,18 @@ def test_fan_in_fan_out_deps_become_v1_flows(tmp_path: Path) -> None:
     got = set(again.deps.select("src", "dst").iter_rows())
     assert got == {(0, 1), (0, 2), (1, 3), (2, 3)}
     assert again.deps.height == 4 and set(again.deps["kind"].cast(pl.String)) == {"flow"}
+
+
+def test_executor_trace_roundtrips_exactly(tmp_path: Path) -> None:
+    """A simulated run written as Chrome JSON loads back identical and knows how it was made."""
+    import pytest
+
+    run = pytest.importorskip("moetrace.executor.run")
+    for schedule in ("sequential", "tile"):
+        trace = run.simulate(ranks=4, tokens=256, schedule=schedule)
+        back = _roundtrip(trace, tmp_path / f"{schedule}.json.gz")
+        assert trace.frames_equal(back), _diff(trace, back)
+        assert back.meta["executor"] == trace.meta["executor"]
+        assert back.meta.get("peak_flops") == trace.meta.get("peak_flops")
+        assert back.meta["flavor"] == "moetrace" and back.meta["format"] == "chrome-json"
+        assert back.deps.height == trace.deps.height > 0
