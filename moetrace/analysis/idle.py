@@ -15,7 +15,7 @@ import polars as pl
 
 from moetrace.analysis import intervals as iv
 from moetrace.analysis.classify import wait_cause
-from moetrace.analysis.critical_path import Gates
+from moetrace.analysis.critical_path import Gates, _rows_of_ids
 from moetrace.analysis.steps import Prepared
 from moetrace.trace.model import EVENT_KINDS, UNITS
 
@@ -46,7 +46,9 @@ def _last_at(
     if len(key_group) == 0 or len(q_group) == 0:
         return out
     k, q = iv.pack_pairs((key_group, key_time), (q_group, q_time))
-    order = np.lexsort((ids, k))
+    # depth-0 slices of a track are disjoint, so (group, time) keys are unique in practice;
+    # on a tie the stable sort keeps the later row last (ids ascend with rows)
+    order = np.argsort(k, kind="stable")
     ks = k[order]
     pos = np.searchsorted(ks, q, side="right") - 1
     hit = (pos >= 0) & (ks[np.clip(pos, 0, None)] == q)
@@ -146,11 +148,8 @@ def idle(prep: Prepared, gates: Gates) -> tuple[pl.DataFrame, pl.DataFrame, pl.D
 
 
 def _id_to_row(prep: Prepared, ids: np.ndarray) -> np.ndarray:
-    """Row positions (idx) of event ids."""
-    all_ids = prep.ev["id"].to_numpy().astype(np.int64)
-    order = np.argsort(all_ids, kind="stable")
-    pos = np.searchsorted(all_ids[order], ids)
-    return order[np.clip(pos, 0, len(order) - 1)]
+    """Row positions (idx) of event ids (which exist)."""
+    return _rows_of_ids(prep.ev["id"].to_numpy().astype(np.int64), ids)
 
 
 def _id_to_end(prep: Prepared, ids: np.ndarray) -> np.ndarray:
