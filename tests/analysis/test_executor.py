@@ -74,3 +74,14 @@ def test_tile_schedule_raises_aic_util_and_hides_comm() -> None:
     assert aic_tile > aic_seq + 0.1
     assert exposed_tile < 0.5 * exposed_seq
     assert rows["overlap_ratio"][1] > rows["overlap_ratio"][0]
+
+
+def test_same_metrics_after_a_chrome_json_round_trip(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """What users analyze is the written file: every frame must come out the same."""
+    io = pytest.importorskip("moetrace.trace.io")
+    trace = run.simulate(ranks=4, tokens=128, schedule="tile")
+    path = tmp_path / "tile.json"
+    trace.write(path)
+    direct, loaded = analyze(trace), analyze(io.load(path))
+    for name in ("ranks", "units", "tracks", "gaps", "critical_path", "comm", "exposed"):
+        assert getattr(direct, name).equals(getattr(loaded, name)), name
