@@ -240,9 +240,19 @@ def analyze(
         prep.ev.filter(
             pl.col("device") & (pl.col("kind") == "compute") & pl.col("gid").is_not_null()
         )
+        .join(prep.windows.select("gid", "lo", "hi"), on="gid", how="left")
+        .with_columns(  # the share of each event inside the (possibly clipped) window
+            pl.when(pl.col("end") > pl.col("ts"))
+            .then(
+                (pl.min_horizontal("end", "hi") - pl.max_horizontal("ts", "lo")).clip(0)
+                / (pl.col("end") - pl.col("ts"))
+            )
+            .otherwise(1.0)
+            .alias("share")
+        )
         .group_by("gid")
         .agg(
-            pl.col("flops").sum().alias("flops"),
+            (pl.col("flops") * pl.col("share")).sum().alias("flops"),
             pl.col("flops").is_not_null().any().alias("has_flops"),
         )
     )
@@ -303,9 +313,9 @@ def analyze(
         critical_path=keyed(
             cp, ["seq", "segment", "event_id", "start_ns", "end_ns", "dur_ns", "category"]
         ),
-        comm=comm_events.join(keys.select("gid", "rank", "step"), on="gid", how="left").select(
-            "event_id", "rank", "step", "ts_ns", "dur_ns", "exposed_ns", "collective"
-        ),
+        comm=comm_events.join(
+            keys.select("gid", "rank", "step"), on="gid", how="left", maintain_order="left"
+        ).select("event_id", "rank", "step", "ts_ns", "dur_ns", "exposed_ns", "collective"),
         exposed=keyed(exposed, ["start_ns", "end_ns"]),
         warnings=warnings,
         meta={"cpu_mode": prep.cpu_mode, "source": trace.meta.get("source")},

@@ -249,3 +249,10 @@ def test_compare_ratios() -> None:
     assert c["exposed_comm_ns"] == (100.0, 50.0, 0.5)
     assert c["window_ns"][2] == pytest.approx(150 / 200)
     assert c["util:aic"][0] == pytest.approx(0.5) and c["util:aic"][1] == pytest.approx(100 / 150)
+
+
+def test_mfu_in_a_time_range_counts_the_flops_inside_it() -> None:
+    t = make([(0, "mm", "compute", 0, 1000, 4.0e6)], ["aic"], meta={"peak_flops": 8.0e15})
+    half = row(analyze(t, time_range=(0, 500)))
+    assert half["window_ns"] == 500
+    assert half["mfu"] == pytest.approx(2.0e6 / (500e-9 * 8.0e15))
