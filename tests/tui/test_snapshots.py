@@ -51,3 +51,11 @@ def test_critical_path_table(snap_compare: Any) -> None:
 
 def test_help_screen(snap_compare: Any) -> None:
     assert snap_compare(make_app(), press=["question_mark"], terminal_size=SIZE, run_before=ready)
+
+
+@pytest.mark.parametrize("keys", [(), ("b",)], ids=["collapsed", "braille"])
+def test_many_ranks(snap_compare: Any, keys: tuple[str, ...]) -> None:
+    app = MoetraceApp(
+        synthetic_trace(ranks=40, events_per_lane=10, seed=2), metrics=False, title="40 ranks"
+    )
+    assert snap_compare(app, press=list(keys), terminal_size=SIZE, run_before=ready)
