@@ -236,9 +236,26 @@ GPU_FIELDS: dict[str, str] = {
 }
 
 
+def _table(name: str, value: Any) -> BandwidthTable:
+    """A bandwidth table from "8:146e9,16:107e9" or a TOML list of [ep, bytes/s] pairs."""
+    try:
+        if isinstance(value, str):
+            pairs = [item.split(":") for item in value.split(",") if item.strip()]
+        else:
+            pairs = [list(item) for item in value]
+        table = tuple(sorted((int(ep), float(bw)) for ep, bw in pairs))
+    except (TypeError, ValueError):
+        raise ExecutorInputError(
+            f"hardware field {name!r}: expected EP:bytes_per_s pairs like 8:146e9,16:107e9"
+        ) from None
+    if not table or any(ep < 1 or bw <= 0 for ep, bw in table):
+        raise ExecutorInputError(f"hardware field {name!r}: needs EP >= 1 and bandwidth > 0")
+    return table
+
+
 def _coerce(name: str, value: Any, current: Any) -> Any:
     if isinstance(current, tuple):
-        raise ExecutorInputError(f"hardware field {name!r} is a table; set link_bw instead")
+        return _table(name, value)
     try:
         if isinstance(current, bool):
             return str(value).lower() in ("1", "true", "yes")

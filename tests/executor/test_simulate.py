@@ -179,3 +179,14 @@ def test_balanced_routing_is_exactly_balanced() -> None:
     assign = route(make_workload("deepseek-v3", 4, 512))
     per_source = np.stack([np.bincount(assign[r].ravel(), minlength=256) for r in range(4)])
     assert (per_source == 512 * 8 // 256).all()
+
+
+def test_bandwidth_tables_can_be_overridden() -> None:
+    from moetrace.executor.hardware import get_hardware
+
+    hw = get_hardware("ascend-a3", {"dispatch_bw": "8:50e9,64:25e9"})
+    assert hw.link_rate("dispatch", 8) == 50e9 and hw.link_rate("dispatch", 64) == 25e9
+    assert hw.link_rate("dispatch", 16) == pytest.approx(50e9 - (50e9 - 25e9) / 3)
+    assert get_hardware("ascend-a3", {"combine_bw": [[8, 1e9]]}).link_rate("combine", 128) == 1e9
+    with pytest.raises(ExecutorInputError, match="EP:bytes_per_s"):
+        get_hardware("ascend-a3", {"dispatch_bw": "fast"})
