@@ -52,10 +52,8 @@ def list_schedule(
     rank_bits = n.bit_length()
     rank_mask = (1 << rank_bits) - 1
     prio = priorities(t, by_stage)
-    base_key = [
-        (int(p) << (_TIME_BITS + rank_bits)) | int(r)
-        for p, r in zip(prio.tolist(), srank.tolist(), strict=True)
-    ]
+    shift = _TIME_BITS + rank_bits
+    base_key = [(p << shift) | r for p, r in zip(prio.tolist(), srank.tolist(), strict=True)]
 
     src_order = np.argsort(t.src, kind="stable")
     ptr = np.zeros(n + 1, dtype=np.int64)
