@@ -21,6 +21,7 @@ from moetrace.commands.executor_common import (
     executor_errors,
     hw_overrides,
     run_simulation,
+    simulate_write_summarize,
     summarize,
 )
 
@@ -281,8 +282,13 @@ def _prepare_demo_dir(directory: Path, force: bool) -> None:
 @click.option("--tokens", default=4096, show_default=True, help="Tokens per rank.")
 @click.option("--force", is_flag=True, help="Use the directory even if it is not a previous demo.")
 @click.option("--no-view", is_flag=True, help="Do not open the viewer afterwards.")
+@click.option(
+    "--jobs", default=2, show_default=True, help="Run the two schedules in parallel processes."
+)
 @handle_errors
-def demo(out_dir: str, fmt: str, ranks: int, tokens: int, force: bool, no_view: bool) -> None:
+def demo(
+    out_dir: str, fmt: str, ranks: int, tokens: int, force: bool, no_view: bool, jobs: int
+) -> None:
     """DeepSeek-V3's MoE layer on 64 Ascend A3 dies: operator-by-operator vs tile-level.
 
     Writes both traces to ./moetrace-demo/, prints the comparison and, in a terminal, opens the
@@ -297,14 +303,20 @@ def demo(out_dir: str, fmt: str, ranks: int, tokens: int, force: bool, no_view: 
     for schedule in ("sequential", "tile"):
         _check_params({**base, "schedule": schedule})
     _prepare_demo_dir(directory, force)
-    results: dict[str, dict[str, Any]] = {}
-    paths: dict[str, Path] = {}
-    for schedule in ("sequential", "tile"):
-        click.echo(f"simulating {schedule} ...", err=True)
-        trace = run_simulation({**base, "schedule": schedule})
-        paths[schedule] = directory / f"{schedule}.{fmt}"
-        trace.write(paths[schedule], force=True)
-        results[schedule] = summarize(trace)
+    paths = {s: directory / f"{s}.{fmt}" for s in ("sequential", "tile")}
+    jobs_args = [({**base, "schedule": s}, str(p)) for s, p in paths.items()]
+    click.echo("simulating sequential and tile schedules ...", err=True)
+    if jobs > 1:
+        import multiprocessing
+        from concurrent.futures import ProcessPoolExecutor
+
+        # spawn, not fork: Polars' thread pool must not be forked
+        ctx = multiprocessing.get_context("spawn")
+        with ProcessPoolExecutor(max_workers=min(jobs, 2), mp_context=ctx) as pool:
+            summaries = list(pool.map(simulate_write_summarize, *zip(*jobs_args, strict=True)))
+    else:
+        summaries = [simulate_write_summarize(p, out) for p, out in jobs_args]
+    results = dict(zip(paths, summaries, strict=True))
     seq = results["sequential"]["makespan_ns"]
     table = Table(
         title=f"DeepSeek-V3 MoE layer, {ranks} x Ascend A3 dies, {tokens} tokens/rank, "

@@ -84,3 +84,15 @@ def hw_overrides(pairs: tuple[str, ...], hw_file: str | None) -> dict[str, Any]:
         out: dict[str, Any] = load_overrides_file(hw_file) if hw_file else {}
         out.update(parse_overrides(pairs))
     return out
+
+
+def simulate_write_summarize(params: dict[str, Any], path: str) -> dict[str, Any]:
+    """Simulate, write the trace to `path` (overwriting) and return its summary.
+
+    Top-level so that `moetrace demo` can run the two schedules in two processes.
+    """
+    from moetrace.executor.run import simulate
+
+    trace = simulate(**params)
+    trace.write(path, force=True)
+    return summarize(trace)

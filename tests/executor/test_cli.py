@@ -126,8 +126,11 @@ def test_demo_writes_both_traces_and_protects_other_directories(tmp_path: Path) 
     assert code == 0
     assert (target / "sequential.json.gz").exists() and (target / "tile.json.gz").exists()
     assert "speedup" in out and "tile" in out
-    code, _, _ = _run(args)  # rerunning replaces its own files
+    first = (target / "tile.json.gz").read_bytes()
+    code, out2, _ = _run([*args, "--jobs", "1"])  # rerunning replaces its own files, in-process
     assert code == 0
+    assert out2 == out  # the parallel and the in-process demo print the same table
+    assert len((target / "tile.json.gz").read_bytes()) == len(first)
     other = tmp_path / "mine"
     other.mkdir()
     (other / "notes.txt").write_text("keep me")
