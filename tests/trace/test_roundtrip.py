@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import polars as pl
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -109,6 +110,7 @@ def _diff(a: Trace, b: Trace) -> str:
     return ""
 
 
+@pytest.mark.slow
 @settings(
     max_examples=60,
     deadline=None,
@@ -158,6 +160,7 @@ def chrome_events(draw: Any) -> list[dict[str, Any]]:
     return out
 
 
+@pytest.mark.slow
 @settings(
     max_examples=60,
     deadline=None,
@@ -177,6 +180,7 @@ def test_random_chrome_json_roundtrips(
     assert second.frames_equal(third)
 
 
+@pytest.mark.slow
 def test_every_real_trace_roundtrips(real_traces: Path, tmp_path: Path) -> None:
     for path in sorted(p for p in real_traces.rglob("*") if p.name.endswith((".json", ".json.gz"))):
         if path.stat().st_size > 2_000_000:
@@ -267,8 +271,6 @@ def test_fan_in_fan_out_deps_become_v1_flows(tmp_path: Path) -> None:
 
 def test_executor_trace_roundtrips_exactly(tmp_path: Path) -> None:
     """A simulated run written as Chrome JSON loads back identical and knows how it was made."""
-    import pytest
-
     run = pytest.importorskip("moetrace.executor.run")
     for schedule in ("sequential", "tile"):
         trace = run.simulate(ranks=4, tokens=256, schedule=schedule)
