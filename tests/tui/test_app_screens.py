@@ -200,3 +200,17 @@ async def test_loading_shows_progress_then_the_trace(
         await pilot.press("j", "j", "full_stop")
         assert app.timeline.selected == 0
         assert "AIC 0" in lane_text(app.timeline, ("lane", 0, 0))
+
+
+async def test_metrics_pane_shows_the_analyzer_totals(small_trace: Trace) -> None:
+    from moetrace.tui.format import fmt_ns, fmt_pct
+
+    app = MoetraceApp(small_trace)
+    async with running(app):
+        body = static_text(app, "#metrics-body")
+        totals = app.report.summary()
+        assert (
+            f"exposed comm {fmt_ns(totals['exposed_comm_ns'])} ({fmt_pct(totals['exposed_ratio'])})"
+            in body
+        )
+        assert f"aic {fmt_pct(totals['util:aic'])}" in body

@@ -100,12 +100,34 @@ def critical_path_table(report: Any) -> Table | None:
     return table
 
 
+def totals_text(report: Any) -> Text | None:
+    """The analyzer's totals over all ranks and steps (Report.summary), in two lines."""
+    summary = getattr(report, "summary", None)
+    if not callable(summary):
+        return None
+    try:
+        s = summary()
+    except Exception:  # an older/partial report: the tables below still show
+        return None
+    units = "  ".join(f"{k[5:]} {fmt_pct(v)}" for k, v in s.items() if k.startswith("util:"))
+    line1 = (
+        f"all: exposed comm {fmt_ns(s.get('exposed_comm_ns'))} "
+        f"({fmt_pct(s.get('exposed_ratio'))}), CPcov {fmt_pct(s.get('cp_coverage'))}"
+    )
+    mfu = s.get("mfu")
+    line2 = f"util {units}" + (f"  MFU {fmt_pct(mfu)}" if mfu is not None else "")
+    return Text(f"{line1}\n{line2}")
+
+
 def render_report(report: Any, scope: str) -> RenderableType:
     """The pane's content for a report (None while computing)."""
     parts: list[RenderableType] = [Text(scope, style="bold")]
     if report is None:
         parts.append(Text("computing…", style="dim italic"))
         return Group(*parts)
+    totals = totals_text(report)
+    if totals is not None:
+        parts.append(totals)
     for title, table in (
         ("ranks", ranks_table(report)),
         ("utilisation per unit", units_table(report)),
