@@ -42,9 +42,11 @@ def find_row(timeline: TimelineView, pred: Callable[[Any], bool]) -> int:
 
 def static_text(app: MoetraceApp, selector: str) -> str:
     """Plain text of a Static's content (Text or any Rich renderable), as the user reads it."""
+    import io
+
     from rich.console import Console
 
     content = app.query_one(selector).content  # type: ignore[attr-defined]
-    console = Console(width=200, record=True, file=open("/dev/null", "w"))  # noqa: SIM115
+    console = Console(width=200, record=True, file=io.StringIO())
     console.print(content)
     return console.export_text()
