@@ -67,6 +67,8 @@ def assign_overflow_lanes(
     if len(ts) == 0:
         return lane, depth
     track = np.asarray(track, dtype=np.int64)
+    if _all_flat(track, np.asarray(ts, dtype=np.int64), np.asarray(dur, dtype=np.int64)):
+        return lane, depth
     for _ in range(max_lanes):
         key = track * (max_lanes + 1) + lane
         depth, bad = nesting_depth(key, ts, dur)
@@ -74,6 +76,21 @@ def assign_overflow_lanes(
             break
         lane[bad] += 1
     return lane, depth
+
+
+def _all_flat(track: np.ndarray, ts: np.ndarray, dur: np.ndarray) -> bool:
+    """True when, on every track, each slice starts strictly after the previous one starts
+    and no earlier than it ends: then every depth is 0 and nothing overlaps, which is what
+    `nesting_depth` would compute, found with one stable sort by track instead of its
+    full (track, ts, dur) sort and dense ranking (the common case of flat kernel streams)."""
+    if len(ts) < 2:
+        return True
+    order = np.argsort(track, kind="stable")  # file order kept within a track
+    t, s = track[order], ts[order]
+    e = s + dur[order]
+    same = t[1:] == t[:-1]
+    ok = (s[1:] > s[:-1]) & (s[1:] >= e[:-1])
+    return bool((ok | ~same).all())
 
 
 def _dense_keys(track: np.ndarray, times: list[np.ndarray]) -> tuple[list[np.ndarray], np.int64]:
@@ -189,8 +206,18 @@ def bind_flows(points: pl.DataFrame, slices: pl.DataFrame, tracks: pl.DataFrame)
             )
             q_track = q["track"].fill_null(2**31).to_numpy().astype(np.int64)
             todo = event < 0
-            enc = enclosing_slice(s_track, s_ts, s_dur, s_depth, s_id, q_track, q_ts)
-            nxt = next_slice(s_track, s_ts, s_dur, s_id, q_track, q_ts)
+            # Each binding rule costs a sort of every slice: run it only if some point uses it.
+            no_hit = np.full(len(q_ts), -1, dtype=np.int64)
+            enc = (
+                enclosing_slice(s_track, s_ts, s_dur, s_depth, s_id, q_track, q_ts)
+                if enclosing.any()
+                else no_hit
+            )
+            nxt = (
+                next_slice(s_track, s_ts, s_dur, s_id, q_track, q_ts)
+                if not enclosing.all()
+                else no_hit
+            )
             found = np.where(enclosing, enc, nxt)
             event = np.where(todo, found, event)
         points = pts.with_columns(

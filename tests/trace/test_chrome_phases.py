@@ -203,3 +203,38 @@ def test_timestamps_exact_from_int_float_and_string(tmp_path: Path) -> None:
     assert 1736408883688177.931 * 1000 != 1736408883688177931  # float64 would be wrong
     assert ("4376751100", "stream 7") in t.tracks.select("pid", "tid").rows()
     assert t.tracks.schema["pid"] == pl.String
+
+
+def test_flat_fast_path_agrees_with_nesting_depth() -> None:
+    """assign_overflow_lanes' shortcut for flat tracks must give exactly what the general
+    lane loop over model.nesting_depth gives (the independent reference), on flat, nested,
+    touching, zero-length, equal-start and overlapping inputs."""
+    import numpy as np
+
+    from moetrace.trace import chrome_phases as cp
+
+    rng = np.random.default_rng(3)
+    for case in range(300):
+        n = int(rng.integers(1, 40))
+        track = rng.integers(0, 3, n)
+        if case % 3 == 0:  # flat streams: starts increase, each after the previous end
+            gaps = rng.integers(0, 3, n)
+            dur = rng.integers(0, 4, n)
+            ts = np.zeros(n, dtype=np.int64)
+            clock = {0: 0, 1: 0, 2: 0}
+            for i in range(n):
+                clock[track[i]] += int(gaps[i]) + (1 if i else 0)
+                ts[i] = clock[track[i]]
+                clock[track[i]] += int(dur[i])
+        else:
+            ts = rng.integers(0, 20, n)
+            dur = rng.integers(0, 6, n)
+        ts, dur = ts.astype(np.int64), dur.astype(np.int64)
+        fast = cp.assign_overflow_lanes(track, ts, dur)
+        saved = cp._all_flat
+        cp._all_flat = lambda *a: False  # type: ignore[assignment]
+        try:
+            slow = cp.assign_overflow_lanes(track, ts, dur)
+        finally:
+            cp._all_flat = saved  # type: ignore[assignment]
+        assert np.array_equal(fast[0], slow[0]) and np.array_equal(fast[1], slow[1]), case
