@@ -26,6 +26,9 @@ from moetrace.analysis.classify import (
 )
 from moetrace.trace.model import Kind, Trace, Unit
 
+LAUNCH_SKEW_NS = 1_000
+"""A launch call may start this much after its kernel (clock skew); later ones are ignored."""
+
 NO_RANK = -1
 """Internal stand-in for a null rank (restored to null in the report)."""
 
@@ -232,6 +235,25 @@ def prepare_steps(
     ev = ev.with_columns(step_by_time.alias("step"))
     # ... but a device event takes the step of the host call that launched it
     deps = trace.deps.filter(pl.col("src") != pl.col("dst"))
+    # a launch call cannot start after the work it launched (a flow bound to the wrong slice)
+    if deps.height and (deps["kind"] == "launch").any():
+        start = ev.select(pl.col("id"), pl.col("ts"))
+        late = (
+            deps.with_row_index("_row")
+            .filter(pl.col("kind") == "launch")
+            .join(start.rename({"id": "src", "ts": "s_ts"}), on="src")
+            .join(start.rename({"id": "dst", "ts": "d_ts"}), on="dst")
+            .filter(pl.col("s_ts") > pl.col("d_ts") + LAUNCH_SKEW_NS)
+        )
+        if late.height:
+            deps = (
+                deps.with_row_index("_row")
+                .filter(~pl.col("_row").is_in(late["_row"].implode()))
+                .drop("_row")
+            )
+            warnings.append(
+                f"{late.height} launch edge(s) start after the work they launch: ignored"
+            )
     if trace.meta.get("flavor") == "kineto":
         from moetrace.analysis.sync_edges import kineto_launch_edges
 

@@ -18,6 +18,11 @@ DEVICE = ("aic", "aiv", "link", "stream")
 TOL = 1_000
 
 
+def late_launch(dep: dict[str, Any], by_id: dict[int, dict[str, Any]]) -> bool:
+    """A launch edge whose call starts more than TOL after the work it launched (ignored)."""
+    return dep["kind"] == "launch" and by_id[dep["src"]]["ts"] > by_id[dep["dst"]]["ts"] + TOL
+
+
 def union(iv: list[tuple[int, int]]) -> list[tuple[int, int]]:
     out: list[list[int]] = []
     for s, e in sorted(x for x in iv if x[1] > x[0]):
@@ -121,7 +126,7 @@ def reference(trace: Trace, time_range: tuple[int, int] | None = None) -> Ref:
         e["step"] = step_at(e["rank"], e["ts"])
     launch_steps: dict[int, list[int]] = {}
     for r in trace.deps.iter_rows(named=True):
-        if r["kind"] == "launch" and r["src"] != r["dst"]:
+        if r["kind"] == "launch" and r["src"] != r["dst"] and not late_launch(r, by_id):
             s = by_id[r["src"]]["step"]
             if s is not None:
                 launch_steps.setdefault(r["dst"], []).append(s)
@@ -216,7 +221,10 @@ def gating(ev: list[dict[str, Any]], trace: Trace) -> dict[int, int]:
         lane.sort(key=lambda e: (e["ts"], e["idx"]))
         for a, b in itertools.pairwise(lane):
             preds.setdefault(b["idx"], []).append((a["idx"], 0))
+    by_id = {e["id"]: e for e in ev}
     for r in trace.deps.iter_rows(named=True):
+        if late_launch(r, by_id):
+            continue
         if r["src"] in idx_of and r["dst"] in idx_of and r["src"] != r["dst"]:
             preds.setdefault(idx_of[r["dst"]], []).append(
                 (idx_of[r["src"]], 2 if r["kind"] in ("sync", "data") else 1)
