@@ -36,6 +36,7 @@ def to_ns(raw: pl.Series, scale: int = 1000) -> tuple[pl.Series, pl.Series]:
         pl.when((magnitude <= _MAX_WHOLE) & ~whole.str.starts_with("+")).then(magnitude)
     ).to_series()
     frac_ok = frac.is_null() | (frac == "") | frac.str.contains(r"^[0-9]{1,18}$")
+    frac_ok = frac_ok & (text.str.count_matches(".", literal=True) <= 1)  # split_exact drops "..."
     padded = frac.fill_null("").str.pad_end(digits + 1, "0")
     sub = padded.str.slice(0, digits).cast(pl.Int64, strict=False) if digits else pl.lit(0)
     carry = (padded.str.slice(digits, 1).cast(pl.Int64, strict=False) >= 5).cast(pl.Int64)

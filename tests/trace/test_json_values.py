@@ -48,3 +48,24 @@ def test_fast_paths_match_decimal(values: list[Any]) -> None:
 def test_epoch_string_is_exact() -> None:
     got, _ = us_values_to_ns(["1736408883688177.930", "1736408883688177.931", "1e-3", "soon"])
     assert got.to_list() == [1736408883688177930, 1736408883688177931, 1, None]
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(
+        st.one_of(
+            _decimal_text,
+            st.text("0123456789.-e+ ", min_size=1, max_size=12),
+            st.sampled_from(["1736408883688177.930", "0.001", "12.", "1.2345", "1e3"]),
+        ),
+        min_size=1,
+        max_size=40,
+    )
+)
+def test_text_values_match_decimal(values: list[str]) -> None:
+    """Texts of any shape (odd signs, several dots, exponents): exact ns as the Decimal
+    reference, and exactly the rows Decimal rejects are flagged invalid ("0.." once was 0)."""
+    got, invalid = us_values_to_ns(values)
+    want = [_reference(v) for v in values]
+    assert got.to_list() == want
+    assert invalid.to_list() == [w is None for w in want]
