@@ -101,6 +101,18 @@ class Report:
             out[f"util:{unit[0]}"] = float(sub["busy_ns"].sum()) / denom if denom else None
         return out
 
+    @property
+    def cp_breakdown(self) -> pl.DataFrame:
+        """Critical-path time per category (compute-aic, comm, wait, ...) over all ranks and
+        steps: category, dur_ns, share of the summed path; longest first."""
+        by = (
+            self.critical_path.group_by("category")
+            .agg(pl.col("dur_ns").sum())
+            .sort(["dur_ns", "category"], descending=[True, False])
+        )
+        total = by["dur_ns"].sum()
+        return by.with_columns((pl.col("dur_ns") / total if total else pl.lit(None)).alias("share"))
+
     def to_dict(self) -> dict[str, Any]:
         """The JSON structure of issue 4: per rank and step, then aggregates over ranks."""
         util: dict[tuple[Any, Any], dict[str, float]] = {}

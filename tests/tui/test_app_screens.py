@@ -37,8 +37,10 @@ async def test_names_table_aggregates_by_name(small_trace: Trace) -> None:
         await pilot.press("4")
         table = app.screen.query_one("DataTable")
         totals: dict[str, int] = defaultdict(int)
-        for name, dur in zip(small_trace.events["name"], small_trace.events["dur"], strict=True):
-            totals[name] += dur
+        ev = small_trace.events
+        for name, dur, kind in zip(ev["name"], ev["dur"], ev["kind"], strict=True):
+            if kind != "marker":  # step spans would top the table with the whole window
+                totals[name] += dur
         assert table.row_count == len(totals)
         top = max(totals, key=lambda n: (totals[n], n))
         assert str(table.get_row_at(0)[0]) == top

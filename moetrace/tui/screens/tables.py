@@ -15,6 +15,7 @@ from textual.binding import Binding, BindingType
 from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Static
 
+from moetrace.analysis.names import events_by_name
 from moetrace.trace.model import Trace
 
 from ..format import fmt_ns
@@ -112,29 +113,18 @@ def table_rows(
                 )
             )
         return cols, rows
-    by_name = (
-        trace.events.group_by("name")
-        .agg(
-            pl.len().alias("count"),
-            pl.col("dur").sum().alias("total"),
-            pl.col("dur").mean().alias("mean"),
-            pl.col("dur").max().alias("max"),
-            pl.col("id").sort_by("dur").last().alias("longest"),
-        )
-        .sort(["total", "name"], descending=[True, False])
-        .head(MAX_ROWS)
-    )
+    by_name = events_by_name(trace).head(MAX_ROWS)
     cols = ["name", "count", "total", "mean", "max"]
     for r in by_name.iter_rows(named=True):
         rows.append(
             (
-                r["longest"],
+                r["longest_id"],
                 [
                     Text(safe_text(r["name"])),
                     Text(str(r["count"]), justify="right"),
-                    _dur(r["total"]),
-                    _dur(r["mean"]),
-                    _dur(r["max"]),
+                    _dur(r["total_ns"]),
+                    _dur(r["mean_ns"]),
+                    _dur(r["max_ns"]),
                 ],
             )
         )

@@ -72,21 +72,8 @@ def units_table(report: Any) -> Table | None:
 def critical_path_table(report: Any) -> Table | None:
     """Critical-path time by segment category (event kinds/units and waits)."""
     breakdown = _frame(report, "cp_breakdown")
-    cp = _frame(report, "critical_path")
-    if breakdown is None:
-        if cp is None or cp.height == 0:
-            return None
-        # Grouping for display only: each segment's duration is the analyzer's figure.
-        label = (
-            pl.when(pl.col("segment") == "wait").then(pl.lit("wait")).otherwise(pl.col("category"))
-        )
-        breakdown = (
-            cp.with_columns(label.fill_null("other").alias("category"))
-            .group_by("category")
-            .agg(pl.col("dur_ns").sum().alias("dur_ns"))
-            .sort("dur_ns", descending=True)
-        )
-    total = breakdown["dur_ns"].sum() or 1
+    if breakdown is None or breakdown.height == 0:
+        return None
     table = Table(box=None, pad_edge=False, header_style="bold")
     table.add_column("segment", no_wrap=True)
     table.add_column("time", justify="right", no_wrap=True)
@@ -95,7 +82,7 @@ def critical_path_table(report: Any) -> Table | None:
         table.add_row(
             Text(str(row["category"])),
             Text(fmt_ns(row["dur_ns"])),
-            Text(fmt_pct(row["dur_ns"] / total)),
+            Text(fmt_pct(row["share"])),
         )
     return table
 
