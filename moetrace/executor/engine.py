@@ -15,11 +15,13 @@ the reference in tests and as the baseline in benchmarks/bench_simulate.py.
 from __future__ import annotations
 
 import heapq
+from dataclasses import replace
 
 import numpy as np
 
 from moetrace.executor.listsched import list_schedule
-from moetrace.executor.schedules import POOL_AIC, POOL_AIV, POOL_AIVC, Timed
+from moetrace.executor.schedules import POOL_AIC, POOL_AIV, POOL_AIVC, POOL_RX, POOL_TX, Timed
+from moetrace.executor.staticsched import static_schedule
 
 
 class CycleError(RuntimeError):
@@ -27,9 +29,15 @@ class CycleError(RuntimeError):
 
 
 def longest_path(
-    n: int, dur: np.ndarray, src: np.ndarray, dst: np.ndarray, w: np.ndarray
+    n: int,
+    dur: np.ndarray,
+    src: np.ndarray,
+    dst: np.ndarray,
+    w: np.ndarray,
+    floor: np.ndarray | None = None,
 ) -> np.ndarray:
-    """Earliest start (int64 ns) of every node, with start[d] >= start[s] + dur[s] + w per edge.
+    """Earliest start (int64 ns) of every node, with start[d] >= start[s] + dur[s] + w per edge
+    (and start >= floor when given).
 
     A vectorised Kahn sweep: each iteration takes every node whose predecessors are all done
     (one topological level, across all ranks and tiles), relaxes all their out-edges with
@@ -41,11 +49,12 @@ def longest_path(
     ptr = np.zeros(n + 1, dtype=np.int64)
     np.cumsum(deg, out=ptr[1:])
     indeg = np.bincount(dst, minlength=n).astype(np.int64)
-    start = np.zeros(n, dtype=np.int64)
+    start = np.zeros(n, dtype=np.int64) if floor is None else floor.astype(np.int64)
     steps = np.arange(src.size + 1)
     frontier = np.flatnonzero(indeg == 0)
     done = 0
-    max_at, sub_at, repeat, unique = np.maximum.at, np.subtract.at, np.repeat, np.unique
+    max_at, sub_at, repeat = np.maximum.at, np.subtract.at, np.repeat
+    slot = np.zeros(n, dtype=np.int64)
     while frontier.size:
         done += frontier.size
         cnt = deg[frontier]
@@ -60,7 +69,10 @@ def longest_path(
         cand += s_w[offs]
         max_at(start, targets, cand)
         sub_at(indeg, targets, 1)
-        frontier = unique(targets[indeg[targets] == 0])
+        ready = targets[indeg[targets] == 0]
+        # distinct without sorting or hashing: keep the position that wrote last
+        slot[ready] = steps[: ready.size]
+        frontier = ready[slot[ready] == steps[: ready.size]]
     if done != n:
         raise CycleError(f"scheduled graph has a cycle ({n - done} tasks never became ready)")
     return start
@@ -117,9 +129,12 @@ def assign_lanes(t: Timed, layout: dict[int, tuple[int, int]], plan: np.ndarray)
     return t.rank * t.lanes_per_rank + lane
 
 
-def plan_starts(t: Timed) -> np.ndarray:
-    """Planned starts: data edges + FIFO link/stream lanes (ordered by seq); cores unlimited."""
+def plan_starts(t: Timed, links_only: bool = False) -> np.ndarray:
+    """Planned starts: data edges + FIFO link/stream lanes (ordered by seq); cores unlimited.
+    links_only: only the TX/RX ports are FIFO (the step lane's completion nodes carry no seq)."""
     fifo = ~np.isin(t.pool, [POOL_AIC, POOL_AIV, POOL_AIVC])
+    if links_only:
+        fifo = np.isin(t.pool, [POOL_TX, POOL_RX])
     lane = np.where(fifo, t.rank * 8 + t.pool, -1)
     a, b = lane_chain(lane, t.seq)
     src = np.concatenate([t.src, a])
@@ -133,7 +148,7 @@ def static_graph(
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """(lane, src, dst, w) of the static schedule: data edges plus lane-order edges."""
     if t.list_scheduled:
-        key, lane = list_schedule(t, layout, by_stage=True)
+        key, lane = static_schedule(t, layout)
     else:
         key = plan_starts(t)
         lane = assign_lanes(t, layout, key)
@@ -145,7 +160,7 @@ def static_graph(
 
 
 def run_static(t: Timed, layout: dict[int, tuple[int, int]]) -> tuple[np.ndarray, np.ndarray]:
-    """(start ns, global lane) of every task under the static per-core order."""
+    """(start ns, global lane) of every task under the static per-core order (durations t.dur)."""
     lane, src, dst, w = static_graph(t, layout)
     return longest_path(t.n, t.dur, src, dst, w), lane
 
@@ -153,3 +168,24 @@ def run_static(t: Timed, layout: dict[int, tuple[int, int]]) -> tuple[np.ndarray
 def run_dynamic(t: Timed, layout: dict[int, tuple[int, int]]) -> tuple[np.ndarray, np.ndarray]:
     """(start ns, global lane) with a run-time FIFO ready queue per pool (--dynamic)."""
     return list_schedule(t, layout, by_stage=False)
+
+
+def run_schedule(
+    t: Timed, layout: dict[int, tuple[int, int]], dynamic: bool = False
+) -> tuple[np.ndarray, np.ndarray, Timed]:
+    """(start ns, lane, timed with contended durations): the schedule's per-core orders are
+    fixed with uncontended durations (what an offline scheduler or a run-time queue sees), then
+    the run is re-timed with every tile's HBM time stretched by the HBM oversubscription it met
+    (`Timed.with_contention`); lanes and orders stay the same."""
+    if dynamic:
+        start0, lane = run_dynamic(t, layout)
+        a, b = lane_chain(lane, start0)
+        src = np.concatenate([t.src, a])
+        dst = np.concatenate([t.dst, b])
+        w = np.concatenate([t.w, np.zeros(a.size, dtype=np.int64)])
+    else:
+        lane, src, dst, w = static_graph(t, layout)
+        start0 = longest_path(t.n, t.dur, src, dst, w)
+    dur = t.with_contention(start0)
+    start = longest_path(t.n, dur, src, dst, w)
+    return start, lane, replace(t, dur=dur, free_dur=t.dur)

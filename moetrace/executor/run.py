@@ -8,7 +8,7 @@ from typing import Any
 
 import numpy as np
 
-from moetrace.executor.engine import run_dynamic, run_static
+from moetrace.executor.engine import run_schedule
 from moetrace.executor.errors import ExecutorInputError
 from moetrace.executor.hardware import Hardware, get_hardware
 from moetrace.executor.schedules import ScheduleOptions, Timed, lane_layout, schedule
@@ -156,7 +156,7 @@ def execute(
     timed = schedule(graph, wl, hw, opts)
     say("engine", 0.4)
     layout = lane_layout(hw, opts)
-    start, lane = run_dynamic(timed, layout) if opts.dynamic else run_static(timed, layout)
+    start, lane, timed = run_schedule(timed, layout, opts.dynamic)
     return Run(wl, hw, opts, graph, timed, start, lane)
 
 

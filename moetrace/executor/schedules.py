@@ -76,6 +76,27 @@ class Timed:
     hbm_bytes: np.ndarray
     l2_bytes: np.ndarray
     list_scheduled: bool  # tile: per-core orders come from an offline list scheduler
+    hbm_ns: np.ndarray  # uncontended HBM time of compute tiles (ns, float; 0 elsewhere)
+    other_ns: np.ndarray  # L2 time (ns, float)
+    flop_ns: np.ndarray  # compute time at the core's rate (ns, float)
+    extra_ns: np.ndarray  # per-task sync + dequeue (ns) of compute tiles
+    traffic_bytes: np.ndarray  # bytes each task moves through its rank's HBM (demand)
+    hbm_bw: float  # device HBM bandwidth (bytes/s) shared by everything running
+    free_dur: np.ndarray | None = None  # uncontended durations once `dur` holds contended ones
+
+    def with_contention(self, start: np.ndarray) -> np.ndarray:
+        """Durations (int64 ns) with every compute tile's HBM time stretched by the mean HBM
+        oversubscription of its rank while it ran at `start` (see executor/contention.py)."""
+        from moetrace.executor.contention import mean_oversubscription
+
+        end = start + self.dur
+        rate = self.traffic_bytes / self.dur  # bytes/ns
+        over = mean_oversubscription(
+            self.rank, start, end, rate, self.hbm_bw * 1e-9, self.hbm_ns > 0
+        )
+        mem = self.hbm_ns * over + self.other_ns
+        stretched = _ns(self.extra_ns + np.maximum(self.flop_ns, mem))
+        return np.where(self.hbm_ns > 0, stretched, self.dur)
 
 
 def lane_layout(hw: Hardware, opts: ScheduleOptions) -> dict[int, tuple[int, int]]:
@@ -122,14 +143,14 @@ def schedule(graph: TaskGraph, wl: Workload, hw: Hardware, opts: ScheduleOptions
     o_hbm = np.where(inter_o, 0.0 if l2_inter else 1.0, 1.0)
     hbm = c["a_bytes"] * a_hbm + c["w_bytes"] * c["w_hbm"] + c["out_bytes"] * o_hbm
     l2 = c["a_bytes"] + c["w_bytes"] + c["out_bytes"] - hbm
-    # fair share of HBM among the cores that can stream at once: the running pool in an operator
-    # kernel, every AIC and AIV in the single tile kernel
-    sharing = np.full(n, hw.n_aic + hw.n_aiv) if tile else np.where(is_aic, hw.n_aic, hw.n_aiv)
-    hbm_rate = np.minimum(hw.hbm_core_rate, hw.hbm_bw / sharing)
-    mem_s = hbm / hbm_rate + l2 / hw.l2_core_rate
+    # uncontended: each core streams HBM at its own rate; the device-wide limit (hbm_bw shared
+    # by whatever runs at the same time) is applied after timing, by executor/contention.py
+    hbm_ns = np.where(is_aic | is_vec, hbm / hw.hbm_core_rate * 1e9, 0.0)
+    l2_ns = l2 / hw.l2_core_rate * 1e9
     eff = hw.tile_gemm_eff if tile else hw.gemm_eff
     flop_rate = np.where(is_aic, hw.core_peak_flops * eff, hw.vector_core_flops)
-    work_ns = np.maximum(c["flops"] / flop_rate, mem_s) * 1e9
+    flop_ns = c["flops"] / flop_rate * 1e9
+    work_ns = np.maximum(flop_ns, hbm_ns + l2_ns)
     sync = hw.tile_sync_ns if tile else 0.0
     extra = sync + (hw.dequeue_ns if opts.dynamic else 0.0)
 
@@ -165,6 +186,10 @@ def schedule(graph: TaskGraph, wl: Workload, hw: Hardware, opts: ScheduleOptions
 
     launch = _launches(graph, wl, hw, opts, n)
     l_rank, l_dur, l_pool, l_seq, l_op, e_src, e_dst = launch
+    zeros = np.zeros(l_rank.size)
+    # HBM traffic of every task: compute tiles their HBM bytes, transfers their DMA read (TX,
+    # sender) or write (RX, receiver); the issuing AIV's copy is the TX's traffic, not counted twice
+    traffic = np.where(is_tx | is_rx, c["comm_bytes"], hbm)
     return Timed(
         n=n + l_rank.size,
         rank=np.concatenate([rank, l_rank]),
@@ -182,6 +207,12 @@ def schedule(graph: TaskGraph, wl: Workload, hw: Hardware, opts: ScheduleOptions
         hbm_bytes=np.concatenate([hbm, np.zeros(l_rank.size)]),
         l2_bytes=np.concatenate([l2, np.zeros(l_rank.size)]),
         list_scheduled=tile,
+        hbm_ns=np.concatenate([hbm_ns, zeros]),
+        other_ns=np.concatenate([l2_ns, zeros]),
+        flop_ns=np.concatenate([flop_ns, zeros]),
+        extra_ns=np.concatenate([np.where(hbm_ns > 0, extra, 0.0), zeros]),
+        traffic_bytes=np.concatenate([traffic, zeros]),
+        hbm_bw=hw.hbm_bw,
     )
 
 

@@ -7,7 +7,7 @@ import dataclasses
 import numpy as np
 import pytest
 
-from moetrace.executor.engine import run_dynamic, run_static
+from moetrace.executor.engine import run_schedule
 from moetrace.executor.functional import execute, make_weights, reference
 from moetrace.executor.run import Run, simulate_run
 from moetrace.executor.schedules import lane_layout
@@ -48,18 +48,19 @@ def test_shared_expert_and_bf16_dispatch() -> None:
     _check(simulate_run(**BASE, schedule="sequential", shared_expert=True))
 
 
-def _without(run: Run, cuts: list[tuple[str, str]]) -> np.ndarray:
-    """Start times after deleting every (src type -> dst type) dependency and rescheduling."""
+def _without(run: Run, cuts: list[tuple[str, str]]) -> Run:
+    """The run after deleting every (src type -> dst type) dependency and rescheduling."""
     t = run.timed
     drop = np.zeros(t.src.size, dtype=bool)
     for src_type, dst_type in cuts:
         hit = (t.type[t.src] == T[src_type]) & (t.type[t.dst] == T[dst_type])
         assert hit.any()
         drop |= hit
-    cut = dataclasses.replace(t, src=t.src[~drop], dst=t.dst[~drop], w=t.w[~drop])
+    assert t.free_dur is not None
+    cut = dataclasses.replace(t, src=t.src[~drop], dst=t.dst[~drop], w=t.w[~drop], dur=t.free_dur)
     layout = lane_layout(run.hardware, run.options)
-    start, _ = run_dynamic(cut, layout) if run.options.dynamic else run_static(cut, layout)
-    return start
+    start, lane, timed = run_schedule(cut, layout, run.options.dynamic)
+    return dataclasses.replace(run, timed=timed, start=start, lane=lane)
 
 
 @pytest.mark.parametrize(
@@ -88,5 +89,5 @@ def test_a_removed_dependency_breaks_the_result(schedule: str, cuts: list[tuple[
     w = make_weights(run, seed=1)
     want = reference(run, w)
     np.testing.assert_allclose(execute(run, w), want, rtol=1e-9, atol=1e-9)
-    broken = execute(run, w, start=_without(run, cuts))
+    broken = execute(_without(run, cuts), w)
     assert not np.allclose(broken, want, equal_nan=False)

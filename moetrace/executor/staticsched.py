@@ -1,0 +1,94 @@
+"""The tile schedule's offline scheduler (HyperParallel-MoE pre-generates each core's task
+sequence), vectorised across ranks and core pools: no per-task Python loop.
+
+1. Plan: every task timed with unlimited cores (data edges, FIFO link ports), one numpy
+   longest-path sweep. The time its inputs are ready in that plan is its priority: earlier runs
+   first, on cores and on link ports alike; ties in the transfers' rotation order (sender s
+   sends to s+1, s+2, ... so receivers are not hit by incast).
+2. Each pool of each rank (AIC, vector AIV, comm AIV) takes its tasks in that order, each onto
+   the core that frees first, never before its planned ready time (`ordered_list_schedule`:
+   one numpy step per task position, across all (rank, pool) groups at once).
+3. The engine times the per-core orders (`longest_path` over data edges + lane order).
+
+The order (planned ready time, rotation) increases strictly along every data edge and every lane, so
+the per-core orders can never deadlock. On the test cases this reproduces the makespan of a
+stage-priority event-driven list scheduler (`listsched.list_schedule`, kept for `--dynamic` and
+as the test reference) to within a few per cent, in a fraction of its time.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from moetrace.executor.schedules import POOL_AIC, POOL_AIV, POOL_AIVC, Timed
+
+_BIG = np.iinfo(np.int64).max // 4
+
+
+def ordered_list_schedule(
+    group: np.ndarray, release: np.ndarray, dur: np.ndarray, cores: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """(start, core index within its group) of tasks given in priority order (index order).
+
+    Group g has `cores[g]` identical cores; each task, in index order within its group, goes to
+    the core that frees first (lowest index on ties) and starts at max(that time, release).
+    """
+    n = group.size
+    start = np.zeros(n, dtype=np.int64)
+    core_of = np.zeros(n, dtype=np.int64)
+    if n == 0:
+        return start, core_of
+    n_groups = int(group.max()) + 1
+    order = np.argsort(group, kind="stable")
+    bounds = np.searchsorted(group[order], np.arange(n_groups + 1))
+    head = bounds[:-1].copy()
+    end = bounds[1:]
+    width = int(cores.max())
+    core_free = np.where(np.arange(width)[None, :] < cores[:, None], 0, _BIG).astype(np.int64)
+    active = np.flatnonzero(end > head)
+    while active.size:
+        free = core_free[active]
+        core = free.argmin(axis=1)
+        rows = np.arange(active.size)
+        task = order[head[active]]
+        t = np.maximum(free[rows, core], release[task])
+        start[task] = t
+        core_of[task] = core
+        core_free[active, core] = t + dur[task]
+        head[active] += 1
+        if (head[active] == end[active]).any():
+            active = active[head[active] < end[active]]
+    return start, core_of
+
+
+def static_schedule(t: Timed, layout: dict[int, tuple[int, int]]) -> tuple[np.ndarray, np.ndarray]:
+    """(lane order key, global lane) of the tile schedule's static per-core orders."""
+    from moetrace.executor.engine import longest_path, plan_starts
+
+    n = t.n
+    planned = plan_starts(t, links_only=True)
+    # when each task's inputs are ready in the plan (for links: before their FIFO wait there)
+    plan = np.zeros(n, dtype=np.int64)
+    np.maximum.at(plan, t.dst, planned[t.src] + t.dur[t.src] + t.w)
+    by_seq = np.lexsort((np.arange(n), t.seq))
+    rotation = np.empty(n, dtype=np.int64)
+    rotation[by_seq] = np.arange(n)
+    key = plan * (n + 1) + rotation  # the priority
+    base = np.zeros(8, dtype=np.int64)
+    size = np.zeros(8, dtype=np.int64)
+    for pool, (b0, s0) in layout.items():
+        base[pool], size[pool] = b0, s0
+    lane = t.rank * t.lanes_per_rank + base[t.pool]  # FIFO pools: their single lane
+    on_core = np.isin(t.pool, [POOL_AIC, POOL_AIV, POOL_AIVC])
+    ids = np.flatnonzero(on_core)
+    ids = ids[np.argsort(key[ids], kind="stable")]
+    groups, group = np.unique(t.rank[ids] * 8 + t.pool[ids], return_inverse=True)
+    start0, core = ordered_list_schedule(group, plan[ids], t.dur[ids], size[groups % 8])
+    lane[ids] += core
+    # lane order: cores by their scheduled start, link ports by planned ready time, made
+    # strictly increasing along every data edge (so the orders cannot deadlock); ties by rotation
+    floor = plan.copy()
+    floor[ids] = start0
+    one = np.ones(n, dtype=np.int64)
+    order = longest_path(n, one, t.src, t.dst, np.zeros(t.src.size, dtype=np.int64), floor)
+    return order * (n + 1) + rotation, lane
