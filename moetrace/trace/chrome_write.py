@@ -24,35 +24,17 @@ import numpy as np
 import polars as pl
 
 from moetrace.trace.chrome_phases import assign_overflow_lanes
-from moetrace.trace.chrome_write_flows import hex_ids, split_flow_edges, v1_flow_lines
+from moetrace.trace.chrome_write_flows import (
+    hex_ids,
+    id_json,
+    json_str,
+    split_flow_edges,
+    us_text,
+    v1_flow_lines,
+)
 from moetrace.trace.model import Trace
 
 _BATCH = 200_000
-
-
-def _json_str(expr: pl.Expr) -> pl.Expr:
-    """JSON string literal of a String expression (escaped by Polars' serializer); null -> null."""
-    encoded = pl.struct(expr.alias("v")).struct.json_encode()
-    return encoded.str.slice(5, encoded.str.len_chars() - 6)
-
-
-def _us(expr: pl.Expr) -> pl.Expr:
-    """Integer ns -> microseconds text with exactly 3 decimals (exact, no float)."""
-    mag = expr.abs()
-    sign = pl.when(expr < 0).then(pl.lit("-")).otherwise(pl.lit(""))
-    return pl.concat_str(
-        [
-            sign,
-            (mag // 1000).cast(pl.String),
-            pl.lit("."),
-            (mag % 1000).cast(pl.String).str.zfill(3),
-        ]
-    )
-
-
-def _id_json(expr: pl.Expr) -> pl.Expr:
-    """pid/tid text -> a JSON integer when it is one, else a JSON string."""
-    return pl.when(expr.str.contains(r"^-?[0-9]{1,18}$")).then(expr).otherwise(_json_str(expr))
 
 
 def _float_json(expr: pl.Expr) -> pl.Expr:
@@ -142,10 +124,10 @@ def _metadata_lines(trace: Trace, lanes: pl.DataFrame) -> list[str]:
         pl.col("rank").drop_nulls().first(),
     )
     out: list[str] = []
-    p_json = _id_json(pl.col("pid"))
+    p_json = id_json(pl.col("pid"))
     for row in procs.select(
         p_json.alias("p"),
-        _json_str(pl.col("process_name")).alias("n"),
+        json_str(pl.col("process_name")).alias("n"),
         pl.col("sort_index"),
         pl.col("rank"),
     ).iter_rows():
@@ -179,8 +161,8 @@ def _metadata_lines(trace: Trace, lanes: pl.DataFrame) -> list[str]:
     )
     for p, t, n, sort in tr.select(
         p_json.alias("p"),
-        _id_json(pl.col("out_tid")).alias("t"),
-        _json_str(names).alias("n"),
+        id_json(pl.col("out_tid")).alias("t"),
+        json_str(names).alias("n"),
         pl.col("sort_index"),
     ).iter_rows():
         if n != "null":
@@ -212,16 +194,16 @@ def event_lines(trace: Trace) -> tuple[list[str], pl.DataFrame, dict[str, Any]]:
     line = pl.concat_str(
         [
             pl.lit('{"ph":"X","name":'),
-            _json_str(pl.col("name").fill_null("")),
-            _opt("cat", _json_str(pl.col("cat")), pl.col("cat").is_not_null()),
+            json_str(pl.col("name").fill_null("")),
+            _opt("cat", json_str(pl.col("cat")), pl.col("cat").is_not_null()),
             pl.lit(',"pid":'),
-            _id_json(pl.col("pid")),
+            id_json(pl.col("pid")),
             pl.lit(',"tid":'),
-            _id_json(pl.col("out_tid")),
+            id_json(pl.col("out_tid")),
             pl.lit(',"ts":'),
-            _us(pl.col("ts")),
+            us_text(pl.col("ts")),
             pl.lit(',"dur":'),
-            _us(pl.col("dur")),
+            us_text(pl.col("dur")),
             pl.lit(',"kind":"'),
             pl.col("kind").cast(pl.String),
             pl.lit('"'),
@@ -260,13 +242,13 @@ def _counter_lines(trace: Trace, lanes: pl.DataFrame) -> pl.DataFrame:
     line = pl.concat_str(
         [
             pl.lit('{"ph":"C","name":'),
-            _json_str(pl.col("name").fill_null("")),
+            json_str(pl.col("name").fill_null("")),
             pl.lit(',"pid":'),
-            _id_json(pl.col("pid").fill_null("0")),
+            id_json(pl.col("pid").fill_null("0")),
             pl.lit(',"tid":'),
-            _id_json(pl.col("out_tid").fill_null("0")),
+            id_json(pl.col("out_tid").fill_null("0")),
             pl.lit(',"ts":'),
-            _us(pl.col("ts")),
+            us_text(pl.col("ts")),
             pl.lit(',"args":{"value":'),
             _float_json(pl.col("value")),
             pl.lit("}}"),

@@ -15,16 +15,19 @@ import polars as pl
 from moetrace.trace.model import Trace
 
 
-def _json_str(expr: pl.Expr) -> pl.Expr:
+def json_str(expr: pl.Expr) -> pl.Expr:
+    """JSON string literal of a String expression (escaped by Polars' serializer); null -> null."""
     encoded = pl.struct(expr.alias("v")).struct.json_encode()
     return encoded.str.slice(5, encoded.str.len_chars() - 6)
 
 
-def _id_json(expr: pl.Expr) -> pl.Expr:
-    return pl.when(expr.str.contains(r"^-?[0-9]{1,18}$")).then(expr).otherwise(_json_str(expr))
+def id_json(expr: pl.Expr) -> pl.Expr:
+    """pid/tid text -> a JSON integer when it is one, else a JSON string."""
+    return pl.when(expr.str.contains(r"^-?[0-9]{1,18}$")).then(expr).otherwise(json_str(expr))
 
 
-def _us(expr: pl.Expr) -> pl.Expr:
+def us_text(expr: pl.Expr) -> pl.Expr:
+    """Integer ns -> microseconds text with exactly 3 decimals (exact, no float)."""
     mag = expr.abs()
     sign = pl.when(expr < 0).then(pl.lit("-")).otherwise(pl.lit(""))
     return pl.concat_str(
@@ -111,11 +114,11 @@ def v1_flow_lines(v1: pl.DataFrame, ev: pl.DataFrame) -> pl.DataFrame:
             pl.lit('{"ph":"s"'),
             *common,
             pl.lit(',"pid":'),
-            _id_json(pl.col("sp")),
+            id_json(pl.col("sp")),
             pl.lit(',"tid":'),
-            _id_json(pl.col("st")),
+            id_json(pl.col("st")),
             pl.lit(',"ts":'),
-            _us(pl.col("sts")),
+            us_text(pl.col("sts")),
             pl.lit(',"bp":"e"}'),
         ]
     )
@@ -124,11 +127,11 @@ def v1_flow_lines(v1: pl.DataFrame, ev: pl.DataFrame) -> pl.DataFrame:
             pl.lit('{"ph":"f"'),
             *common,
             pl.lit(',"pid":'),
-            _id_json(pl.col("dp")),
+            id_json(pl.col("dp")),
             pl.lit(',"tid":'),
-            _id_json(pl.col("dt")),
+            id_json(pl.col("dt")),
             pl.lit(',"ts":'),
-            _us(pl.col("dts")),
+            us_text(pl.col("dts")),
             pl.lit(',"bp":"e"}'),
         ]
     )
