@@ -7,7 +7,7 @@ so epoch-sized microsecond timestamps keep every nanosecond.
 
 from __future__ import annotations
 
-from decimal import Decimal, InvalidOperation
+from decimal import Decimal
 from typing import Any
 
 import polars as pl
@@ -33,7 +33,7 @@ def to_ns(raw: pl.Series, scale: int = 1000) -> tuple[pl.Series, pl.Series]:
     negative = text.str.starts_with("-")
     magnitude = whole.str.strip_prefix("-").cast(pl.Int64, strict=False)
     magnitude = pl.select(
-        pl.when((magnitude <= _MAX_WHOLE) & ~whole.str.starts_with("+")).then(magnitude)
+        pl.when((magnitude <= _MAX_WHOLE) & whole.str.contains(r"^-?[0-9]+$")).then(magnitude)
     ).to_series()
     frac_ok = frac.is_null() | (frac == "") | frac.str.contains(r"^[0-9]{1,18}$")
     frac_ok = frac_ok & (text.str.count_matches(".", literal=True) <= 1)  # split_exact drops "..."
@@ -62,10 +62,13 @@ def _decimal_ns(text: str | None, scale: int) -> int | None:
         return None
     t = text.strip().strip('"').strip()
     try:
-        value = Decimal(t) * scale
-    except InvalidOperation:
-        return None
-    if not value.is_finite():
+        value = Decimal(t)
+        # Out of int64 ns long before 10^20 us: reject before multiplying, so '1e1000000'
+        # neither raises decimal.Overflow nor builds a million-digit integer.
+        if not value.is_finite() or value.adjusted() > 20:
+            return None
+        value = value * scale
+    except ArithmeticError:  # InvalidOperation (not a number), Overflow
         return None
     ns = int(value.to_integral_value(rounding="ROUND_HALF_UP"))
     return ns if -(2**63) <= ns < 2**63 else None

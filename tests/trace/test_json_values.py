@@ -50,7 +50,7 @@ def test_epoch_string_is_exact() -> None:
     assert got.to_list() == [1736408883688177930, 1736408883688177931, 1, None]
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=150, deadline=None)
 @given(
     st.lists(
         st.one_of(
@@ -64,7 +64,7 @@ def test_epoch_string_is_exact() -> None:
 )
 def test_text_values_match_decimal(values: list[str]) -> None:
     """Texts of any shape (odd signs, several dots, exponents): exact ns as the Decimal
-    reference, and exactly the rows Decimal rejects are flagged invalid ("0.." once was 0)."""
+    reference, and exactly the rows Decimal rejects are flagged invalid ("0..", "--0" were 0)."""
     got, invalid = us_values_to_ns(values)
     want = [_reference(v) for v in values]
     assert got.to_list() == want
