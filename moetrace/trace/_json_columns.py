@@ -31,7 +31,7 @@ FLAG_ODD_ID = 8  # pid or tid neither a number nor a string
 FLAG_BAD_TS = 16  # ts is an object/array/bool (not a number or string)
 FLAG_BAD_DUR = 32
 
-_RARE_KEYS = (b"bind_id",)  # distinctive bytes: a quick `in` test per piece (flow v2)
+RARE_KEYS = (b"bind_id",)  # distinctive bytes: a quick `in` test per piece (flow v2)
 
 
 class Event(msgspec.Struct, gc=False):
@@ -140,8 +140,14 @@ def _args(values: list[msgspec.Raw]) -> pl.Series:
 def decode_piece(piece: bytes, first_index: int, *, full: bool = False) -> pl.DataFrame:
     """`ev, ev, ...` (without brackets) -> columns. Raises msgspec.DecodeError on bad JSON.
     `full` decodes moetrace's own keys too (else only flow v2 keys, when the piece has any)."""
-    data = b"[" + piece + b"]"
-    full = full or any(key in piece for key in _RARE_KEYS)
+    full = full or any(key in piece for key in RARE_KEYS)
+    return decode_bracketed(b"[" + piece + b"]", first_index, full=full)
+
+
+def decode_bracketed(
+    data: bytes | memoryview, first_index: int, *, full: bool = False
+) -> pl.DataFrame:
+    """`[ev, ev, ...]` -> columns; `full` decodes the rare keys too (see decode_piece)."""
     try:
         events = (_FULL if full else _FAST).decode(data)
     except msgspec.ValidationError:
@@ -193,7 +199,7 @@ def _fix_odd(values: list[Any], series: pl.Series) -> tuple[pl.Series, pl.Series
     return _text(fixed), pl.Series(bad, dtype=pl.Boolean)
 
 
-def _loose_columns(data: bytes, first_index: int) -> pl.DataFrame:
+def _loose_columns(data: bytes | memoryview, first_index: int) -> pl.DataFrame:
     """Element by element: objects become events with every odd value flagged; anything
     else becomes a placeholder flagged FLAG_NOT_OBJECT (reported, then skipped)."""
     rows: list[LooseEvent] = []

@@ -13,6 +13,7 @@ comma, a truncated object (keeps every complete event and warns with the byte of
 
 from __future__ import annotations
 
+import contextlib
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -21,7 +22,14 @@ from typing import Any
 import msgspec
 import polars as pl
 
-from moetrace.trace._json_columns import decode_piece, empty_columns
+from moetrace.trace._json_columns import (
+    RARE_KEYS as _RARE_KEYS,
+)
+from moetrace.trace._json_columns import (
+    decode_bracketed,
+    decode_piece,
+    empty_columns,
+)
 from moetrace.trace._json_source import Reader as _Reader
 from moetrace.trace.model import TraceFormatError
 
@@ -129,7 +137,7 @@ def _decode_stream(path: Path, reader: _Reader) -> RawTrace:
         tries = 0
         while cut > pos and tries < 4:
             try:
-                piece_frame = _decode_piece(bytes(buf[pos:cut]), count, path, base + pos, full)
+                piece_frame = _decode_in_place(buf, pos, cut, count, full)
                 break
             except msgspec.DecodeError:
                 tries += 1
@@ -149,10 +157,9 @@ def _decode_stream(path: Path, reader: _Reader) -> RawTrace:
             raise TraceFormatError(path, "invalid JSON in traceEvents", f"near byte {base + pos}")
         frames.append(piece_frame)
         count += piece_frame.height
-        pos = cut + 1  # past the comma
-        del buf[:pos]
-        base += pos
-        pos = 0
+        del buf[:cut]  # keep the comma: the next piece's '[' is written over it
+        base += cut
+        pos = 1
     if reader.truncated_gzip:
         warnings.append(
             f"gzip stream ends early (after {reader.total} decompressed bytes): "
@@ -359,3 +366,26 @@ def _decode_piece(
 ) -> pl.DataFrame:
     """Decode `ev, ev, ...` (no brackets) into text columns (see _json_columns)."""
     return decode_piece(piece, first_index, full=full)
+
+
+def _decode_in_place(
+    buf: bytearray, pos: int, cut: int, first_index: int, full: bool
+) -> pl.DataFrame:
+    """Decode `buf[pos:cut]` without copying it: the bytes just before and at the end of the
+    piece (a comma or whitespace, and the comma at `cut`) are turned into `[` and `]` for
+    the decode and restored after. Saves two copies of every 4 MB piece (~0.3 s per 1M events
+    of page faults)."""
+    if pos == 0:
+        return decode_piece(bytes(buf[pos:cut]), first_index, full=full)
+    full = full or any(buf.find(key, pos, cut) >= 0 for key in _RARE_KEYS)
+    before, after = buf[pos - 1], buf[cut]
+    buf[pos - 1], buf[cut] = 0x5B, 0x5D  # '[' ... ']'
+    view = memoryview(buf)[pos - 1 : cut + 1]
+    try:
+        return decode_bracketed(view, first_index, full=full)
+    finally:
+        # msgspec.Raw values export the view; they are gone once the frame is built (a
+        # BufferError means an error path still holds them: let that error propagate).
+        with contextlib.suppress(BufferError):
+            view.release()
+        buf[pos - 1], buf[cut] = before, after
