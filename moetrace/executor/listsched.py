@@ -1,4 +1,6 @@
-"""Event-driven list scheduling: the tile schedule's offline scheduler and the --dynamic ablation.
+"""Event-driven list scheduling (a Python event loop): the --dynamic ablation's run-time ready
+queue, and the stage-priority list scheduler that the vectorised offline scheduler
+(staticsched.py) replaced, kept as its test reference.
 
 When a core of a pool (AIC, vector AIV, comm AIV of one rank) is free it takes the best ready
 task of that pool. Link ports, streams and the step lane are FIFO servers that take a task as

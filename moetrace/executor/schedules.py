@@ -75,7 +75,7 @@ class Timed:
     l2_intermediates: bool
     hbm_bytes: np.ndarray
     l2_bytes: np.ndarray
-    list_scheduled: bool  # tile: per-core orders come from an offline list scheduler
+    list_scheduled: bool  # tile: per-core orders from the offline scheduler (staticsched.py)
     hbm_ns: np.ndarray  # uncontended HBM time of compute tiles (ns, float; 0 elsewhere)
     other_ns: np.ndarray  # L2 time (ns, float)
     flop_ns: np.ndarray  # compute time at the core's rate (ns, float)
