@@ -168,9 +168,12 @@ def chain_edges(points: pl.DataFrame, key: str) -> pl.DataFrame:
     this one when the previous opens (`out`) and this one closes (`in`) a hop; both = a step.
     Points need `key`, `ts`, `idx`, `out`, `in`, `event` (bound event id, -1 if unbound)."""
     p = points.filter(pl.col("out") | pl.col("in")).sort([key, "ts", "idx"])
+    # Sorted by key: the previous row is in the same chain iff it has the same key (one
+    # global shift; `.over(key)` is slow when most chains are single points).
+    same = (pl.col(key).shift(1) == pl.col(key)).fill_null(False)
     p = p.with_columns(
-        pl.col("event").shift(1).over(key).alias("prev_event"),
-        pl.col("out").shift(1, fill_value=False).over(key).alias("prev_out"),
+        pl.when(same).then(pl.col("event").shift(1)).alias("prev_event"),
+        (same & pl.col("out").shift(1, fill_value=False)).alias("prev_out"),
     )
     edges = p.filter(
         pl.col("in") & pl.col("prev_out") & (pl.col("prev_event") >= 0) & (pl.col("event") >= 0)

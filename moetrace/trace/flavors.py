@@ -201,7 +201,12 @@ def _track_attr(tracks: pl.DataFrame, column: str) -> pl.Expr:
 
 def _kineto(built: Built, rank: int | None) -> tuple[pl.DataFrame, pl.DataFrame]:
     ev = built.events
-    gpu_tracks = ev.filter(pl.col("cat").is_in(_KINETO_GPU_CATS))["track"].unique().to_list()
+    gpu_tracks = (  # select before filter: filtering copies every column it is given
+        ev.select("track", "cat")
+        .filter(pl.col("cat").is_in(_KINETO_GPU_CATS))["track"]
+        .unique()
+        .to_list()
+    )
     tracks = built.tracks.with_columns(
         pl.when(
             pl.col("track").is_in(gpu_tracks)
@@ -221,14 +226,16 @@ def _kineto(built: Built, rank: int | None) -> tuple[pl.DataFrame, pl.DataFrame]
     is_kernel = ev["cat"].is_in(["kernel", "Kernel"]).fill_null(False)
     comm = pl.repeat(False, ev.height, dtype=pl.Boolean, eager=True)
     if is_kernel.any():
-        kernels = ev.filter(is_kernel).select("name", "args")
+        kernels = ev.select("name", "args").filter(is_kernel)
         hit = kernels.select(
             pl.col("args").str.contains('"Collective name"', literal=True).fill_null(False)
             | pl.col("name").str.contains(KINETO_COMM_KERNEL).fill_null(False)
         ).to_series()
         comm = comm.scatter(is_kernel.arg_true(), hit)
-    cpu_comm = pl.lit(not has_gpu) & pl.col("name").str.contains(
-        r"^(?:gloo:|c10d::|nccl:|record_param_comms$)"
+    cpu_comm = (  # host ops are comm only in CPU-only traces: skip the regex otherwise
+        pl.col("name").str.contains(r"^(?:gloo:|c10d::|nccl:|record_param_comms$)")
+        if not has_gpu
+        else pl.lit(False)
     )
     kind = (
         pl.when(pl.lit(comm))
