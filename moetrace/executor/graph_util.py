@@ -1,4 +1,4 @@
-"""Small numpy helpers for building task graphs: a column builder and sort-based grouping."""
+"""Small numpy helpers for building task graphs: a column builder, counting-based grouping."""
 
 from __future__ import annotations
 
@@ -40,29 +40,53 @@ class Builder:
         self.edges.append((np.asarray(a, dtype=np.int64), np.asarray(b, dtype=np.int64)))
 
 
-def group_positions(keys_sorted: np.ndarray) -> np.ndarray:
-    """Position of every element within its run of equal keys (keys sorted)."""
-    n = keys_sorted.size
-    starts = np.r_[True, keys_sorted[1:] != keys_sorted[:-1]] if n else np.zeros(0, bool)
-    first = np.maximum.accumulate(np.where(starts, np.arange(n), 0))
-    return np.arange(n) - first
-
-
-def unique(key: np.ndarray) -> np.ndarray:
-    """Sorted distinct values (sort based: faster than hashing for millions of int64)."""
-    s = np.sort(key)
-    return s[np.r_[True, s[1:] != s[:-1]]] if s.size else s
-
-
-def pairs(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Distinct (a, b) pairs, sorted by (a, b)."""
-    width = int(b.max()) + 1 if b.size else 1
-    key = unique(a.astype(np.int64) * width + b)
-    return key // width, key % width
-
-
 def stable_order(key: np.ndarray) -> np.ndarray:
     """Stable argsort; small non-negative keys go through uint16 (numpy's radix sort)."""
     if key.size and int(key.max()) < 1 << 16:
         return np.argsort(key.astype(np.uint16), kind="stable")
     return np.argsort(key, kind="stable")
+
+
+def cumcount_rows(key: np.ndarray, size: int) -> np.ndarray:
+    """For a 2-d array of keys (0 <= key < size): rank of every element among the earlier
+    elements of its row with the same key. One radix argsort per row on 8/16-bit keys."""
+    m, w = key.shape
+    small = np.uint8 if size <= 1 << 8 else np.uint16 if size <= 1 << 16 else np.int64
+    row_base = np.arange(m, dtype=np.int64)[:, None]
+    flat_key = (row_base * size + key).ravel()  # (row, key): sorted order = row-wise order
+    order = (np.argsort(key.astype(small), axis=1, kind="stable") + row_base * w).ravel()
+    starts = exclusive_cumsum(np.bincount(flat_key, minlength=m * size))
+    out = np.empty(m * w, dtype=np.int64)
+    out[order] = np.arange(m * w, dtype=np.int64) - starts[flat_key[order]]
+    return out.reshape(m, w)
+
+
+def exclusive_cumsum(counts: np.ndarray, axis: int | None = None) -> np.ndarray:
+    """Sum of the counts before each entry (along `axis`, or over the flattened array)."""
+    if axis is None:
+        flat = counts.ravel()
+        return np.cumsum(flat) - flat
+    return np.cumsum(counts, axis=axis) - counts
+
+
+def run_boundaries(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(a, b) at every change of the pair along the arrays: the distinct pairs, sorted by
+    (a, b), when the pairs are already in that order (each pair's rows contiguous)."""
+    if not a.size:
+        return a, b
+    change = np.empty(a.size, dtype=bool)
+    change[0] = True
+    np.not_equal(a[1:], a[:-1], out=change[1:])
+    change[1:] |= b[1:] != b[:-1]
+    return a[change], b[change]
+
+
+def tiles_of_groups(counts: np.ndarray, tile: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Cut groups of `counts` rows (in group order) into tiles of `tile` rows.
+
+    Returns (first tile index of every group, group of every tile, index of the tile within
+    its group); empty groups get no tile."""
+    n_tiles = -(-counts // tile)
+    first = exclusive_cumsum(n_tiles)
+    group = np.repeat(np.arange(counts.size, dtype=np.int64), n_tiles)
+    return first, group, np.arange(group.size, dtype=np.int64) - first[group]

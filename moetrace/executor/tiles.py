@@ -14,7 +14,13 @@ from typing import Any
 
 import numpy as np
 
-from moetrace.executor.graph_util import Builder, group_positions, pairs, stable_order, unique
+from moetrace.executor.graph_util import (
+    Builder,
+    cumcount_rows,
+    exclusive_cumsum,
+    run_boundaries,
+    tiles_of_groups,
+)
 from moetrace.executor.workload import Workload, place, route
 
 # Task types in generation (= dependency) order; ids grow along every edge.
@@ -111,10 +117,6 @@ def build_graph(
     chunks = max(1, min(chunks, nu))
     assign = route(wl)
     expert_rank = place(wl, assign)
-    local = np.zeros(sh.experts, dtype=np.int64)
-    for r in range(ep):  # per rank: local index of its experts (E entries in total)
-        mine = np.flatnonzero(expert_rank == r)
-        local[mine] = np.arange(mine.size)
 
     n_rows = ep * tok * k
     src = np.repeat(np.arange(ep, dtype=np.int64), tok * k)
@@ -127,34 +129,43 @@ def build_graph(
     chunk = chunk_of_u[u]
     ttile = src * nu + u
 
-    # dispatch streams: (src, dst, chunk) sorted by (local expert, token, slot)
-    # rows are already in (src, token, slot) order: a stable sort by the leading keys suffices
+    # Every row's place is counted, not sorted: rows are in (src, token, slot) order and chunk
+    # grows with token, so one count per (src, expert) in row order fixes both positions.
+    e_ = sh.experts
+    cell = (src * chunks + chunk) * e_ + expert  # (src, chunk, expert)
+    cnt = np.bincount(cell, minlength=ep * chunks * e_).reshape(ep, chunks, e_)
+    in_src = cumcount_rows(assign.reshape(ep, tok * k).astype(np.int64), e_).ravel()
+    in_cell = in_src - exclusive_cumsum(cnt, axis=1).ravel()[cell]
+
+    # dispatch streams: (src, dst, chunk) sorted by (local expert, token, slot); a rank's
+    # experts in local order are its experts in id order
+    by_dst = np.argsort(expert_rank, kind="stable")
+    cnt_d = cnt[:, :, by_dst]
+    before = exclusive_cumsum(cnt_d, axis=2)
+    first_of_dst = np.searchsorted(expert_rank[by_dst], expert_rank[by_dst])
+    base = np.empty_like(cnt)
+    base[:, :, by_dst] = before - before[:, :, first_of_dst]
+    pos = in_cell + base.ravel()[cell]
+    onehot = np.zeros((e_, ep), dtype=np.int64)
+    onehot[np.arange(e_), expert_rank] = 1
+    stream_rows = np.einsum("sce,ed->sdc", cnt, onehot).ravel()  # (src, dst, chunk)
     gkey = (src * ep + dst) * chunks + chunk
-    order = stable_order((dst * chunks + chunk) * wl.experts_per_rank + local[expert])
-    order = order[stable_order(src[order])]
-    pos = np.empty(n_rows, dtype=np.int64)
-    pos[order] = group_positions(gkey[order])
-    q = pos // tr
-    maxq = int(q.max()) + 1 if n_rows else 1
-    ckey = gkey * maxq + q
-    comm_keys = unique(ckey)
-    comm_tile = np.searchsorted(comm_keys, ckey)
-    c_g, c_q = comm_keys // maxq, comm_keys % maxq
+    first_ct, c_g, c_q = tiles_of_groups(stream_rows, tr)
+    comm_tile = first_ct[gkey] + pos // tr
+    n_ct = c_g.size
+    maxq = max(1, int(c_q.max()) + 1) if n_ct else 1
     c_src, c_dst, c_chunk = c_g // (ep * chunks), (c_g // chunks) % ep, c_g % chunks
-    c_rows = np.bincount(comm_tile, minlength=comm_keys.size)
+    c_rows = np.minimum(tr, stream_rows[c_g] - c_q * tr)
 
     # expert receive buffers: (expert, chunk) sorted by (source, token, slot)
+    epos = in_cell + exclusive_cumsum(cnt, axis=0).ravel()[cell]
     ekey = expert * chunks + chunk
-    order = stable_order(ekey)
-    epos = np.empty(n_rows, dtype=np.int64)
-    epos[order] = group_positions(ekey[order])
-    rt = epos // tr
-    maxrt = int(rt.max()) + 1 if n_rows else 1
-    rkey = ekey * maxrt + rt
-    rkeys = unique(rkey)
-    row_tile = np.searchsorted(rkeys, rkey)
-    r_expert, r_chunk, r_idx = rkeys // maxrt // chunks, (rkeys // maxrt) % chunks, rkeys % maxrt
-    r_rows = np.bincount(row_tile, minlength=rkeys.size)
+    buffer_rows = cnt.sum(axis=0).T.ravel()  # (expert, chunk)
+    first_rt, r_g, r_idx = tiles_of_groups(buffer_rows, tr)
+    row_tile = first_rt[ekey] + epos // tr
+    n_rt = r_g.size
+    r_expert, r_chunk = r_g // chunks, r_g % chunks
+    r_rows = np.minimum(tr, buffer_rows[r_g] - r_idx * tr)
     r_rank = expert_rank[r_expert].astype(np.int64)
     tiles_per_expert = np.bincount(r_expert, minlength=sh.experts)
 
@@ -166,7 +177,6 @@ def build_graph(
     tt_chunk = chunk_of_u[tt_u]
     common_tt: dict[str, Any] = dict(rank=tt_rank, token_tile=tt_u, chunk=tt_chunk, rows=tt_rows)
     bd = 2.0 if wl.dispatch_dtype in ("bf16", "fp16") else 1.0
-    e_ = sh.experts
     gate_io: dict[str, Any] = dict(
         a_bytes=tt_rows * h * 2.0, a_hbm=1.0, w_bytes=h * e_ * 2.0, w_hbm=1.0 / nu
     )
@@ -206,7 +216,6 @@ def build_graph(
         out_bytes=float(e_ * 8),
     )
     b.edge(ids["topk"], ids["layout"][tt_rank * chunks + tt_chunk])
-    n_ct = comm_keys.size
     # transfers go round-robin over destinations (sender s: s+1, s+2, ...) so that no receiver
     # is hit by every sender at once; seq carries that order to the schedulers
     rnd = (c_dst - c_src) % ep
@@ -316,7 +325,6 @@ def build_graph(
     n2 = -(-h // wl.n_tile)
     w1 = np.minimum(wl.n_tile, 2 * inter - np.arange(n1) * wl.n_tile)
     w2 = np.minimum(wl.n_tile, h - np.arange(n2) * wl.n_tile)
-    n_rt = rkeys.size
     reuse = tiles_per_expert[r_expert].astype(np.float64)
 
     def gemm(kind: str, nt: int, widths: np.ndarray, kdim: int, a_hbm: float) -> np.ndarray:
@@ -340,7 +348,11 @@ def build_graph(
         )
 
     ids["gemm1"] = gemm("gemm1", n1, w1, h, 1.0 / n1)
-    a, c = pairs(comm_tile, row_tile)
+    # distinct (dispatch tile, row tile) pairs: along a dispatch stream the row tile never
+    # decreases, so pairs change only at run boundaries (same for the combine side below)
+    row_tile_in_stream = np.empty(n_rows, dtype=np.int64)
+    row_tile_in_stream[exclusive_cumsum(stream_rows)[gkey] + pos] = row_tile
+    a, c = run_boundaries(np.repeat(np.arange(n_ct), c_rows), row_tile_in_stream)
     b.edge(np.repeat(d_last[a], n1), (c[:, None] * n1 + np.arange(n1)).ravel() + ids["gemm1"][0])
     if two_sided:
         b.edge(ids["dispatch_done"][np.repeat(r_rank, n1)], ids["gemm1"])
@@ -360,7 +372,9 @@ def build_graph(
     c_first, c_last = comm_block(
         "combine", c_dst, c_src, c_rows * wl.combine_row_bytes, combine_seq
     )
-    a, c = pairs(row_tile, comm_tile)
+    comm_tile_in_buffer = np.empty(n_rows, dtype=np.int64)
+    comm_tile_in_buffer[exclusive_cumsum(buffer_rows)[ekey] + epos] = comm_tile
+    a, c = run_boundaries(np.repeat(np.arange(n_rt), r_rows), comm_tile_in_buffer)
     b.edge((a[:, None] * n2 + np.arange(n2)).ravel() + ids["gemm2"][0], np.repeat(c_first[c], n2))
     # unpermute: one task per combine tile on the source rank, weighted atomic add into the output
     ids["unpermute"] = b.add(
