@@ -7,6 +7,8 @@ launches nested in it) and, for the chunked schedule, the comm stream's launches
 
 from __future__ import annotations
 
+import itertools
+import json
 from typing import Any
 
 import numpy as np
@@ -35,6 +37,60 @@ def _labels(codes: np.ndarray, labels: list[str]) -> pl.Series:
         list(range(len(labels))), labels, return_dtype=pl.String
     )
 
+
+# args keys in text order; each family of tasks shows only its own (a subsequence of these)
+_ARG_KEYS = (
+    "expert", "row_tile", "token_tile", "src", "dst", "tile", "n_tile", "chunk", "rows",
+    "hbm_bytes", "l2_bytes",
+)
+_FAMILY_KEYS = {
+    0: {"token_tile", "n_tile", "chunk", "rows", "hbm_bytes", "l2_bytes"},
+    1: {"expert", "row_tile", "n_tile", "chunk", "rows", "hbm_bytes", "l2_bytes"},
+    2: {"src", "dst", "tile", "chunk", "rows"},
+    3: {"chunk"},
+}
+
+
+def _args_json(
+    frame: pl.DataFrame, typ: np.ndarray, name_code: np.ndarray, pool: np.ndarray, names: list[str]
+) -> pl.Series:
+    """The args JSON text of every task, built column-wise: a templated '{"task":..,"unit":..'
+    head per (name, unit), then ',"key":value' for each key of the task's family. chunk, and
+    n_tile outside expert tasks, print null when negative."""
+    family = np.select(
+        [np.isin(typ, _TOKEN_TASKS), np.isin(typ, _EXPERT_TASKS), np.isin(typ, _COMM_TASKS)],
+        [0, 1, 2],
+        3,
+    )
+    n_pools = len(_UNIT_OF_POOL)
+    head_code = np.asarray(name_code, dtype=np.int64) * n_pools + pool
+    used = np.unique(head_code)  # few distinct (name, unit) pairs
+    heads = [
+        "{"
+        + f'"task":{json.dumps(names[c // n_pools], ensure_ascii=False)},'
+        + f'"unit":"{_UNIT_OF_POOL[c % n_pools]}"'
+        for c in used.tolist()
+    ]
+    frame = frame.with_columns(
+        _labels(np.searchsorted(used, head_code), heads).alias("_head"),
+        pl.col("hbm_bytes", "l2_bytes").cast(pl.Int64),
+        pl.when(pl.col("chunk") >= 0).then(pl.col("chunk")).alias("chunk"),
+        pl.when(pl.col("n_tile") >= 0).then(pl.col("n_tile")).alias("_n_tile_or_null"),
+    )
+    # tasks come in blocks of one type (one family): format each block, no per-row branches
+    cut = np.flatnonzero(np.diff(family)) + 1
+    bounds = np.r_[0, cut, family.size].tolist()
+    parts = []
+    for lo, hi in itertools.pairwise(bounds):
+        fam = int(family[lo])
+        pieces: list[pl.Expr] = [pl.col("_head")]
+        for key in _ARG_KEYS:
+            if key in _FAMILY_KEYS[fam]:
+                column = "_n_tile_or_null" if key == "n_tile" and fam != 1 else key
+                pieces += [pl.lit(f',"{key}":'), pl.col(column).cast(pl.String).fill_null("null")]
+        pieces.append(pl.lit("}"))
+        parts.append(frame.slice(lo, hi - lo).select(pl.concat_str(pieces).alias("args")))
+    return pl.concat(parts)["args"]
 
 def lane_names(hw: Hardware, opts: ScheduleOptions) -> tuple[list[str], list[str]]:
     """(name, unit) of every lane of one rank, in lane order."""
@@ -73,7 +129,8 @@ def build_trace(
     name_code = typ.copy()
     if n > ng:
         name_code[ng:] = len(TYPES) + timed.seq[ng:]
-    name = _labels(name_code, [*TYPES, *(f"launch {op}" for op in timed.launch_op)])
+    launch_names = [f"launch {op}" for op in timed.launch_op]
+    name = _labels(name_code, [*TYPES, *launch_names])
     c = graph.cols
 
     def col(key: str) -> np.ndarray:
@@ -106,44 +163,7 @@ def build_trace(
             "l2_bytes": np.rint(timed.l2_bytes),
         }
     )
-    # args: only the coordinates that mean something for the task's family
-    family = np.select(
-        [np.isin(typ, _TOKEN_TASKS), np.isin(typ, _EXPERT_TASKS), np.isin(typ, _COMM_TASKS)],
-        [0, 1, 2],
-        3,
-    )
-    keys = {
-        0: ["task", "unit", "token_tile", "n_tile", "chunk", "rows", "hbm_bytes", "l2_bytes"],
-        1: [
-            "task",
-            "unit",
-            "expert",
-            "row_tile",
-            "n_tile",
-            "chunk",
-            "rows",
-            "hbm_bytes",
-            "l2_bytes",
-        ],
-        2: ["task", "unit", "src", "dst", "tile", "chunk", "rows"],
-        3: ["task", "unit", "chunk"],
-    }
-    frame = frame.with_columns(
-        pl.Series("_row", np.arange(n)),
-        pl.Series("_family", family),
-        pl.col("hbm_bytes", "l2_bytes").cast(pl.Int64),
-        pl.when(pl.col("chunk") >= 0).then(pl.col("chunk")).alias("chunk"),
-    )
-    parts = []
-    for fam, cols in keys.items():
-        sub = frame.filter(pl.col("_family") == fam)
-        if sub.height:
-            if fam != 1:
-                sub = sub.with_columns(
-                    pl.when(pl.col("n_tile") >= 0).then(pl.col("n_tile")).alias("n_tile")
-                )
-            parts.append(sub.select("_row", pl.struct(cols).struct.json_encode().alias("args")))
-    args = pl.concat(parts).sort("_row")["args"]
+    args = _args_json(frame, typ, name_code, timed.pool, [*TYPES, *launch_names])
     events = pl.DataFrame(
         {
             "id": np.arange(n, dtype=np.uint32),
@@ -203,4 +223,24 @@ def build_trace(
         "peak_flops": hw.peak_flops,
         "executor": {**meta_executor, "makespan_ns": makespan},
     }
-    return Trace.from_frames(events, tracks, deps, None, meta, compute_depth=True)
+    depth = _known_depth(timed, start, makespan)
+    if depth is None:  # cannot vouch for the nesting: let the model compute it
+        return Trace.from_frames(events, tracks, deps, None, meta, compute_depth=True)
+    events = events.with_columns(pl.Series("depth", depth, dtype=pl.UInt16))
+    return Trace.from_frames(events, tracks, deps, None, meta)
+
+
+def _known_depth(timed: Timed, start: np.ndarray, makespan: int) -> np.ndarray | None:
+    """Nesting depth of every event (tasks, then one step marker per rank), known without a
+    sort: the engine runs one task at a time on every lane (each lane is a chain in its
+    graph), so with positive durations no task encloses another; the step marker [0, makespan]
+    encloses the tasks of the step lane (depth 1). None when a zero duration or a task as long
+    as the step could make the general rule (ts, longest first, input order) differ."""
+    on_step = timed.pool == POOL_STEP
+    if timed.n and (
+        int(timed.dur.min()) <= 0
+        or bool(np.any(on_step & (start == 0) & (timed.dur >= makespan)))
+    ):
+        return None
+    ranks = int(timed.rank.max()) + 1
+    return np.r_[on_step.astype(np.uint16), np.zeros(ranks, dtype=np.uint16)]
