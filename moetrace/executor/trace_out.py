@@ -33,9 +33,7 @@ _UNIT_OF_POOL = ["aic", "aiv", "aiv", "link", "link", "other", "other"]
 
 def _labels(codes: np.ndarray, labels: list[str]) -> pl.Series:
     """String column from integer codes (done in Polars: no Python string per row)."""
-    return pl.Series(np.asarray(codes, dtype=np.int64)).replace_strict(
-        list(range(len(labels))), labels, return_dtype=pl.String
-    )
+    return pl.Series(labels, dtype=pl.String).gather(np.asarray(codes, dtype=np.int64))
 
 
 # args keys in text order; each family of tasks shows only its own (a subsequence of these)
@@ -89,8 +87,8 @@ def _args_json(
                 column = "_n_tile_or_null" if key == "n_tile" and fam != 1 else key
                 pieces += [pl.lit(f',"{key}":'), pl.col(column).cast(pl.String).fill_null("null")]
         pieces.append(pl.lit("}"))
-        parts.append(frame.slice(lo, hi - lo).select(pl.concat_str(pieces).alias("args")))
-    return pl.concat(parts)["args"]
+        parts.append(frame.lazy().slice(lo, hi - lo).select(pl.concat_str(pieces).alias("args")))
+    return pl.concat(pl.collect_all(parts))["args"]
 
 def lane_names(hw: Hardware, opts: ScheduleOptions) -> tuple[list[str], list[str]]:
     """(name, unit) of every lane of one rank, in lane order."""
