@@ -69,18 +69,6 @@ def exclusive_cumsum(counts: np.ndarray, axis: int | None = None) -> np.ndarray:
     return np.cumsum(counts, axis=axis) - counts
 
 
-def run_boundaries(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """(a, b) at every change of the pair along the arrays: the distinct pairs, sorted by
-    (a, b), when the pairs are already in that order (each pair's rows contiguous)."""
-    if not a.size:
-        return a, b
-    change = np.empty(a.size, dtype=bool)
-    change[0] = True
-    np.not_equal(a[1:], a[:-1], out=change[1:])
-    change[1:] |= b[1:] != b[:-1]
-    return a[change], b[change]
-
-
 def tiles_of_groups(counts: np.ndarray, tile: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Cut groups of `counts` rows (in group order) into tiles of `tile` rows.
 

@@ -9,18 +9,19 @@ routing gives many-to-many edges. Combine tiles carry the same rows back as thei
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any
 
 import numpy as np
 
 from moetrace.executor.graph_util import (
     Builder,
-    cumcount_rows,
     exclusive_cumsum,
-    run_boundaries,
     tiles_of_groups,
 )
+from moetrace.executor.rowlayout import RowLayout, RowMap
 from moetrace.executor.workload import Workload, place, route
 
 # Task types in generation (= dependency) order; ids grow along every edge.
@@ -69,20 +70,6 @@ _FCOLS = ("flops", "a_bytes", "a_hbm", "w_bytes", "w_hbm", "out_bytes", "comm_by
 
 
 @dataclass
-class RowMap:
-    """Where every row lives: its tiles on the way out and back (arrays over rows)."""
-
-    src: np.ndarray
-    token: np.ndarray
-    slot: np.ndarray
-    expert: np.ndarray
-    dst: np.ndarray
-    token_tile: np.ndarray  # global token-tile index (src * tiles_per_rank + u)
-    comm_tile: np.ndarray  # dispatch/combine tile index
-    row_tile: np.ndarray  # expert row-tile index
-
-
-@dataclass
 class TaskGraph:
     """Struct of arrays, one entry per task, plus data edges (src -> dst task ids)."""
 
@@ -90,7 +77,7 @@ class TaskGraph:
     edge_src: np.ndarray
     edge_dst: np.ndarray
     seq: np.ndarray  # ordering hint for link lanes: (phase, chunk, round, tile)
-    rows: RowMap
+    make_rows: Callable[[], RowMap]  # the per-row map, computed on demand
     assign: np.ndarray
     expert_rank: np.ndarray
     n_token_tiles: int
@@ -98,6 +85,11 @@ class TaskGraph:
     aiv_comm: bool
     two_sided: bool
     ids: dict[str, np.ndarray] = field(default_factory=dict)  # type -> task ids in object order
+
+    @cached_property
+    def rows(self) -> RowMap:
+        """Where every row lives (computed on first use: only the functional proof needs it)."""
+        return self.make_rows()
 
     @property
     def n(self) -> int:
@@ -118,54 +110,49 @@ def build_graph(
     assign = route(wl)
     expert_rank = place(wl, assign)
 
-    n_rows = ep * tok * k
-    src = np.repeat(np.arange(ep, dtype=np.int64), tok * k)
-    token = np.tile(np.repeat(np.arange(tok, dtype=np.int64), k), ep)
-    slot = np.tile(np.arange(k, dtype=np.int64), ep * tok)
-    expert = assign.ravel().astype(np.int64)
-    dst = expert_rank[expert].astype(np.int64)
-    u = token // tt
-    chunk_of_u = np.arange(nu) * chunks // nu
-    chunk = chunk_of_u[u]
-    ttile = src * nu + u
-
-    # Every row's place is counted, not sorted: rows are in (src, token, slot) order and chunk
-    # grows with token, so one count per (src, expert) in row order fixes both positions.
+    # Rows (src, token, slot) are placed by counting, never sorted: chunk grows with token,
+    # so the rows of one (src, chunk, expert) cell are contiguous in its dispatch stream and
+    # in its expert's receive buffer; tiles are ranges of those counts.
     e_ = sh.experts
-    cell = (src * chunks + chunk) * e_ + expert  # (src, chunk, expert)
-    cnt = np.bincount(cell, minlength=ep * chunks * e_).reshape(ep, chunks, e_)
-    in_src = cumcount_rows(assign.reshape(ep, tok * k).astype(np.int64), e_).ravel()
-    in_cell = in_src - exclusive_cumsum(cnt, axis=1).ravel()[cell]
+    chunk_of_u = np.arange(nu) * chunks // nu
+    row_chunk = np.repeat(chunk_of_u[np.arange(tok) // tt], k)  # chunk of each (token, slot)
+    cell_of_row = (
+        (np.arange(ep, dtype=np.int64)[:, None] * chunks + row_chunk) * e_
+        + assign.reshape(ep, tok * k)
+    ).ravel()
+    cnt = np.bincount(cell_of_row, minlength=ep * chunks * e_).reshape(ep, chunks, e_)
 
     # dispatch streams: (src, dst, chunk) sorted by (local expert, token, slot); a rank's
     # experts in local order are its experts in id order
     by_dst = np.argsort(expert_rank, kind="stable")
-    cnt_d = cnt[:, :, by_dst]
-    before = exclusive_cumsum(cnt_d, axis=2)
+    before = exclusive_cumsum(cnt[:, :, by_dst], axis=2)
     first_of_dst = np.searchsorted(expert_rank[by_dst], expert_rank[by_dst])
-    base = np.empty_like(cnt)
-    base[:, :, by_dst] = before - before[:, :, first_of_dst]
-    pos = in_cell + base.ravel()[cell]
+    stream_base = np.empty_like(cnt)  # first stream position of each cell
+    stream_base[:, :, by_dst] = before - before[:, :, first_of_dst]
     onehot = np.zeros((e_, ep), dtype=np.int64)
     onehot[np.arange(e_), expert_rank] = 1
     stream_rows = np.einsum("sce,ed->sdc", cnt, onehot).ravel()  # (src, dst, chunk)
-    gkey = (src * ep + dst) * chunks + chunk
     first_ct, c_g, c_q = tiles_of_groups(stream_rows, tr)
-    comm_tile = first_ct[gkey] + pos // tr
     n_ct = c_g.size
     maxq = max(1, int(c_q.max()) + 1) if n_ct else 1
     c_src, c_dst, c_chunk = c_g // (ep * chunks), (c_g // chunks) % ep, c_g % chunks
     c_rows = np.minimum(tr, stream_rows[c_g] - c_q * tr)
 
     # expert receive buffers: (expert, chunk) sorted by (source, token, slot)
-    epos = in_cell + exclusive_cumsum(cnt, axis=0).ravel()[cell]
-    ekey = expert * chunks + chunk
+    buffer_base = exclusive_cumsum(cnt, axis=0)  # first buffer position of each cell
     buffer_rows = cnt.sum(axis=0).T.ravel()  # (expert, chunk)
     first_rt, r_g, r_idx = tiles_of_groups(buffer_rows, tr)
-    row_tile = first_rt[ekey] + epos // tr
     n_rt = r_g.size
     r_expert, r_chunk = r_g // chunks, r_g % chunks
     r_rows = np.minimum(tr, buffer_rows[r_g] - r_idx * tr)
+    layout = RowLayout(
+        cnt, stream_base, buffer_base, first_ct, first_rt, expert_rank, ep, chunks, tr
+    )
+    shared_ct, shared_rt = layout.tile_pairs()
+
+    def make_rows() -> RowMap:
+        return layout.row_map(assign.reshape(ep, tok, k), tt)
+
     r_rank = expert_rank[r_expert].astype(np.int64)
     tiles_per_expert = np.bincount(r_expert, minlength=sh.experts)
 
@@ -348,11 +335,10 @@ def build_graph(
         )
 
     ids["gemm1"] = gemm("gemm1", n1, w1, h, 1.0 / n1)
-    # distinct (dispatch tile, row tile) pairs: along a dispatch stream the row tile never
-    # decreases, so pairs change only at run boundaries (same for the combine side below)
-    row_tile_in_stream = np.empty(n_rows, dtype=np.int64)
-    row_tile_in_stream[exclusive_cumsum(stream_rows)[gkey] + pos] = row_tile
-    a, c = run_boundaries(np.repeat(np.arange(n_ct), c_rows), row_tile_in_stream)
+    # (dispatch tile, row tile) pairs sharing a row, sorted by dispatch tile (combine side:
+    # the same pairs sorted by row tile)
+    order = np.lexsort((shared_rt, shared_ct))
+    a, c = shared_ct[order], shared_rt[order]
     b.edge(np.repeat(d_last[a], n1), (c[:, None] * n1 + np.arange(n1)).ravel() + ids["gemm1"][0])
     if two_sided:
         b.edge(ids["dispatch_done"][np.repeat(r_rank, n1)], ids["gemm1"])
@@ -372,9 +358,8 @@ def build_graph(
     c_first, c_last = comm_block(
         "combine", c_dst, c_src, c_rows * wl.combine_row_bytes, combine_seq
     )
-    comm_tile_in_buffer = np.empty(n_rows, dtype=np.int64)
-    comm_tile_in_buffer[exclusive_cumsum(buffer_rows)[ekey] + epos] = comm_tile
-    a, c = run_boundaries(np.repeat(np.arange(n_rt), r_rows), comm_tile_in_buffer)
+    order = np.lexsort((shared_ct, shared_rt))
+    a, c = shared_rt[order], shared_ct[order]
     b.edge((a[:, None] * n2 + np.arange(n2)).ravel() + ids["gemm2"][0], np.repeat(c_first[c], n2))
     # unpermute: one task per combine tile on the source rank, weighted atomic add into the output
     ids["unpermute"] = b.add(
@@ -399,7 +384,6 @@ def build_graph(
     seq = np.concatenate(b.parts["seq"])
     es = np.concatenate([e[0] for e in b.edges])
     ed = np.concatenate([e[1] for e in b.edges])
-    rows_map = RowMap(src, token, slot, expert, dst, ttile, comm_tile, row_tile)
     return TaskGraph(
-        cols, es, ed, seq, rows_map, assign, expert_rank, nu, chunks, aiv_comm, two_sided, ids
+        cols, es, ed, seq, make_rows, assign, expert_rank, nu, chunks, aiv_comm, two_sided, ids
     )
