@@ -38,8 +38,17 @@ def _labels(codes: np.ndarray, labels: list[str]) -> pl.Series:
 
 # args keys in text order; each family of tasks shows only its own (a subsequence of these)
 _ARG_KEYS = (
-    "expert", "row_tile", "token_tile", "src", "dst", "tile", "n_tile", "chunk", "rows",
-    "hbm_bytes", "l2_bytes",
+    "expert",
+    "row_tile",
+    "token_tile",
+    "src",
+    "dst",
+    "tile",
+    "n_tile",
+    "chunk",
+    "rows",
+    "hbm_bytes",
+    "l2_bytes",
 )
 _FAMILY_KEYS = {
     0: {"token_tile", "n_tile", "chunk", "rows", "hbm_bytes", "l2_bytes"},
@@ -49,8 +58,38 @@ _FAMILY_KEYS = {
 }
 
 
+def _int_text(values: np.ndarray, null_below: int | None = None) -> pl.Series:
+    """Decimal text of integers ('null' below `null_below`): a gather from the few distinct
+    texts when the range is small (most coordinates), Polars' cast otherwise."""
+    if not values.size:
+        return pl.Series([], dtype=pl.String)
+    lo, hi = int(values.min()), int(values.max())
+    if hi - lo > 1 << 16:
+        text = pl.Series(values).cast(pl.String)
+        if null_below is not None:
+            text = (
+                text.to_frame("v")
+                .select(
+                    pl.when(pl.Series(values) >= null_below)
+                    .then(pl.col("v"))
+                    .otherwise(pl.lit("null"))
+                )
+                .to_series()
+            )
+        return text
+    labels = [str(v) for v in range(lo, hi + 1)] + ["null"]
+    index = values - lo
+    if null_below is not None:
+        index = np.where(values < null_below, len(labels) - 1, index)
+    return _labels(index, labels)
+
+
 def _args_json(
-    frame: pl.DataFrame, typ: np.ndarray, name_code: np.ndarray, pool: np.ndarray, names: list[str]
+    coords: dict[str, np.ndarray],
+    typ: np.ndarray,
+    name_code: np.ndarray,
+    pool: np.ndarray,
+    names: list[str],
 ) -> pl.Series:
     """The args JSON text of every task, built column-wise: a templated '{"task":..,"unit":..'
     head per (name, unit), then ',"key":value' for each key of the task's family. chunk, and
@@ -69,12 +108,9 @@ def _args_json(
         + f'"unit":"{_UNIT_OF_POOL[c % n_pools]}"'
         for c in used.tolist()
     ]
-    frame = frame.with_columns(
-        _labels(np.searchsorted(used, head_code), heads).alias("_head"),
-        pl.col("hbm_bytes", "l2_bytes").cast(pl.Int64),
-        pl.when(pl.col("chunk") >= 0).then(pl.col("chunk")).alias("chunk"),
-        pl.when(pl.col("n_tile") >= 0).then(pl.col("n_tile")).alias("_n_tile_or_null"),
-    )
+    texts = {key: _int_text(coords[key], 0 if key == "chunk" else None) for key in _ARG_KEYS}
+    texts["_n_tile_or_null"] = _int_text(coords["n_tile"], 0)
+    frame = pl.DataFrame({"_head": _labels(np.searchsorted(used, head_code), heads), **texts})
     # tasks come in blocks of one type (one family): format each block, no per-row branches
     cut = np.flatnonzero(np.diff(family)) + 1
     bounds = np.r_[0, cut, family.size].tolist()
@@ -85,10 +121,11 @@ def _args_json(
         for key in _ARG_KEYS:
             if key in _FAMILY_KEYS[fam]:
                 column = "_n_tile_or_null" if key == "n_tile" and fam != 1 else key
-                pieces += [pl.lit(f',"{key}":'), pl.col(column).cast(pl.String).fill_null("null")]
+                pieces += [pl.lit(f',"{key}":'), pl.col(column)]
         pieces.append(pl.lit("}"))
         parts.append(frame.lazy().slice(lo, hi - lo).select(pl.concat_str(pieces).alias("args")))
     return pl.concat(pl.collect_all(parts))["args"]
+
 
 def lane_names(hw: Hardware, opts: ScheduleOptions) -> tuple[list[str], list[str]]:
     """(name, unit) of every lane of one rank, in lane order."""
@@ -141,27 +178,22 @@ def build_trace(
     is_compute = kind_code == 0
     moved = timed.hbm_bytes + timed.l2_bytes
     moved[:ng] = np.where(is_compute[:ng], moved[:ng], c["comm_bytes"])
-    unit = _labels(timed.pool, _UNIT_OF_POOL)
     peer = col("peer")
     is_recv_side = np.isin(typ, [T["dispatch_rx"], T["combine_rx"]])
-    frame = pl.DataFrame(
-        {
-            "task": name,
-            "unit": unit,
-            "expert": col("expert"),
-            "row_tile": col("row_tile"),
-            "n_tile": col("n_tile"),
-            "token_tile": col("token_tile"),
-            "chunk": col("chunk"),
-            "rows": col("rows"),
-            "src": np.where(peer >= 0, np.where(is_recv_side, peer, timed.rank), -1),
-            "dst": np.where(peer >= 0, np.where(is_recv_side, timed.rank, peer), -1),
-            "tile": col("tile"),
-            "hbm_bytes": np.rint(timed.hbm_bytes),
-            "l2_bytes": np.rint(timed.l2_bytes),
-        }
-    )
-    args = _args_json(frame, typ, name_code, timed.pool, [*TYPES, *launch_names])
+    coords = {
+        "expert": col("expert"),
+        "row_tile": col("row_tile"),
+        "n_tile": col("n_tile"),
+        "token_tile": col("token_tile"),
+        "chunk": col("chunk"),
+        "rows": col("rows"),
+        "src": np.where(peer >= 0, np.where(is_recv_side, peer, timed.rank), -1),
+        "dst": np.where(peer >= 0, np.where(is_recv_side, timed.rank, peer), -1),
+        "tile": col("tile"),
+        "hbm_bytes": np.rint(timed.hbm_bytes).astype(np.int64),
+        "l2_bytes": np.rint(timed.l2_bytes).astype(np.int64),
+    }
+    args = _args_json(coords, typ, name_code, timed.pool, [*TYPES, *launch_names])
     events = pl.DataFrame(
         {
             "id": np.arange(n, dtype=np.uint32),
@@ -236,8 +268,7 @@ def _known_depth(timed: Timed, start: np.ndarray, makespan: int) -> np.ndarray |
     as the step could make the general rule (ts, longest first, input order) differ."""
     on_step = timed.pool == POOL_STEP
     if timed.n and (
-        int(timed.dur.min()) <= 0
-        or bool(np.any(on_step & (start == 0) & (timed.dur >= makespan)))
+        int(timed.dur.min()) <= 0 or bool(np.any(on_step & (start == 0) & (timed.dur >= makespan)))
     ):
         return None
     ranks = int(timed.rank.max()) + 1
