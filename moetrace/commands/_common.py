@@ -21,13 +21,19 @@ class UserError(Exception):
 
 def fail(message: str) -> None:
     """Print `moetrace: error: message` (control characters made visible) and exit 2."""
-    safe = message.encode("unicode_escape", "backslashreplace").decode("ascii") if _has_control(message) else message
+    safe = (
+        message.encode("unicode_escape", "backslashreplace").decode("ascii")
+        if _has_control(message)
+        else message
+    )
     click.echo(f"moetrace: error: {safe}", err=True)
     sys.exit(EXIT_BAD_INPUT)
 
 
 def _has_control(text: str) -> bool:
-    return any((ord(c) < 32 and c not in "\t") or ord(c) == 127 or 0x80 <= ord(c) < 0xA0 for c in text)
+    return any(
+        (ord(c) < 32 and c not in "\t") or ord(c) == 127 or 0x80 <= ord(c) < 0xA0 for c in text
+    )
 
 
 def handle_errors(func: F) -> F:

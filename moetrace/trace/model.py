@@ -119,7 +119,9 @@ def conform(frame: pl.DataFrame | Mapping[str, Any] | None, table: str) -> pl.Da
         raise TraceValidationError(f"{table}: {exc}") from exc
 
 
-def nesting_depth(track: np.ndarray, ts: np.ndarray, dur: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def nesting_depth(
+    track: np.ndarray, ts: np.ndarray, dur: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
     """Depth of every event on its track, and a mask of events that break nesting.
 
     Order per track is (ts, longest first, input order). depth(e) = number of events before e
@@ -165,7 +167,9 @@ def nesting_depth(track: np.ndarray, ts: np.ndarray, dur: np.ndarray) -> tuple[n
     if zero.any():
         zpos = np.flatnonzero(zero)
         zero_rank[zpos] = np.arange(len(zpos)) - np.searchsorted(zkey, zkey, side="left")
-    after = np.where(zero, zcount_at - zero_rank, zcount_at)  # a zero-length event ends at its own start
+    after = np.where(
+        zero, zcount_at - zero_rank, zcount_at
+    )  # a zero-length event ends at its own start
     d_sorted = pos_in_track - (ended - after)
     depth[order] = d_sorted
     # Nesting check: the parent (last earlier event at depth-1 on the track) must contain me.
@@ -256,7 +260,9 @@ class Trace:
     def events_with_tracks(self) -> pl.DataFrame:
         """Events joined with their track's rank, unit, pid and tid (left join on `track`)."""
         return self.events.join(
-            self.tracks.select("track", "rank", "unit", "pid", "tid", "process_name", "thread_name"),
+            self.tracks.select(
+                "track", "rank", "unit", "pid", "tid", "process_name", "thread_name"
+            ),
             on="track",
             how="left",
         )
@@ -290,7 +296,9 @@ class Trace:
             out.append(f"events: {neg.height} negative durations (first id {neg['id'][0]})")
         orphan = ev.filter(~pl.col("track").is_in(tr["track"].implode()))
         if orphan.height:
-            out.append(f"events: {orphan.height} events on unknown tracks (first id {orphan['id'][0]})")
+            out.append(
+                f"events: {orphan.height} events on unknown tracks (first id {orphan['id'][0]})"
+            )
         if dp.height:
             ids = ev["id"].implode()
             dangling = dp.filter(~pl.col("src").is_in(ids) | ~pl.col("dst").is_in(ids))
@@ -306,7 +314,9 @@ class Trace:
             )
             if bad.any():
                 first = int(ev["id"][int(np.flatnonzero(bad)[0])])
-                out.append(f"events: {int(bad.sum())} slices overlap partially on their track (first id {first})")
+                out.append(
+                    f"events: {int(bad.sum())} slices overlap partially on their track (first id {first})"
+                )
             elif not np.array_equal(depth, ev["depth"].to_numpy()):
                 wrong = int((depth != ev["depth"].to_numpy()).sum())
                 out.append(f"events: {wrong} depths disagree with the nesting of ts/dur")

@@ -54,7 +54,9 @@ def nested_events(draw: st.DrawFn) -> tuple[list[int], list[int], list[int]]:
 
 @settings(max_examples=200, deadline=None)
 @given(nested_events())
-def test_depth_matches_stack_walk_on_nested_slices(ev: tuple[list[int], list[int], list[int]]) -> None:
+def test_depth_matches_stack_walk_on_nested_slices(
+    ev: tuple[list[int], list[int], list[int]],
+) -> None:
     track, ts, dur = ev
     depth, bad = nesting_depth(np.array(track), np.array(ts), np.array(dur))
     ref_depth, _ = slow_depth(track, ts, dur)
@@ -86,7 +88,13 @@ def _tiny() -> Trace:
             "ts": [0, 10, 5],
             "dur": [100, 20, 50],
         },
-        tracks={"track": [0, 1], "rank": [0, 0], "pid": ["0", "0"], "tid": ["1", "2"], "unit": ["aic", "link"]},
+        tracks={
+            "track": [0, 1],
+            "rank": [0, 0],
+            "pid": ["0", "0"],
+            "tid": ["1", "2"],
+            "unit": ["aic", "link"],
+        },
         deps={"src": [1], "dst": [2], "kind": ["data"]},
         compute_depth=True,
     )
@@ -94,7 +102,9 @@ def _tiny() -> Trace:
 
 def test_from_frames_casts_and_validates() -> None:
     tr = _tiny()
-    assert tr.events.schema["kind"] == pl.Enum(["compute", "comm", "memory", "host", "marker", "other"])
+    assert tr.events.schema["kind"] == pl.Enum(
+        ["compute", "comm", "memory", "host", "marker", "other"]
+    )
     assert tr.events["depth"].to_list() == [0, 1, 0]
     assert tr.problems() == []
     assert tr.ranks == [0]
@@ -104,7 +114,9 @@ def test_from_frames_casts_and_validates() -> None:
 def test_validate_names_every_problem() -> None:
     tr = _tiny()
     broken = Trace(
-        events=tr.events.with_columns(pl.Series("id", [0, 0, 2], dtype=pl.UInt32), pl.Series("dur", [100, -1, 50])),
+        events=tr.events.with_columns(
+            pl.Series("id", [0, 0, 2], dtype=pl.UInt32), pl.Series("dur", [100, -1, 50])
+        ),
         tracks=tr.tracks,
         deps=tr.deps.with_columns(pl.Series("dst", [9], dtype=pl.UInt32)),
     )
@@ -119,5 +131,12 @@ def test_validate_names_every_problem() -> None:
 def test_bad_kind_is_a_validation_error() -> None:
     with pytest.raises(TraceValidationError):
         Trace.from_frames(
-            events={"id": [0], "track": [0], "name": ["a"], "kind": ["cooking"], "ts": [0], "dur": [1]},
+            events={
+                "id": [0],
+                "track": [0],
+                "name": ["a"],
+                "kind": ["cooking"],
+                "ts": [0],
+                "dur": [1],
+            },
         )
