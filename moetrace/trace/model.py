@@ -314,8 +314,9 @@ class Trace:
             )
             if bad.any():
                 first = int(ev["id"][int(np.flatnonzero(bad)[0])])
+                count = int(bad.sum())
                 out.append(
-                    f"events: {int(bad.sum())} slices overlap partially on their track (first id {first})"
+                    f"events: {count} slices overlap partially on their track (first id {first})"
                 )
             elif not np.array_equal(depth, ev["depth"].to_numpy()):
                 wrong = int((depth != ev["depth"].to_numpy()).sum())
