@@ -152,6 +152,7 @@ def execute(
         chunks=opts.chunks if opts.schedule == "chunked" else 1,
         aiv_comm=opts.schedule == "tile",
         two_sided=opts.schedule == "tile" and not opts.one_sided,
+        assign=assign,
     )
     timed = schedule(graph, wl, hw, opts)
     say("engine", 0.4)

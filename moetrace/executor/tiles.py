@@ -97,17 +97,22 @@ class TaskGraph:
 
 
 def build_graph(
-    wl: Workload, chunks: int = 1, aiv_comm: bool = True, two_sided: bool = False
+    wl: Workload,
+    chunks: int = 1,
+    aiv_comm: bool = True,
+    two_sided: bool = False,
+    assign: np.ndarray | None = None,
 ) -> TaskGraph:
     """All tasks of all ranks. `aiv_comm`: transfers issued by AIV tasks; `two_sided`: no
-    per-tile arrival signal, so consumers wait for a per-rank "all arrived" node."""
+    per-tile arrival signal, so consumers wait for a per-rank "all arrived" node. `assign`:
+    `route(wl)` when the caller already has it (routing is deterministic)."""
     sh = wl.shape
     ep, tok, k, h, inter = wl.ranks, wl.tokens, sh.top_k, sh.hidden, sh.intermediate
     tr = wl.tile_rows
     tt = max(1, tr // k)  # tokens per token tile: a token tile makes about one row tile of rows
     nu = -(-tok // tt)
     chunks = max(1, min(chunks, nu))
-    assign = route(wl)
+    assign = route(wl) if assign is None else assign
     expert_rank = place(wl, assign)
 
     # Rows (src, token, slot) are placed by counting, never sorted: chunk grows with token,
