@@ -6,6 +6,8 @@ the same scheduled graph (data edges + per-core order), measured in the same run
   i.e. the timing step once the per-core orders are fixed;
 - end to end: `simulate()` (routing, graph build, durations, the tile schedule's offline
   scheduler, the engine with the HBM contention pass, and the trace frames).
+Per stage (from the progress callbacks): routing, task graph (graph + durations), engine
+(static scheduler, engine, HBM pass), trace (frames).
 The verdict (last line) uses the END-TO-END figure: >= 1M tasks/s and >= 10x the heapq loop
 (BENCHMARKS.md targets). Engine and heapq runs are interleaved (load swings on a shared
 machine hit both); the simulate() runs follow them, best of repeats - 1.
@@ -34,6 +36,18 @@ def best_of(repeats: int, func, *args):  # type: ignore[no-untyped-def]
         out = func(*args)
         best = min(best, time.perf_counter() - t0)
     return best, out
+
+
+def stage_times(t0: float, marks: list[tuple[str, float]]) -> dict[str, float]:
+    """Seconds per stage of simulate() from its progress callbacks (a stage lasts until the
+    next one is announced): routing, task graph (graph + durations), engine (static scheduler,
+    engine, HBM contention pass), trace (trace frames)."""
+    out: dict[str, float] = {}
+    prev_name, prev_t = "setup", t0
+    for name, t in marks:
+        out[prev_name] = out.get(prev_name, 0.0) + t - prev_t
+        prev_name, prev_t = name, t
+    return out
 
 
 def main() -> None:
@@ -80,12 +94,22 @@ def main() -> None:
     for sched in ("sequential", "tile"):
         best = float("inf")
         tasks = 0
+        stages: dict[str, float] = {}
         for _ in range(max(1, args.repeats - 1)):
+            marks: list[tuple[str, float]] = []
             t0 = time.perf_counter()
-            trace = simulate(ranks=args.ranks, tokens=args.tokens, schedule=sched)
-            best = min(best, time.perf_counter() - t0)
+            trace = simulate(
+                ranks=args.ranks,
+                tokens=args.tokens,
+                schedule=sched,
+                progress=lambda stage, _f, marks=marks: marks.append((stage, time.perf_counter())),
+            )
+            took = time.perf_counter() - t0
+            if took < best:
+                best, stages = took, stage_times(t0, marks)
             tasks = trace.meta["executor"]["tasks"]
         e2e[sched] = (best, tasks)
+        print(f"  {sched} stages: " + ", ".join(f"{k} {v:.2f} s" for k, v in stages.items()))
         print(
             f"simulate() end to end, {sched}: {best:.2f} s, {tasks:,} tasks "
             f"= {tasks / best / 1e6:.2f} M tasks/s"
