@@ -17,7 +17,7 @@ import polars as pl
 from moetrace.executor.hardware import Hardware
 from moetrace.executor.schedules import POOL_STEP, POOL_STREAM, ScheduleOptions, Timed, lane_layout
 from moetrace.executor.tiles import AIC_TYPES, TYPES, T, TaskGraph
-from moetrace.trace.model import Trace
+from moetrace.trace.model import DepKind, Kind, Trace
 
 _COMPUTE = {
     T[x] for x in (*AIC_TYPES, "topk", "layout", "permute", "shared_act", "swiglu", "unpermute")
@@ -31,9 +31,12 @@ _COMM_TASKS += [T["permute"], T["unpermute"]]
 _UNIT_OF_POOL = ["aic", "aiv", "aiv", "link", "link", "other", "other"]
 
 
-def _labels(codes: np.ndarray, labels: list[str]) -> pl.Series:
-    """String column from integer codes (done in Polars: no Python string per row)."""
-    return pl.Series(labels, dtype=pl.String).gather(np.asarray(codes, dtype=np.int64))
+def _labels(
+    codes: np.ndarray, labels: list[str], dtype: pl.DataType | type[pl.DataType] = pl.String
+) -> pl.Series:
+    """Column of `labels[code]` (String, or an Enum of the schema: no cast later), done in
+    Polars: no Python string per row."""
+    return pl.Series(labels, dtype=dtype).gather(np.asarray(codes, dtype=np.int64))
 
 
 # args keys in text order; each family of tasks shows only its own (a subsequence of these)
@@ -202,7 +205,7 @@ def build_trace(
             "cat": _labels(
                 np.where(kind_code == 2, len(_UNIT_OF_POOL), timed.pool), [*_UNIT_OF_POOL, "sync"]
             ),
-            "kind": _labels(kind_code, ["compute", "comm", "other"]),
+            "kind": _labels(kind_code, ["compute", "comm", "other"], Kind),
             "ts": start,
             "dur": timed.dur,
             "flops": np.where(is_compute, flops, np.nan),
@@ -217,7 +220,7 @@ def build_trace(
             "track": (np.arange(ranks) * per + step_lane).astype(np.uint32),
             "name": ["step 0"] * ranks,
             "cat": ["step"] * ranks,
-            "kind": ["marker"] * ranks,
+            "kind": pl.Series(["marker"] * ranks, dtype=Kind),
             "ts": np.zeros(ranks, dtype=np.int64),
             "dur": np.full(ranks, makespan, dtype=np.int64),
             "flops": [None] * ranks,
@@ -241,7 +244,9 @@ def build_trace(
             "sort_index": local.astype(np.int32),
         }
     )
-    dep_kind = _labels((other[timed.src] | other[timed.dst]).astype(np.int64), ["data", "sync"])
+    dep_kind = _labels(
+        (other[timed.src] | other[timed.dst]).astype(np.int64), ["data", "sync"], DepKind
+    )
     deps = pl.DataFrame(
         {"src": timed.src.astype(np.uint32), "dst": timed.dst.astype(np.uint32), "kind": dep_kind}
     )
