@@ -64,7 +64,8 @@ def estimate_tasks(wl: Workload) -> int:
 def check_memory(wl: Workload, hw: Hardware, assign: np.ndarray, expert_rank: np.ndarray) -> None:
     """Refuse a run whose busiest rank would not fit its weights and buffers in HBM."""
     sh = wl.shape
-    received = np.bincount(expert_rank[assign.ravel()], minlength=wl.ranks).max()
+    per_expert = np.bincount(assign.ravel(), minlength=sh.experts)  # rows routed to each expert
+    received = np.bincount(expert_rank, weights=per_expert, minlength=wl.ranks).max()
     weights = (
         wl.experts_per_rank * 3.0 * sh.hidden * sh.intermediate * 2 + sh.hidden * sh.experts * 2
     )
