@@ -23,6 +23,8 @@ from moetrace.executor.listsched import list_schedule
 from moetrace.executor.schedules import POOL_AIC, POOL_AIV, POOL_AIVC, POOL_RX, POOL_TX, Timed
 from moetrace.executor.staticsched import static_schedule
 
+Level = tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]
+
 
 class CycleError(RuntimeError):
     """The scheduled graph has a cycle (a bug in a schedule, never bad user input)."""
@@ -35,6 +37,7 @@ def longest_path(
     dst: np.ndarray,
     w: np.ndarray,
     floor: np.ndarray | None = None,
+    levels: list[Level] | None = None,
 ) -> np.ndarray:
     """Earliest start (int64 ns) of every node, with start[d] >= start[s] + dur[s] + w per edge
     (and start >= floor when given).
@@ -42,6 +45,8 @@ def longest_path(
     A vectorised Kahn sweep: each iteration takes every node whose predecessors are all done
     (one topological level, across all ranks and tiles), relaxes all their out-edges with
     `np.maximum.at` and finds the next level. The cost is a few numpy calls per level.
+    levels: when a list is given, each level's (nodes, out-degrees, targets, edge delays) is
+    appended to it, so `replay_levels` can re-time the same graph with other durations.
     """
     order = np.argsort(src, kind="stable")
     s_dst, s_w = dst[order], w[order]
@@ -68,6 +73,8 @@ def longest_path(
         cand = repeat(start[frontier] + dur[frontier], cnt)
         cand += s_w[offs]
         max_at(start, targets, cand)
+        if levels is not None:
+            levels.append((frontier, cnt, targets, s_w[offs]))
         sub_at(indeg, targets, 1)
         ready = targets[indeg[targets] == 0]
         # distinct without sorting or hashing: keep the position that wrote last
@@ -75,6 +82,18 @@ def longest_path(
         frontier = ready[slot[ready] == steps[: ready.size]]
     if done != n:
         raise CycleError(f"scheduled graph has a cycle ({n - done} tasks never became ready)")
+    return start
+
+
+def replay_levels(n: int, dur: np.ndarray, levels: list[Level]) -> np.ndarray:
+    """`longest_path` of a graph already swept once (its recorded `levels`) with new durations:
+    the levels and edge order do not depend on durations, so only the relaxations are redone."""
+    start = np.zeros(n, dtype=np.int64)
+    max_at, repeat = np.maximum.at, np.repeat
+    for frontier, cnt, targets, delay in levels:
+        cand = repeat(start[frontier] + dur[frontier], cnt)
+        cand += delay
+        max_at(start, targets, cand)
     return start
 
 
@@ -177,6 +196,7 @@ def run_schedule(
     fixed with uncontended durations (what an offline scheduler or a run-time queue sees), then
     the run is re-timed with every tile's HBM time stretched by the HBM oversubscription it met
     (`Timed.with_contention`); lanes and orders stay the same."""
+    levels: list[Level] = []
     if dynamic:
         start0, lane = run_dynamic(t, layout)
         a, b = lane_chain(lane, start0)
@@ -185,7 +205,8 @@ def run_schedule(
         w = np.concatenate([t.w, np.zeros(a.size, dtype=np.int64)])
     else:
         lane, src, dst, w = static_graph(t, layout)
-        start0 = longest_path(t.n, t.dur, src, dst, w)
+        start0 = longest_path(t.n, t.dur, src, dst, w, levels=levels)
     dur = t.with_contention(start0)
-    start = longest_path(t.n, dur, src, dst, w)
+    # same graph, new durations: reuse the first sweep's levels (no sort, no in-degree count)
+    start = replay_levels(t.n, dur, levels) if levels else longest_path(t.n, dur, src, dst, w)
     return start, lane, replace(t, dur=dur, free_dur=t.dur)
