@@ -115,18 +115,26 @@ def _finish(cols: dict[str, pl.Series], flags: pl.Series, full: bool) -> pl.Data
 def _text(values: list[Any]) -> pl.Series:
     """str stays, int -> digits, None -> null (values of other types are fixed up by callers).
     Homogeneous lists (all str, or all int) take Polars' fast strict constructors."""
+    return _text_strict(values)[0]
+
+
+def _text_strict(values: list[Any]) -> tuple[pl.Series, bool]:
+    """`_text` plus whether a strict constructor took the values: then every value was a
+    str (or every one an int) or None, and no value needs the odd-value check."""
     first = next((v for v in values if v is not None), None)
     if isinstance(first, int) and not isinstance(first, bool):
         try:
-            return pl.Series(values, dtype=pl.Int64).cast(pl.String)
+            return pl.Series(values, dtype=pl.Int64).cast(pl.String), True
         except (TypeError, OverflowError, pl.exceptions.PolarsError):
             pass
     elif isinstance(first, str):
         try:
-            return pl.Series(values, dtype=pl.String)
+            return pl.Series(values, dtype=pl.String), True
         except (TypeError, pl.exceptions.PolarsError):
             pass
-    return pl.Series(values, dtype=pl.String, strict=False)
+    elif first is None:
+        return pl.repeat(None, len(values), dtype=pl.String, eager=True), True
+    return pl.Series(values, dtype=pl.String, strict=False), False
 
 
 def _args(values: list[msgspec.Raw]) -> pl.Series:
@@ -167,18 +175,12 @@ def decode_bracketed(
     flags = flags | (ts_bad.cast(pl.UInt8) * FLAG_BAD_TS) | (dur_bad.cast(pl.UInt8) * FLAG_BAD_DUR)
     ids = {"pid": [e.pid for e in events], "tid": [e.tid for e in events]}
     for field, values in ids.items():
-        bad_flag = FLAG_ODD_ID
-        series = _text(values)
-        if series.null_count() != values.count(None):
+        series, strict = _text_strict(values)
+        if not strict:  # mixed or odd values (objects, arrays, bools): JSON text + flag
             series, bad = _fix_odd(values, series)
-            flags = flags | (bad.cast(pl.UInt8) * bad_flag)
+            flags = flags | (bad.cast(pl.UInt8) * FLAG_ODD_ID)
         cols[field] = series
-    id_values = [e.id for e in events]
-    cols["id"] = (
-        _text(id_values)
-        if id_values.count(None) != n
-        else pl.repeat(None, n, dtype=pl.String, eager=True)
-    )
+    cols["id"] = _text([e.id for e in events])
     cols["bp"] = pl.Series([e.bp for e in events], dtype=pl.String)
     cols["args"] = _args([e.args for e in events])
     if full:

@@ -132,9 +132,7 @@ def decode_columns(raw: pl.DataFrame, warnings: list[str]) -> pl.DataFrame:
     _warn_count(
         warnings, keep & raw["pid"].is_null() & ~is_meta, idx, "without 'pid' (put on pid 0)"
     )
-    odd_text = r"^(?:[\[{].*|true|false)$"
-    odd_id = _flag(raw, jc.FLAG_ODD_ID) | raw["pid"].str.contains(odd_text).fill_null(False)
-    odd_id = odd_id | raw["tid"].str.contains(odd_text).fill_null(False)
+    odd_id = _flag(raw, jc.FLAG_ODD_ID)  # set by the decoder for every non-int/str pid/tid
     _warn_count(
         warnings,
         keep & odd_id,
