@@ -19,6 +19,7 @@ from dataclasses import replace
 
 import numpy as np
 
+from moetrace.executor.contention import lex_order
 from moetrace.executor.listsched import list_schedule
 from moetrace.executor.schedules import POOL_AIC, POOL_AIV, POOL_AIVC, POOL_RX, POOL_TX, Timed
 from moetrace.executor.staticsched import static_schedule
@@ -126,7 +127,7 @@ def heap_longest_path(
 def lane_chain(lane: np.ndarray, key: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Edges task -> next task on the same lane, ordered by (key, id); lane < 0 means no lane."""
     ids = np.flatnonzero(lane >= 0)
-    order = ids[np.lexsort((ids, key[ids], lane[ids]))]
+    order = ids[lex_order(key[ids], lane[ids])]
     same = lane[order[1:]] == lane[order[:-1]]
     return order[:-1][same], order[1:][same]
 
@@ -137,9 +138,8 @@ def assign_lanes(t: Timed, layout: dict[int, tuple[int, int]], plan: np.ndarray)
     size = np.ones(8, dtype=np.int64)
     for pool, (b, s) in layout.items():
         base[pool], size[pool] = b, s
-    ids = np.arange(t.n)
     group = t.rank * 8 + t.pool
-    order = np.lexsort((ids, plan, group))
+    order = lex_order(plan, group)
     g = group[order]
     first = np.r_[True, g[1:] != g[:-1]]
     pos = np.arange(t.n) - np.maximum.accumulate(np.where(first, np.arange(t.n), 0))

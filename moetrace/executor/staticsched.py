@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from moetrace.executor.contention import lex_order
 from moetrace.executor.schedules import POOL_AIC, POOL_AIV, POOL_AIVC, Timed
 
 _BIG = np.iinfo(np.int64).max // 4
@@ -39,7 +40,7 @@ def ordered_list_schedule(
     if n == 0:
         return start, core_of
     n_groups = int(group.max()) + 1
-    order = np.argsort(group, kind="stable")
+    order = lex_order(group)
     bounds = np.searchsorted(group[order], np.arange(n_groups + 1))
     head = bounds[:-1].copy()
     end = bounds[1:]
@@ -70,7 +71,7 @@ def static_schedule(t: Timed, layout: dict[int, tuple[int, int]]) -> tuple[np.nd
     # when each task's inputs are ready in the plan (for links: before their FIFO wait there)
     plan = np.zeros(n, dtype=np.int64)
     np.maximum.at(plan, t.dst, planned[t.src] + t.dur[t.src] + t.w)
-    by_seq = np.lexsort((np.arange(n), t.seq))
+    by_seq = lex_order(t.seq)
     rotation = np.empty(n, dtype=np.int64)
     rotation[by_seq] = np.arange(n)
     key = plan * (n + 1) + rotation  # the priority
@@ -81,7 +82,7 @@ def static_schedule(t: Timed, layout: dict[int, tuple[int, int]]) -> tuple[np.nd
     lane = t.rank * t.lanes_per_rank + base[t.pool]  # FIFO pools: their single lane
     on_core = np.isin(t.pool, [POOL_AIC, POOL_AIV, POOL_AIVC])
     ids = np.flatnonzero(on_core)
-    ids = ids[np.argsort(key[ids], kind="stable")]
+    ids = ids[lex_order(key[ids])]
     groups, group = np.unique(t.rank[ids] * 8 + t.pool[ids], return_inverse=True)
     start0, core = ordered_list_schedule(group, plan[ids], t.dur[ids], size[groups % 8])
     lane[ids] += core

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from moetrace.executor.contention import mean_oversubscription
+from moetrace.executor.contention import lex_order, mean_oversubscription
 from moetrace.executor.run import simulate_run
 from moetrace.executor.tiles import T
 
@@ -58,3 +58,17 @@ def test_tile_gemms_are_not_charged_for_idle_vector_cores() -> None:
     hw = tile.hardware
     bound = t_seq * hw.gemm_eff / hw.tile_gemm_eff + hw.tile_sync_ns
     assert t_tile <= bound * 1.01
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_lex_order_equals_numpy_lexsort(seed: int) -> None:
+    """The packed-key sort gives lexsort's exact order (ties by index), on both its paths."""
+    rng = np.random.default_rng(seed)
+    m = 500
+    a = rng.integers(-3, 4, m)  # negative keys and many ties
+    b = rng.integers(0, 5, m)
+    big = rng.integers(0, 2**40, m)  # packing would overflow: lexsort fallback
+    assert np.array_equal(lex_order(a, b), np.lexsort((a, b)))
+    assert np.array_equal(lex_order(b), np.lexsort((b,)))
+    assert np.array_equal(lex_order(big, b, a), np.lexsort((big, b, a)))
+    assert lex_order(np.zeros(0, dtype=np.int64)).size == 0
