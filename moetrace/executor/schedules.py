@@ -118,6 +118,13 @@ def lane_layout(hw: Hardware, opts: ScheduleOptions) -> dict[int, tuple[int, int
     return out
 
 
+def _member(typ: np.ndarray, codes: list[int]) -> np.ndarray:
+    """`np.isin(typ, codes)` for small non-negative type codes, via a lookup table (one gather)."""
+    table = np.zeros(max(int(typ.max(initial=0)), *codes) + 1, dtype=bool)
+    table[codes] = True
+    return table[typ]
+
+
 def _ns(x: np.ndarray) -> np.ndarray:
     return np.maximum(1, np.rint(x)).astype(np.int64)
 
@@ -128,17 +135,17 @@ def schedule(graph: TaskGraph, wl: Workload, hw: Hardware, opts: ScheduleOptions
     typ, rank = c["type"], c["rank"]
     tile = opts.schedule == "tile"
     n = graph.n
-    is_aic = np.isin(typ, [T[x] for x in AIC_TYPES])
-    is_tx = np.isin(typ, [T["dispatch_tx"], T["combine_tx"]])
-    is_rx = np.isin(typ, [T["dispatch_rx"], T["combine_rx"]])
-    is_issue = np.isin(typ, [T["dispatch_issue"], T["combine_issue"]])
-    is_done = np.isin(typ, [T["dispatch_done"], T["combine_done"]])
+    is_aic = _member(typ, [T[x] for x in AIC_TYPES])
+    is_tx = _member(typ, [T["dispatch_tx"], T["combine_tx"]])
+    is_rx = _member(typ, [T["dispatch_rx"], T["combine_rx"]])
+    is_issue = _member(typ, [T["dispatch_issue"], T["combine_issue"]])
+    is_done = _member(typ, [T["dispatch_done"], T["combine_done"]])
     is_vec = ~(is_aic | is_tx | is_rx | is_issue | is_done)
 
     live = hw.n_aic * wl.tile_rows * 3 * wl.shape.intermediate * 2.0
     l2_inter = tile and opts.l2 and live <= hw.l2_bytes / 2
-    inter_a = np.isin(typ, list(A_INTERMEDIATE))
-    inter_o = np.isin(typ, list(OUT_INTERMEDIATE))
+    inter_a = _member(typ, list(A_INTERMEDIATE))
+    inter_o = _member(typ, list(OUT_INTERMEDIATE))
     a_hbm = np.where(inter_a, 0.0 if l2_inter else 1.0, c["a_hbm"])
     o_hbm = np.where(inter_o, 0.0 if l2_inter else 1.0, 1.0)
     hbm = c["a_bytes"] * a_hbm + c["w_bytes"] * c["w_hbm"] + c["out_bytes"] * o_hbm
@@ -156,28 +163,23 @@ def schedule(graph: TaskGraph, wl: Workload, hw: Hardware, opts: ScheduleOptions
 
     peer = c["peer"]
     local = peer == rank
-    is_dispatch = np.isin(typ, [T["dispatch_tx"], T["dispatch_rx"]])
+    is_dispatch = _member(typ, [T["dispatch_tx"], T["dispatch_rx"]])
     ep = wl.ranks
     link_rate = np.where(is_dispatch, hw.link_rate("dispatch", ep), hw.link_rate("combine", ep))
     link_rate = np.where(local, hw.hbm_bw / 2, link_rate)
     dur_f = np.where(is_tx | is_rx, c["comm_bytes"] / link_rate * 1e9, work_ns + extra)
     copy_ns = c["comm_bytes"] / hw.aiv_copy_bw * 1e9
-    dur_f = np.where(
-        np.isin(typ, [T["dispatch_issue"], T["combine_issue"]]), copy_ns + extra, dur_f
-    )
+    dur_f = np.where(is_issue, copy_ns + extra, dur_f)
     dur_f = np.where(is_done, hw.tile_sync_ns, dur_f)
     dur = _ns(dur_f)
 
     src, dst = graph.edge_src, graph.edge_dst
     w = np.zeros(src.size, dtype=np.int64)
     lat = np.where(local, 0, round(hw.link_latency_ns))
-    st, dt = typ[src], typ[dst]
-    tx_after_issue = np.isin(dt, [T["dispatch_tx"], T["combine_tx"]]) & np.isin(
-        st, [T["dispatch_issue"], T["combine_issue"]]
-    )
+    tx_after_issue = is_tx[dst] & is_issue[src]
     rendezvous = 0 if opts.one_sided else 2 * lat[dst]
     w = np.where(tx_after_issue, np.maximum(round(sync) - dur[src], -dur[dst]) + rendezvous, w)
-    rx_after_tx = np.isin(dt, [T["dispatch_rx"], T["combine_rx"]])
+    rx_after_tx = is_rx[dst]
     w = np.where(rx_after_tx, lat[dst] - np.minimum(dur[src], dur[dst]), w)
 
     pool = np.where(is_aic, POOL_AIC, np.where(is_vec, POOL_AIV, POOL_AIVC))
