@@ -46,8 +46,9 @@ def longest_path(
     A vectorised Kahn sweep: each iteration takes every node whose predecessors are all done
     (one topological level, across all ranks and tiles), relaxes all their out-edges with
     `np.maximum.at` and finds the next level. The cost is a few numpy calls per level.
-    levels: when a list is given, each level's (nodes, out-degrees, targets, edge delays) is
-    appended to it, so `replay_levels` can re-time the same graph with other durations.
+    levels: when a list is given, each level's (nodes, out-degrees, targets, edge ids) is
+    appended to it, so `replay_levels` can re-time the same graph (or a subgraph: edges of
+    delay -inf) with other durations, delays and floors.
     """
     order = np.argsort(src, kind="stable")
     s_dst, s_w = dst[order], w[order]
@@ -75,7 +76,7 @@ def longest_path(
         cand += s_w[offs]
         max_at(start, targets, cand)
         if levels is not None:
-            levels.append((frontier, cnt, targets, s_w[offs]))
+            levels.append((frontier, cnt, targets, order[offs]))
         sub_at(indeg, targets, 1)
         ready = targets[indeg[targets] == 0]
         # distinct without sorting or hashing: keep the position that wrote last
@@ -86,14 +87,18 @@ def longest_path(
     return start
 
 
-def replay_levels(n: int, dur: np.ndarray, levels: list[Level]) -> np.ndarray:
-    """`longest_path` of a graph already swept once (its recorded `levels`) with new durations:
-    the levels and edge order do not depend on durations, so only the relaxations are redone."""
-    start = np.zeros(n, dtype=np.int64)
+def replay_levels(
+    n: int, dur: np.ndarray, w: np.ndarray, levels: list[Level], floor: np.ndarray | None = None
+) -> np.ndarray:
+    """`longest_path` of a graph already swept once (its recorded `levels`) with new durations,
+    edge delays `w` (by edge id) and floor: the levels do not depend on them, so only the
+    relaxations are redone (no sort, no in-degree count, no ready detection). An edge whose
+    delay is hugely negative never binds: the same levels then serve any subgraph."""
+    start = np.zeros(n, dtype=np.int64) if floor is None else floor.astype(np.int64)
     max_at, repeat = np.maximum.at, np.repeat
-    for frontier, cnt, targets, delay in levels:
+    for frontier, cnt, targets, edge in levels:
         cand = repeat(start[frontier] + dur[frontier], cnt)
-        cand += delay
+        cand += w[edge]
         max_at(start, targets, cand)
     return start
 
@@ -208,5 +213,5 @@ def run_schedule(
         start0 = longest_path(t.n, t.dur, src, dst, w, levels=levels)
     dur = t.with_contention(start0)
     # same graph, new durations: reuse the first sweep's levels (no sort, no in-degree count)
-    start = replay_levels(t.n, dur, levels) if levels else longest_path(t.n, dur, src, dst, w)
+    start = replay_levels(t.n, dur, w, levels) if levels else longest_path(t.n, dur, src, dst, w)
     return start, lane, replace(t, dur=dur, free_dur=t.dur)

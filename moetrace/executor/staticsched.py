@@ -21,7 +21,7 @@ from __future__ import annotations
 import numpy as np
 
 from moetrace.executor.contention import lex_order
-from moetrace.executor.schedules import POOL_AIC, POOL_AIV, POOL_AIVC, Timed
+from moetrace.executor.schedules import POOL_AIC, POOL_AIV, POOL_AIVC, POOL_RX, POOL_TX, Timed
 
 _BIG = np.iinfo(np.int64).max // 4
 
@@ -64,10 +64,17 @@ def ordered_list_schedule(
 
 def static_schedule(t: Timed, layout: dict[int, tuple[int, int]]) -> tuple[np.ndarray, np.ndarray]:
     """(lane order key, global lane) of the tile schedule's static per-core orders."""
-    from moetrace.executor.engine import longest_path, plan_starts
+    from moetrace.executor.engine import Level, lane_chain, longest_path, replay_levels
 
     n = t.n
-    planned = plan_starts(t, links_only=True)
+    # the plan: data edges + FIFO TX/RX ports in seq order (the step lane's nodes carry no seq)
+    link_lane = np.where(np.isin(t.pool, [POOL_TX, POOL_RX]), t.rank * 8 + t.pool, -1)
+    a, b = lane_chain(link_lane, t.seq)
+    src = np.concatenate([t.src, a])
+    dst = np.concatenate([t.dst, b])
+    w = np.concatenate([t.w, np.zeros(a.size, dtype=np.int64)])
+    levels: list[Level] = []
+    planned = longest_path(n, t.dur, src, dst, w, levels=levels)
     # when each task's inputs are ready in the plan (for links: before their FIFO wait there)
     plan = np.zeros(n, dtype=np.int64)
     np.maximum.at(plan, t.dst, planned[t.src] + t.dur[t.src] + t.w)
@@ -90,6 +97,10 @@ def static_schedule(t: Timed, layout: dict[int, tuple[int, int]]) -> tuple[np.nd
     # strictly increasing along every data edge (so the orders cannot deadlock); ties by rotation
     floor = plan.copy()
     floor[ids] = start0
+    # longest path over the data edges alone (unit durations, from `floor`): the plan's levels
+    # are a topological batching of this subgraph too; its port-chain edges are made never to bind
     one = np.ones(n, dtype=np.int64)
-    order = longest_path(n, one, t.src, t.dst, np.zeros(t.src.size, dtype=np.int64), floor)
+    data_only = np.zeros(src.size, dtype=np.int64)
+    data_only[t.src.size :] = -_BIG
+    order = replay_levels(n, one, data_only, levels, floor) if levels else floor
     return order * (n + 1) + rotation, lane
