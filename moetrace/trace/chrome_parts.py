@@ -230,22 +230,9 @@ def build(
 
         return restore_moetrace_tracks(slices, counters, stored, warnings)
     # Lay out tracks: one per (pid, tid), overflow lanes for partially overlapping slices.
-    # Only the key columns are joined (never the whole 1M-row slice frame).
-    # Categorical codes of "pid\x00tid" number the threads without joining 1M rows.
-    code = pl.concat_str([pl.col("pid"), pl.col("tid")], separator="\x00")
-    both = pl.concat([slices.select("pid", "tid"), counters.select("pid", "tid")])
-    coded = both.select(code.cast(pl.Categorical).to_physical().cast(pl.Int64).alias("base"))[
-        "base"
-    ]
-    base = coded.slice(0, slices.height).to_numpy()
-    c_base = coded.slice(slices.height).to_numpy()
-    first = (
-        pl.DataFrame({"base": coded})
-        .with_row_index("row")
-        .group_by("base")
-        .agg(pl.col("row").min())
-    )
-    base_keys = both.with_row_index("row").join(first, on="row").select("pid", "tid", "base")
+    # Threads are numbered from dictionary codes of pid and tid (no 1M-row string keys,
+    # concat or join); only the small per-thread table is joined to the metadata.
+    base, c_base, base_keys, n_threads = _thread_codes(slices, counters)
     lane, depth = assign_overflow_lanes(base, slices["ts"].to_numpy(), slices["dur"].to_numpy())
     n_moved = int((lane > 0).sum())
     if n_moved:
@@ -253,12 +240,12 @@ def build(
             f"{n_moved} slice(s) overlap an earlier slice on their thread without nesting: "
             f"moved to overflow tracks (as Perfetto does)"
         )
-    used = pl.concat(
-        [
-            pl.DataFrame({"base": base, "lane": lane}),
-            pl.DataFrame({"base": c_base, "lane": np.zeros(len(c_base), dtype=np.int64)}),
-        ]
-    ).unique()
+    width = int(max(lane.max() if len(lane) else 0, 0)) + 1
+    seen = np.zeros(n_threads * width, dtype=bool)  # the (thread, lane) pairs in use
+    seen[base * width + lane] = True
+    seen[c_base * width] = True
+    used_codes = np.flatnonzero(seen)
+    used = pl.DataFrame({"base": used_codes // width, "lane": used_codes % width})
     keys = used.join(base_keys, on="base", how="left")
     procs, threads = _metadata(meta_rows)
     tracks = keys.join(procs, on="pid", how="left").join(threads, on=["pid", "tid"], how="left")
@@ -293,8 +280,6 @@ def build(
     ).with_columns(pl.int_range(pl.len(), dtype=pl.UInt32).alias("track"))
     tracks = tracks.with_columns(pl.col("track").cast(pl.Int32).alias("sort_index"))
     # (base, lane) -> track id through a small lookup table.
-    width = int(max(lane.max() if len(lane) else 0, 0)) + 1
-    n_threads = int(coded.max() or 0) + 1 if coded.len() else 1  # type: ignore[arg-type]
     table = np.zeros(n_threads * width, dtype=np.int64)
     codes = tracks["base"].to_numpy() * width + tracks["lane"].to_numpy()
     table[codes] = tracks["track"].to_numpy()
@@ -307,6 +292,45 @@ def build(
     tracks = tracks.drop("base")
     flows = bind_flows(points, slices, tracks)
     return Built(slices, tracks, flows, counters.select("track", "name", "ts", "value"))
+
+
+def _thread_codes(
+    slices: pl.DataFrame, counters: pl.DataFrame
+) -> tuple[np.ndarray, np.ndarray, pl.DataFrame, int]:
+    """Dense thread numbers (0..n-1) per slice and per counter row, one per distinct
+    (pid, tid), and the (pid, tid, base) table of the threads. Built from the Categorical
+    codes of pid and tid (a hash of few distinct values each), combined into one int64 and
+    made dense with a presence table, or a sort when the code space is too large."""
+    n = slices.height
+    pids = pl.concat([slices["pid"], counters["pid"]], rechunk=False)
+    tids = pl.concat([slices["tid"], counters["tid"]], rechunk=False)
+    p = pids.cast(pl.Categorical).to_physical().to_numpy().astype(np.int64)
+    t = tids.cast(pl.Categorical).to_physical().to_numpy().astype(np.int64)
+    if len(p) == 0:
+        keys = pl.DataFrame(schema={"pid": pl.String, "tid": pl.String, "base": pl.Int64})
+        empty = np.zeros(0, dtype=np.int64)
+        return empty, empty, keys, 1
+    pair = p * (int(t.max()) + 1) + t
+    del p, t
+    span = int(pair.max()) + 1
+    if span <= 4 * len(pair) + 4096:
+        seen = np.zeros(span, dtype=bool)
+        seen[pair] = True
+        code = (np.cumsum(seen) - 1)[pair]
+    else:
+        code = np.unique(pair, return_inverse=True)[1].reshape(-1)
+    del pair
+    n_threads = int(code.max()) + 1
+    rep = np.empty(n_threads, dtype=np.int64)
+    rep[code] = np.arange(len(code))  # any row of a thread names it
+    keys = pl.DataFrame(
+        {
+            "pid": pids.gather(rep),
+            "tid": tids.gather(rep),
+            "base": np.arange(n_threads, dtype=np.int64),
+        }
+    )
+    return code[:n], code[n:], keys, n_threads
 
 
 def _counter_rows(frame: pl.DataFrame, warnings: list[str]) -> pl.DataFrame:
