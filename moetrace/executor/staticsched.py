@@ -40,25 +40,31 @@ def ordered_list_schedule(
     if n == 0:
         return start, core_of
     n_groups = int(group.max()) + 1
-    order = lex_order(group)
+    order = lex_order(group)  # task positions grouped, priority order within each group
     bounds = np.searchsorted(group[order], np.arange(n_groups + 1))
-    head = bounds[:-1].copy()
-    end = bounds[1:]
+    sizes = bounds[1:] - bounds[:-1]
+    # groups by size, largest first: at step i the active groups are a prefix of that list, so
+    # their core rows are a slice (a view) and their task positions are first + i
+    by_size = np.argsort(-sizes, kind="stable")
+    first = bounds[:-1][by_size]
+    n_active = np.searchsorted(-sizes[by_size], -np.arange(int(sizes.max())), side="left")
     width = int(cores.max())
-    core_free = np.where(np.arange(width)[None, :] < cores[:, None], 0, _BIG).astype(np.int64)
-    active = np.flatnonzero(end > head)
-    while active.size:
-        free = core_free[active]
+    core_free = np.where(np.arange(width)[None, :] < cores[by_size, None], 0, _BIG)
+    core_free = core_free.astype(np.int64)
+    rel, dur_o = release[order], dur[order]
+    start_o = np.zeros(n, dtype=np.int64)
+    core_o = np.zeros(n, dtype=np.int64)
+    rows = np.arange(n_groups)
+    for i, k in enumerate(n_active.tolist()):
+        free = core_free[:k]
         core = free.argmin(axis=1)
-        rows = np.arange(active.size)
-        task = order[head[active]]
-        t = np.maximum(free[rows, core], release[task])
-        start[task] = t
-        core_of[task] = core
-        core_free[active, core] = t + dur[task]
-        head[active] += 1
-        if (head[active] == end[active]).any():
-            active = active[head[active] < end[active]]
+        pos = first[:k] + i
+        t = np.maximum(free[rows[:k], core], rel[pos])
+        start_o[pos] = t
+        core_o[pos] = core
+        free[rows[:k], core] = t + dur_o[pos]
+    start[order] = start_o
+    core_of[order] = core_o
     return start, core_of
 
 
