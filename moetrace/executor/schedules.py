@@ -176,11 +176,14 @@ def schedule(graph: TaskGraph, wl: Workload, hw: Hardware, opts: ScheduleOptions
     src, dst = graph.edge_src, graph.edge_dst
     w = np.zeros(src.size, dtype=np.int64)
     lat = np.where(local, 0, round(hw.link_latency_ns))
-    tx_after_issue = is_tx[dst] & is_issue[src]
-    rendezvous = 0 if opts.one_sided else 2 * lat[dst]
-    w = np.where(tx_after_issue, np.maximum(round(sync) - dur[src], -dur[dst]) + rendezvous, w)
-    rx_after_tx = is_rx[dst]
-    w = np.where(rx_after_tx, lat[dst] - np.minimum(dur[src], dur[dst]), w)
+    # only the few edges into transfers carry a delay: compute it on those alone
+    tx_after_issue = np.flatnonzero(is_tx[dst] & is_issue[src])
+    e_s, e_d = src[tx_after_issue], dst[tx_after_issue]
+    rendezvous = 0 if opts.one_sided else 2 * lat[e_d]
+    w[tx_after_issue] = np.maximum(round(sync) - dur[e_s], -dur[e_d]) + rendezvous
+    rx_after_tx = np.flatnonzero(is_rx[dst])
+    e_s, e_d = src[rx_after_tx], dst[rx_after_tx]
+    w[rx_after_tx] = lat[e_d] - np.minimum(dur[e_s], dur[e_d])
 
     pool = np.where(is_aic, POOL_AIC, np.where(is_vec, POOL_AIV, POOL_AIVC))
     pool = np.where(is_tx, POOL_TX, np.where(is_rx, POOL_RX, np.where(is_done, POOL_STEP, pool)))
