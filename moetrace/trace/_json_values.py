@@ -109,7 +109,9 @@ def us_values_to_ns(values: list[Any]) -> tuple[pl.Series, pl.Series]:
         )
         .to_series()
     )
-    rest = ns.is_null() & text.is_not_null()
+    # Texts starting with "." take the exact path too: the fast one would read '.-00' as
+    # '-00' = 0 (a prefix test is cheap; such texts are rare).
+    rest = (ns.is_null() & text.is_not_null()) | text.str.starts_with(".").fill_null(False)
     if rest.any():
         where = rest.arg_true()
         fixed, _ = to_ns(text.gather(where))
