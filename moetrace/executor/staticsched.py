@@ -96,7 +96,11 @@ def static_schedule(t: Timed, layout: dict[int, tuple[int, int]]) -> tuple[np.nd
     on_core = np.isin(t.pool, [POOL_AIC, POOL_AIV, POOL_AIVC])
     ids = np.flatnonzero(on_core)
     ids = ids[lex_order(key[ids])]
-    groups, group = np.unique(t.rank[ids] * 8 + t.pool[ids], return_inverse=True)
+    # np.unique(cell, return_inverse=True) by counting: (rank, pool) cells are few and dense
+    cell = t.rank[ids] * 8 + t.pool[ids]
+    present = np.bincount(cell) > 0
+    groups = np.flatnonzero(present)
+    group = (np.cumsum(present) - 1)[cell]
     start0, core = ordered_list_schedule(group, plan[ids], t.dur[ids], size[groups % 8])
     lane[ids] += core
     # lane order: cores by their scheduled start, link ports by planned ready time, made
