@@ -110,8 +110,29 @@ def _paired(
     return out.with_columns(pl.col("ph").replace({begin: "X" if begin == "B" else "b"}))
 
 
-def collect_slices(frame: pl.DataFrame, warnings: list[str]) -> pl.DataFrame:
-    """Every slice and instant, one row each, in file order of the opening event."""
+def _take_slices(holder: list[pl.DataFrame], exprs: dict[str, pl.Expr]) -> pl.DataFrame:
+    """X and instant rows (file order kept), one column at a time: each source column is
+    dropped as soon as its filtered copy exists, so memory holds the frame plus one column,
+    not two frames (~150 MB less at 1M events). `holder` gives up the frame."""
+    frame = holder.pop().select(_SLICE_COLS)  # same buffers; the other columns go now
+    mask = frame["ph"].is_in(["X", "i", "I", "R", "n"])
+    keep_all = bool(mask.all())
+    out: dict[str, pl.Series] = {}
+    for c in _SLICE_COLS:  # "ph" last: the dur and tid expressions read it (and "cat")
+        column = frame.select(exprs[c].alias(c)).to_series()
+        out[c] = column if keep_all else column.filter(mask)
+        del column
+        frame = frame.drop(c)
+    return pl.DataFrame(list(out.values()))
+
+
+def collect_slices(frame: pl.DataFrame | list[pl.DataFrame], warnings: list[str]) -> pl.DataFrame:
+    """Every slice and instant, one row each, in file order of the opening event.
+
+    Given the frame inside a one-item list, takes ownership and drops its columns as it goes
+    (the common case without B/E or b/e pairs)."""
+    holder = frame if isinstance(frame, list) else [frame]
+    frame = holder[0]
     ph = pl.col("ph")
     trace_end = frame.select(
         pl.when(ph.is_in(["X", "B", "E", "b", "e", "i", "I", "R", "n"]))
@@ -127,11 +148,12 @@ def collect_slices(frame: pl.DataFrame, warnings: list[str]) -> pl.DataFrame:
         .then(pl.lit("async:") + pl.col("cat").fill_null(""))
         .otherwise(pl.col("tid"))
     )
+    if not bool(frame["ph"].is_in(["B", "E", "b", "e"]).any()):
+        del frame  # holder keeps the only reference, for _take_slices to release
+        return _take_slices(holder, exprs)
     out = frame.filter(ph.is_in(["X", "i", "I", "R", "n"])).select(
         [e.alias(c) for c, e in exprs.items()]
     )
-    if not bool(frame["ph"].is_in(["B", "E", "b", "e"]).any()):
-        return out
     be = _paired(frame, "B", "E", _tkey(), "their thread", warnings, trace_end)
     async_key = pl.concat_str(
         [
@@ -219,11 +241,13 @@ def build(
     `holder` holds the decoded event frame; it is emptied once slices, counters and flow
     points are taken from it, so its memory goes before the tracks are laid out."""
     frame = holder.pop()
-    slices = collect_slices(frame, warnings)
-    slices = slices.with_columns(pl.int_range(pl.len(), dtype=pl.UInt32).alias("id"))
     counters = _counter_rows(frame, warnings)
     points = frame.filter(pl.col("ph").is_in(["s", "t", "f"]))
+    holder.append(frame)
     del frame
+    slices = collect_slices(holder, warnings)  # empties holder: the frame goes column-wise
+    holder.clear()
+    slices = slices.with_columns(pl.int_range(pl.len(), dtype=pl.UInt32).alias("id"))
     stored = top.get("moetrace") if moetrace and isinstance(top.get("moetrace"), dict) else None
     if stored and isinstance(stored.get("tracks"), dict):
         from moetrace.trace.flavors import restore_moetrace_tracks

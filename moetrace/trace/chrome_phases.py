@@ -237,8 +237,12 @@ def bind_flows(points: pl.DataFrame, slices: pl.DataFrame, tracks: pl.DataFrame)
             pl.col("ph").is_in(["t", "f"]).alias("in"),
         )
         edges.append(chain_edges(points, "fkey"))
-    v2 = slices.filter(pl.col("bind_id").is_not_null())
-    if v2.height:
+    has_v2 = slices["bind_id"].null_count() < slices.height
+    # Filter only the needed columns, and only when some slice has a bind_id: a filter of
+    # the whole frame materialises every column (~100 MB at 1M events) even when empty.
+    v2_cols = ["bind_id", "ts", "idx", "flow_out", "flow_in", "id", "cat", "name"]
+    v2 = slices.select(v2_cols).filter(pl.col("bind_id").is_not_null()) if has_v2 else None
+    if v2 is not None and v2.height:
         points = v2.select(
             pl.col("bind_id"),
             "ts",
