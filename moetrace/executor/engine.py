@@ -130,11 +130,18 @@ def heap_longest_path(
 
 
 def lane_chain(lane: np.ndarray, key: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Edges task -> next task on the same lane, ordered by (key, id); lane < 0 means no lane."""
+    """Edges task -> next task on the same lane, ordered by (key, id); lane < 0 means no lane.
+
+    Returned sorted by source (each task has at most one successor, so a scatter sorts them):
+    appended to the data edges, which come nearly sorted, `longest_path`'s stable sort by
+    source then merges two sorted runs instead of sorting a shuffled third of the edges."""
     ids = np.flatnonzero(lane >= 0)
     order = ids[lex_order(key[ids], lane[ids])]
     same = lane[order[1:]] == lane[order[:-1]]
-    return order[:-1][same], order[1:][same]
+    successor = np.full(lane.size, -1, dtype=np.int64)
+    successor[order[:-1][same]] = order[1:][same]
+    first = np.flatnonzero(successor >= 0)
+    return first, successor[first]
 
 
 def assign_lanes(t: Timed, layout: dict[int, tuple[int, int]], plan: np.ndarray) -> np.ndarray:
