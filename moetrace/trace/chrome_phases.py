@@ -126,7 +126,12 @@ def enclosing_slice(
         return out
     s_end = s_ts + s_dur
     (r_start, r_end, r_q), width = _dense_keys(s_track, [s_ts, s_end, q_ts])
-    s_key = s_track.astype(np.int64) * width + r_start
+    del s_end
+    # In place: each 1M-slice temporary is 8 MB, and this runs at the load's memory peak.
+    s_key = s_track.astype(np.int64)
+    s_key *= width
+    s_key += r_start
+    del r_start
     q_key = q_track.astype(np.int64) * width + r_q
     levels = np.unique(s_depth)
     for level in levels:
