@@ -69,3 +69,12 @@ def test_text_values_match_decimal(values: list[str]) -> None:
     want = [_reference(v) for v in values]
     assert got.to_list() == want
     assert invalid.to_list() == [w is None for w in want]
+
+
+def test_malformed_numeric_texts_are_invalid_not_zero() -> None:
+    """Regressions the property test found: each of these once parsed as 0 ns or raised."""
+    odd = ["0..", "--0", ".-00", "1e1000000"]
+    got, invalid = us_values_to_ns(odd)
+    assert got.to_list() == [None, None, None, None]
+    assert invalid.to_list() == [True, True, True, True]
+    assert us_values_to_ns([".5"])[0].to_list() == [500]
