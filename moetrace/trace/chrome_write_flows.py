@@ -94,6 +94,7 @@ def hex_ids(s: pl.Series) -> pl.Series:
 
 
 def v1_flow_lines(v1: pl.DataFrame, ev: pl.DataFrame) -> pl.DataFrame:
+    """Flow v1 `s`/`f` lines (one pair per edge) for the deps flow v2 cannot carry."""
     if v1.height == 0:
         return pl.DataFrame(schema={"line": pl.String})
     pos = ev.select("id", "pid", "out_tid", "ts")
@@ -109,30 +110,23 @@ def v1_flow_lines(v1: pl.DataFrame, ev: pl.DataFrame) -> pl.DataFrame:
         pl.lit('","id":'),
         pl.col("edge").cast(pl.String),
     ]
-    s = pl.concat_str(
-        [
-            pl.lit('{"ph":"s"'),
-            *common,
-            pl.lit(',"pid":'),
-            id_json(pl.col("sp")),
-            pl.lit(',"tid":'),
-            id_json(pl.col("st")),
-            pl.lit(',"ts":'),
-            us_text(pl.col("sts")),
-            pl.lit(',"bp":"e"}'),
-        ]
-    )
-    f = pl.concat_str(
-        [
-            pl.lit('{"ph":"f"'),
-            *common,
-            pl.lit(',"pid":'),
-            id_json(pl.col("dp")),
-            pl.lit(',"tid":'),
-            id_json(pl.col("dt")),
-            pl.lit(',"ts":'),
-            us_text(pl.col("dts")),
-            pl.lit(',"bp":"e"}'),
-        ]
-    )
+
+    def flow_line(ph: str, pid: str, tid: str, ts: str) -> pl.Expr:
+        """One v1 flow point (start `s` or end `f`), bound to the enclosing slice (bp e)."""
+        return pl.concat_str(
+            [
+                pl.lit(f'{{"ph":"{ph}"'),
+                *common,
+                pl.lit(',"pid":'),
+                id_json(pl.col(pid)),
+                pl.lit(',"tid":'),
+                id_json(pl.col(tid)),
+                pl.lit(',"ts":'),
+                us_text(pl.col(ts)),
+                pl.lit(',"bp":"e"}'),
+            ]
+        )
+
+    s = flow_line("s", "sp", "st", "sts")
+    f = flow_line("f", "dp", "dt", "dts")
     return pl.concat([d.select(s.alias("line")), d.select(f.alias("line"))])
