@@ -22,6 +22,18 @@ from moetrace.trace.model import EVENT_KINDS, UNITS
 HTA_KERNEL_WAIT_NS = 30_000
 """HTA's consecutive_kernel_delay: a stream gap under 30 µs is kernel_wait."""
 
+GAP_COLUMNS = (
+    "track",
+    "start_ns",
+    "end_ns",
+    "dur_ns",
+    "before_id",
+    "after_id",
+    "cause",
+    "hta_cause",
+)
+"""Columns of an idle gap as the report shows them (after rank and step)."""
+
 
 def _pair_index(pairs: pl.DataFrame, gid: np.ndarray, track: np.ndarray) -> np.ndarray:
     """Row of (gid, track) in `pairs` (sorted by gid, track) for each event; -1 if none."""
@@ -133,16 +145,7 @@ def idle(prep: Prepared, gates: Gates) -> tuple[pl.DataFrame, pl.DataFrame, pl.D
     )
     gaps = _attribute(prep, gates, gaps)
     gaps = gaps.with_columns((pl.col("end_ns") - pl.col("start_ns")).alias("dur_ns")).select(
-        "gid",
-        "track",
-        "unit",
-        "start_ns",
-        "end_ns",
-        "dur_ns",
-        "before_id",
-        "after_id",
-        "cause",
-        "hta_cause",
+        "gid", "unit", *GAP_COLUMNS
     )  # already ordered by (gid, track, start): pairs are sorted, so is the complement
     return tracks, units, gaps
 

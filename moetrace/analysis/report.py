@@ -19,7 +19,7 @@ import polars as pl
 from moetrace.analysis.comm import exposed_comm
 from moetrace.analysis.critical_path import Gates, critical_paths, edges, gating
 from moetrace.analysis.cycles import find_cycle
-from moetrace.analysis.idle import idle
+from moetrace.analysis.idle import GAP_COLUMNS, idle
 from moetrace.analysis.steps import NO_RANK, Prepared, prepare_steps, with_windows
 from moetrace.analysis.sync_edges import ascend_wait_edges, kineto_sync_edges
 from moetrace.trace.model import Trace
@@ -309,19 +309,7 @@ def analyze(
         ranks=ranks_frame.select([pl.col(k).cast(v) for k, v in RANKS_SCHEMA.items()]),
         units=keyed(units, ["unit", "tracks", "busy_ns", "util"]),
         tracks=keyed(tracks, ["track", "unit", "busy_ns", "idle_ns", "util"]),
-        gaps=keyed(
-            gaps,
-            [
-                "track",
-                "start_ns",
-                "end_ns",
-                "dur_ns",
-                "before_id",
-                "after_id",
-                "cause",
-                "hta_cause",
-            ],
-        ),
+        gaps=keyed(gaps, list(GAP_COLUMNS)),
         critical_path=keyed(
             cp, ["seq", "segment", "event_id", "start_ns", "end_ns", "dur_ns", "category"]
         ),
