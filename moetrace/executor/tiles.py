@@ -213,15 +213,13 @@ def build_graph(
     rnd = (c_dst - c_src) % ep
     dispatch_seq = ((0 * chunks + c_chunk) * ep + rnd) * maxq + c_q
     combine_seq = ((1 * chunks + c_chunk) * ep + rnd) * maxq + c_q
+    # columns shared by every per-comm-tile task (permute, unpermute): sender, receiver, tile
+    comm_tile: dict[str, Any] = dict(rank=c_src, peer=c_dst, tile=c_q, chunk=c_chunk, rows=c_rows)
     # permute: one task per dispatch tile, gathering its rows of x into the send buffer
     ids["permute"] = b.add(
         "permute",
         n_ct,
-        rank=c_src,
-        peer=c_dst,
-        tile=c_q,
-        chunk=c_chunk,
-        rows=c_rows,
+        **comm_tile,
         seq=dispatch_seq,
         flops=c_rows * h * (2.0 if bd == 1 else 0.0),
         a_bytes=c_rows * h * 2.0,
@@ -370,11 +368,7 @@ def build_graph(
     ids["unpermute"] = b.add(
         "unpermute",
         n_ct,
-        rank=c_src,
-        peer=c_dst,
-        tile=c_q,
-        chunk=c_chunk,
-        rows=c_rows,
+        **comm_tile,
         seq=combine_seq,
         flops=c_rows * h * 2.0,
         a_bytes=c_rows * h * 2.0,
