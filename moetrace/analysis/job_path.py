@@ -17,7 +17,7 @@ import polars as pl
 
 JOB_PATH_SCHEMA: dict[str, pl.DataType] = {
     "seq": pl.Int64(),  # position on the path, 0 = earliest
-    "rank": pl.Int64(),
+    "rank": pl.Int64(),  # work: the rank working; comm: the rank whose completion it gates
     "category": pl.String(),  # work (on one rank) or comm (a collective's transfer)
     "group": pl.String(),
     "instance": pl.Int64(),  # the collective's seq in its group (comm segments)

@@ -104,37 +104,39 @@ def collectives(files: tuple[str, ...], as_json: bool, as_csv: bool) -> None:
     with offsets estimated from the collectives (see docs/metrics.md).
     """
     from moetrace.analysis.job import analyze_job
+    from moetrace.analysis.report import analyze
 
     if as_json and as_csv:
         raise UserError("--json and --csv are exclusive")
-    job = analyze_job(_load(files))
+    trace = _load(files)
+    job = analyze_job(trace)
+    report = analyze(trace)  # the per-rank exposed comm, split into wait vs transfer
     for w in job.warnings:
         _warn(w)
     inst = job.collectives.select(COLLECTIVE_KEYS)
+    job_dict = report.job or job.to_dict()
     if as_json:
         doc = {
             "collectives": inst.to_dicts(),
             "clock_offsets": job.offsets.to_dicts(),
             "ranks": job.ranks,
             "missing_ranks": job.missing_ranks,
+            "stragglers": job_dict["stragglers"],
+            "critical_path": job_dict["critical_path"],
             "warnings": job.warnings,
         }
         click.echo(json.dumps(doc, indent=1))
     elif as_csv:
         sys.stdout.write(_flat(inst).write_csv())
     else:
+        import polars as pl
+
         if inst.height == 0:
             raise UserError(f"{files[0]}: no collectives found")
         _table(inst.drop("missing_ranks"), "collectives (times in ms, aligned clocks)")
         _table(job.offsets, "clock offsets per rank (ms)")
-        job_dict = job.to_dict()
-        _table(
-            job.stragglers.group_by("rank")
-            .sum()
-            .drop("step")
-            .sort("caused_wait_ns", descending=True),
-            "stragglers (ms)",
-        )
+        if job_dict["stragglers"]:
+            _table(pl.DataFrame(job_dict["stragglers"]), "stragglers over the job (ms)")
         cp = job_dict["critical_path"]
         share = cp["comm_share"]
         click.echo(
