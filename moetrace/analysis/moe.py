@@ -186,17 +186,41 @@ def categorize(ev: pl.DataFrame, deps: pl.DataFrame, rules: Rules) -> pl.DataFra
             .join(row.rename({"id": "dst", "_r": "d"}), on="dst")
         )
         s, d = link["s"].to_numpy(), link["d"].to_numpy()
-        take = cat[d] < 0
+        marker = (ev["kind"] == "marker").to_numpy()
+        take = (cat[d] < 0) & ~marker[d]  # GPU-side annotations keep their own name's category
         cat[d[take]] = cat[s[take]]
         # children of a launched kernel (rare) inherit again
         for level in range(1, int(depth.max(initial=0)) + 1):
             kids = np.flatnonzero((depth == level) & (cat < 0) & (parent >= 0))
             cat[kids] = cat[parent[kids]]
+    _from_device_annotations(ev, cat)
     cat[cat < 0] = codes["other"]
     return ev.with_columns(
         pl.Series("category", np.asarray(CATEGORIES, dtype=object)[cat], dtype=pl.String),
         pl.Series("parent", parent),
     )
+
+
+def _from_device_annotations(ev: pl.DataFrame, cat: np.ndarray) -> None:
+    """Device work still without a category takes that of a categorized GPU-side annotation
+    (`gpu_user_annotation`, any device track of the rank) that contains it in time; the
+    latest-starting one wins. Updates `cat` in place."""
+    frame = ev.select(
+        pl.int_range(pl.len()).alias("_i"), "rank", "ts", "end", "kind",
+        pl.col("unit").is_in(list(DEVICE_UNITS)).alias("device"),
+    ).with_columns(pl.Series("cat", cat))  # fmt: skip
+    marks = frame.filter(pl.col("device") & (pl.col("kind") == "marker") & (pl.col("cat") >= 0))
+    todo = frame.filter(pl.col("device") & (pl.col("kind") != "marker") & (pl.col("cat") < 0))
+    if marks.height == 0 or todo.height == 0:
+        return
+    hit = todo.sort("ts").join_asof(
+        marks.select("rank", pl.col("ts").alias("m_ts"), pl.col("end").alias("m_end"), pl.col("cat").alias("m_cat")).sort("m_ts"),
+        left_on="ts",
+        right_on="m_ts",
+        by="rank",
+        check_sortedness=False,
+    ).filter(pl.col("m_end") >= pl.col("end"))
+    cat[hit["_i"].to_numpy()] = hit["m_cat"].to_numpy()
 
 
 def _work_mask(ev: pl.DataFrame) -> pl.Series:
@@ -413,12 +437,15 @@ class MoeView:
 def moe_view(trace: Trace, rules: Rules | None = None) -> MoeView:
     """Categories, experts, traffic and received bytes of `trace` (see module docstring)."""
     rules = rules or load_rules()
-    ev = categorize(event_frame(trace), trace.deps, rules)
+    ev = event_frame(trace)
+    if ev["rank"].null_count() == ev.height:  # a single trace that names no rank: rank 0
+        ev = ev.with_columns(pl.lit(0, pl.Int64).alias("rank"))
+    ev = categorize(ev, trace.deps, rules)
     pairs = traffic(trace, ev)
     return MoeView(
         categories=category_times(ev),
         experts=expert_times(ev, rules),
         traffic=pairs,
-        received=received(pairs, trace.ranks),
+        received=received(pairs, trace.ranks or [0]),
         rule_sources=rules.sources,
     )
