@@ -7,10 +7,10 @@ rank's clock (the lowest rank), every instance both take part in bounds the offs
 Within the tightest bounds [max (a_r - end_ref), min (end_r - a_ref)] the offset is the
 median of end_r - end_ref (the ends of a blocking collective are nearly simultaneous),
 clipped into the bounds. `uncertainty_ns` is half the bounds' width, and `residual_ns` =
-median |end_r - end_ref - o_r| says how simultaneous the ends are once aligned. Bounds that cross (lower > upper) mean no
-constant offset is consistent (drift, or a collective that is not blocking): reported as a
-negative uncertainty. Shifting one rank's clock by D moves both bounds by exactly D, so every
-aligned figure is unchanged.
+median |end_r - end_ref - o_r| says how simultaneous the ends are once aligned. Bounds
+that cross (lower > upper) mean no constant offset is consistent (drift, or a collective
+that is not blocking): reported as a negative uncertainty. Shifting one rank's clock by D
+moves both bounds and the median by exactly D, so every aligned figure is unchanged.
 """
 
 from __future__ import annotations

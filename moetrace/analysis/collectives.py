@@ -97,7 +97,9 @@ def _int_list(text: pl.Expr) -> pl.Expr:
 
 
 def _dtype_bytes(name: pl.Expr) -> pl.Expr:
-    return name.str.to_lowercase().replace_strict(DTYPE_BYTES, default=None, return_dtype=pl.Float64)
+    return name.str.to_lowercase().replace_strict(
+        DTYPE_BYTES, default=None, return_dtype=pl.Float64
+    )
 
 
 def _kineto_kernels(ev: pl.DataFrame) -> pl.DataFrame:
@@ -126,7 +128,9 @@ def _kineto_kernels(ev: pl.DataFrame) -> pl.DataFrame:
         _int_list(_arg_str("In split size")).alias("in_splits"),
         _int_list(_arg_str("Out split size")).alias("out_splits"),
         _int_list(_arg_str("Process Group Ranks")).alias("group_ranks"),
-        pl.col("name").str.extract(r"_(RING|TREE|NVLS|NVLSTREE|COLLNET\w*|PAT)_", 1).alias("algorithm"),
+        pl.col("name")
+        .str.extract(r"_(RING|TREE|NVLS|NVLSTREE|COLLNET\w*|PAT)_", 1)
+        .alias("algorithm"),
     )
 
 
@@ -162,7 +166,8 @@ def _gloo(ev: pl.DataFrame) -> pl.DataFrame:
         .with_columns(pl.int_range(pl.len()).over("rank").alias("nth"))
     )
     calls = ev.filter(
-        pl.col("name").str.starts_with("c10d::") & (pl.col("kind") == "comm")
+        pl.col("name").str.starts_with("c10d::")
+        & (pl.col("kind") == "comm")
         & ~pl.col("name").str.contains(r"(?i)wait|recv_any|monitored_barrier")
     ).sort("rank", "ts", "id")
     conc = pl.col("args").str.extract(r'"Concrete Inputs"\s*:\s*\[(.*?)\]\s*,\s*"Input type"', 1)
@@ -175,22 +180,27 @@ def _gloo(ev: pl.DataFrame) -> pl.DataFrame:
         _int_list(lists.list.get(3, null_on_oob=True).str.strip_chars('"')).alias("out_splits"),
         _int_list(lists.list.get(4, null_on_oob=True).str.strip_chars('"')).alias("in_splits"),
     )
-    per_rank = ops.group_by("rank").len().join(
-        calls.group_by("rank").len(), on="rank", how="left", suffix="_calls"
+    per_rank = (
+        ops.group_by("rank")
+        .len()
+        .join(calls.group_by("rank").len(), on="rank", how="left", suffix="_calls")
     )
     same = per_rank.filter(pl.col("len") == pl.col("len_calls"))["rank"]
     ops = ops.join(
         calls.filter(pl.col("rank").is_in(same.implode())), on=["rank", "nth"], how="left"
     )
     return ops.with_columns(
-        pl.lit(None, pl.List(pl.Int64)).alias("group_ranks"), pl.lit(None, pl.String).alias("algorithm")
+        pl.lit(None, pl.List(pl.Int64)).alias("group_ranks"),
+        pl.lit(None, pl.String).alias("algorithm"),
     )
 
 
 def _hccl(ev: pl.DataFrame) -> pl.DataFrame:
     """Ascend HCCL collective ops (`hcom_<op>_...`) on the top level of the comm lanes."""
     ops = ev.filter(
-        (pl.col("kind") == "comm") & (pl.col("depth") == 0) & pl.col("name").str.starts_with("hcom_")
+        (pl.col("kind") == "comm")
+        & (pl.col("depth") == 0)
+        & pl.col("name").str.starts_with("hcom_")
     )
     if ops.height == 0:
         return _empty()
@@ -200,7 +210,9 @@ def _hccl(ev: pl.DataFrame) -> pl.DataFrame:
     return ops.select(
         pl.col("rank").cast(pl.Int64),
         (pl.lit("hccl:") + pl.coalesce(pl.col("thread_name"), pl.lit("?"))).alias("group"),
-        canonical_collective(pl.col("name").str.extract(r"^hcom_([A-Za-z]+)", 1)).alias("collective"),
+        canonical_collective(pl.col("name").str.extract(r"^hcom_([A-Za-z]+)", 1)).alias(
+            "collective"
+        ),
         pl.col("id").cast(pl.Int64).alias("event_id"),
         pl.col("ts").alias("arrival_ns"),
         pl.col("end").alias("end_ns"),
@@ -216,7 +228,8 @@ def _hccl(ev: pl.DataFrame) -> pl.DataFrame:
 def executor_transfers(ev: pl.DataFrame) -> pl.DataFrame:
     """The executor's transfer tasks: rank, phase (dispatch/combine), src, dst, bytes, ts, end."""
     tx = ev.filter(
-        (pl.col("kind") == "comm") & pl.col("name").str.contains(r"^[a-z0-9]+_(tx|rx)$")
+        (pl.col("kind") == "comm")
+        & pl.col("name").str.contains(r"^[a-z0-9]+_(tx|rx)$")
         & pl.col("args").str.contains('"src"')
     )
     return tx.select(
@@ -399,17 +412,23 @@ def match(ops: pl.DataFrame, *, expected_ranks: list[int] | None = None) -> pl.D
     members = stated.otherwise(
         pl.when(pl.lit(bool(expected_ranks))).then(expected).otherwise("ranks")
     )
-    inst = inst.with_columns(
-        members.list.set_difference("ranks").list.sort().alias("missing_ranks"),
-        members.list.len().alias("_n"),
-        (pl.col("last_arrival_ns") - pl.col("first_arrival_ns")).alias("skew_ns"),
-        (pl.col("end_ns") - pl.col("last_arrival_ns")).alias("transfer_ns"),
-    ).with_columns(
-        pl.when(pl.col("transfer_ns") > 0)
-        .then(pl.col("bytes") / pl.col("transfer_ns"))
-        .alias("algbw_gbps"),
-    ).with_columns(
-        (pl.col("algbw_gbps") * bus_factor(pl.col("collective"), pl.col("_n"))).alias("busbw_gbps")
+    inst = (
+        inst.with_columns(
+            members.list.set_difference("ranks").list.sort().alias("missing_ranks"),
+            members.list.len().alias("_n"),
+            (pl.col("last_arrival_ns") - pl.col("first_arrival_ns")).alias("skew_ns"),
+            (pl.col("end_ns") - pl.col("last_arrival_ns")).alias("transfer_ns"),
+        )
+        .with_columns(
+            pl.when(pl.col("transfer_ns") > 0)
+            .then(pl.col("bytes") / pl.col("transfer_ns"))
+            .alias("algbw_gbps"),
+        )
+        .with_columns(
+            (pl.col("algbw_gbps") * bus_factor(pl.col("collective"), pl.col("_n"))).alias(
+                "busbw_gbps"
+            )
+        )
     )
     return inst.sort("first_arrival_ns", "group", "seq").select(
         [pl.col(k).cast(v) for k, v in INSTANCE_SCHEMA.items()]

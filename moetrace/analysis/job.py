@@ -44,14 +44,20 @@ class Job:
         span = int(path["dur_ns"].sum()) if path.height else 0
         comm = int(path.filter(pl.col("category") == "comm")["dur_ns"].sum()) if path.height else 0
         on_path = (
-            path.group_by("rank").agg(pl.col("dur_ns").sum()).sort("rank").rows() if path.height else []
+            path.group_by("rank").agg(pl.col("dur_ns").sum()).sort("rank").rows()
+            if path.height
+            else []
         )
         return {
             "ranks": self.ranks,
             "missing_ranks": self.missing_ranks,
             "collectives": self.collectives.height,
-            "stragglers": job_stragglers(self.stragglers).to_dicts() if self.stragglers.height else [],
-            "clock_offsets_ns": {str(r): o for r, o in self.offsets.select("rank", "offset_ns").rows()},
+            "stragglers": job_stragglers(self.stragglers).to_dicts()
+            if self.stragglers.height
+            else [],
+            "clock_offsets_ns": {
+                str(r): o for r, o in self.offsets.select("rank", "offset_ns").rows()
+            },
             "clock_residuals_ns": {
                 str(r): o for r, o in self.offsets.select("rank", "residual_ns").rows()
             },

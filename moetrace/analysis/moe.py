@@ -94,9 +94,15 @@ def parse_rules(text: str, source: str) -> Rules:
             raise RulesError(f"{where}: unknown key(s) {sorted(bad)} (allowed: category, patterns)")
         category = rule.get("category")
         if category not in CATEGORIES:
-            raise RulesError(f"{where}: category {category!r} is not one of {', '.join(CATEGORIES)}")
+            raise RulesError(
+                f"{where}: category {category!r} is not one of {', '.join(CATEGORIES)}"
+            )
         patterns = rule.get("patterns")
-        if not isinstance(patterns, list) or not patterns or not all(isinstance(p, str) for p in patterns):
+        if (
+            not isinstance(patterns, list)
+            or not patterns
+            or not all(isinstance(p, str) for p in patterns)
+        ):
             raise RulesError(f"{where}: 'patterns' must be a non-empty list of strings")
         for p in patterns:
             _check_regex(p, where)
@@ -125,7 +131,9 @@ def load_rules(extra: Sequence[str | Path] = ()) -> Rules:
         parts.append(parse_rules(text, str(p)))
     base = resources.files("moetrace").joinpath("rules")
     for name in PACKAGED_RULES:
-        parts.append(parse_rules(base.joinpath(f"{name}.toml").read_text(encoding="utf-8"), f"{name}.toml"))
+        parts.append(
+            parse_rules(base.joinpath(f"{name}.toml").read_text(encoding="utf-8"), f"{name}.toml")
+        )
     return Rules(
         tuple(r for part in parts for r in part.rules),
         tuple(p for part in parts for p in part.expert_patterns),
@@ -152,7 +160,9 @@ def _parents(ev: pl.DataFrame) -> np.ndarray:
         ups = frame.filter(pl.col("depth") == level - 1).sort("ts").rename({"_i": "_p"})
         if kids.height == 0 or ups.height == 0:
             continue
-        hit = kids.join_asof(ups.select("track", "ts", "_p"), on="ts", by="track", check_sortedness=False)
+        hit = kids.join_asof(
+            ups.select("track", "ts", "_p"), on="ts", by="track", check_sortedness=False
+        )
         found = hit.filter(pl.col("_p").is_not_null())
         parent[found["_i"].to_numpy()] = found["_p"].to_numpy()
     return parent
@@ -213,22 +223,35 @@ def _from_device_annotations(ev: pl.DataFrame, cat: np.ndarray) -> None:
     todo = frame.filter(pl.col("device") & (pl.col("kind") != "marker") & (pl.col("cat") < 0))
     if marks.height == 0 or todo.height == 0:
         return
-    hit = todo.sort("ts").join_asof(
-        marks.select("rank", pl.col("ts").alias("m_ts"), pl.col("end").alias("m_end"), pl.col("cat").alias("m_cat")).sort("m_ts"),
-        left_on="ts",
-        right_on="m_ts",
-        by="rank",
-        check_sortedness=False,
-    ).filter(pl.col("m_end") >= pl.col("end"))
+    hit = (
+        todo.sort("ts")
+        .join_asof(
+            marks.select(
+                "rank",
+                pl.col("ts").alias("m_ts"),
+                pl.col("end").alias("m_end"),
+                pl.col("cat").alias("m_cat"),
+            ).sort("m_ts"),
+            left_on="ts",
+            right_on="m_ts",
+            by="rank",
+            check_sortedness=False,
+        )
+        .filter(pl.col("m_end") >= pl.col("end"))
+    )
     cat[hit["_i"].to_numpy()] = hit["m_cat"].to_numpy()
 
 
 def _work_mask(ev: pl.DataFrame) -> pl.Series:
     """Device work events where a rank has them, else every event on the host threads that
     hold the rank's step markers (CPU-only traces)."""
-    device = pl.col("unit").is_in(list(DEVICE_UNITS)) & pl.col("kind").is_in(["compute", "comm", "memory"])
+    device = pl.col("unit").is_in(list(DEVICE_UNITS)) & pl.col("kind").is_in(
+        ["compute", "comm", "memory"]
+    )
     dev_ranks = ev.filter(device).select(pl.col("rank").unique())
-    step_tracks = ev.filter(pl.col("name").str.contains(STEP_PATTERN)).select(pl.col("track").unique())
+    step_tracks = ev.filter(pl.col("name").str.contains(STEP_PATTERN)).select(
+        pl.col("track").unique()
+    )
     if step_tracks.height == 0:
         step_tracks = ev.filter(pl.col("unit") == "cpu").select(pl.col("track").unique())
     return ev.select(
@@ -266,9 +289,9 @@ def category_times(ev: pl.DataFrame) -> pl.DataFrame:
     children = iv.union(iv.make(pos[parent[kids]], ts[kids], end[kids]))
     spans = iv.union(iv.make(np.arange(len(work_rows)), ts[work_rows], end[work_rows]))
     own = iv.difference(spans, children)  # self intervals, grouped by work-event position
-    work = ev[work_rows].select(
-        "rank", pl.col("step").fill_null(-1), "category"
-    ).with_row_index("_w")
+    work = (
+        ev[work_rows].select("rank", pl.col("step").fill_null(-1), "category").with_row_index("_w")
+    )
     keys = work.select("rank", "step", "category").unique().sort("rank", "step", "category")
     keys = keys.with_row_index("gid")
     work = work.join(keys, on=["rank", "step", "category"], how="left").sort("_w")
@@ -301,7 +324,11 @@ def category_times(ev: pl.DataFrame) -> pl.DataFrame:
             (pl.col("time_ns") / pl.col("time_ns").sum().over("rank", "step")).alias("share"),
             pl.when(pl.col("step") >= 0).then("step").alias("step"),
         )
-        .sort("rank", "step", pl.col("category").replace_strict({c: i for i, c in enumerate(CATEGORIES)}, default=99))
+        .sort(
+            "rank",
+            "step",
+            pl.col("category").replace_strict({c: i for i, c in enumerate(CATEGORIES)}, default=99),
+        )
         .select([pl.col(k).cast(v) for k, v in CATEGORY_SCHEMA.items()])
     )
 
@@ -311,17 +338,32 @@ def expert_times(ev: pl.DataFrame, rules: Rules) -> pl.DataFrame:
     name matches an expert pattern, else from an `"expert": N` arg on expert GEMM work."""
     frames = []
     for pattern in rules.expert_patterns:
-        hit = ev.with_columns(pl.col("name").str.extract(pattern, 1).cast(pl.Int64, strict=False).alias("expert"))
+        hit = ev.with_columns(
+            pl.col("name").str.extract(pattern, 1).cast(pl.Int64, strict=False).alias("expert")
+        )
         hit = hit.filter(pl.col("expert").is_not_null())
         if hit.height:
             frames.append(hit.select("rank", "step", "expert", "dur"))
             ev = ev.filter(~pl.col("name").str.contains(pattern))
-    arg = ev.filter(pl.col("category") == "expert_gemm").with_columns(
-        pl.col("args").str.extract(r'"expert"\s*:\s*(\d+)', 1).cast(pl.Int64, strict=False).alias("expert")
-    ).filter(pl.col("expert").is_not_null())
+    arg = (
+        ev.filter(pl.col("category") == "expert_gemm")
+        .with_columns(
+            pl.col("args")
+            .str.extract(r'"expert"\s*:\s*(\d+)', 1)
+            .cast(pl.Int64, strict=False)
+            .alias("expert")
+        )
+        .filter(pl.col("expert").is_not_null())
+    )
     if arg.height:
         frames.append(arg.select("rank", "step", "expert", "dur"))
-    schema = {"rank": pl.Int64, "step": pl.Int64, "expert": pl.Int64, "time_ns": pl.Int64, "events": pl.Int64}
+    schema = {
+        "rank": pl.Int64,
+        "step": pl.Int64,
+        "expert": pl.Int64,
+        "time_ns": pl.Int64,
+        "events": pl.Int64,
+    }
     if not frames:
         return pl.DataFrame(schema=schema)
     return (
@@ -398,15 +440,23 @@ def received(pairs: pl.DataFrame, ranks: Sequence[int]) -> pl.DataFrame:
     token imbalance of that step and category = max / mean of received bytes over ranks."""
     if pairs.height == 0:
         return pl.DataFrame(
-            schema={"step": pl.Int64, "category": pl.String, "rank": pl.Int64, "bytes": pl.Float64, "imbalance": pl.Float64}
+            schema={
+                "step": pl.Int64,
+                "category": pl.String,
+                "rank": pl.Int64,
+                "bytes": pl.Float64,
+                "imbalance": pl.Float64,
+            }
         )
     got = pairs.group_by("step", "category", pl.col("dst").alias("rank")).agg(pl.col("bytes").sum())
-    grid = pairs.select("step", "category").unique().join(
-        pl.DataFrame({"rank": list(ranks)}, schema={"rank": pl.Int64}), how="cross"
+    grid = (
+        pairs.select("step", "category")
+        .unique()
+        .join(pl.DataFrame({"rank": list(ranks)}, schema={"rank": pl.Int64}), how="cross")
     )
-    full = grid.join(got, on=["step", "category", "rank"], how="left", nulls_equal=True).with_columns(
-        pl.col("bytes").fill_null(0.0)
-    )
+    full = grid.join(
+        got, on=["step", "category", "rank"], how="left", nulls_equal=True
+    ).with_columns(pl.col("bytes").fill_null(0.0))
     return full.with_columns(
         (pl.col("bytes").max() / pl.col("bytes").mean()).over("step", "category").alias("imbalance")
     ).sort("step", "category", "rank", nulls_last=False)

@@ -70,7 +70,9 @@ def stragglers(
         out = out.join(split, on=["rank", "step"], how="full", coalesce=True)
         if exposed_totals is not None:
             tot = exposed_totals.select(
-                pl.col("rank").cast(pl.Int64), pl.col("step").cast(pl.Int64).fill_null(-1), "exposed_comm_ns"
+                pl.col("rank").cast(pl.Int64),
+                pl.col("step").cast(pl.Int64).fill_null(-1),
+                "exposed_comm_ns",
             )
             out = out.join(tot, on=["rank", "step"], how="full", coalesce=True)
     for col in ("exposed_comm_ns", "exposed_wait_ns"):
@@ -78,8 +80,12 @@ def stragglers(
             out = out.with_columns(pl.lit(None, pl.Int64).alias(col))
     out = out.with_columns(
         pl.col("caused_wait_ns", "late_count", "wait_ns").fill_null(0),
-        (pl.col("exposed_comm_ns") - pl.col("exposed_wait_ns").fill_null(0)).alias("exposed_transfer_ns"),
-        pl.when(pl.col("exposed_comm_ns").is_not_null()).then(pl.col("exposed_wait_ns").fill_null(0)).alias("exposed_wait_ns"),
+        (pl.col("exposed_comm_ns") - pl.col("exposed_wait_ns").fill_null(0)).alias(
+            "exposed_transfer_ns"
+        ),
+        pl.when(pl.col("exposed_comm_ns").is_not_null())
+        .then(pl.col("exposed_wait_ns").fill_null(0))
+        .alias("exposed_wait_ns"),
         pl.when(pl.col("step") >= 0).then("step").alias("step"),
     )
     return out.sort("rank", "step", nulls_last=False).select(
@@ -87,10 +93,15 @@ def stragglers(
     )
 
 
-def _exposed_wait(waited: pl.DataFrame, offsets: pl.DataFrame, exposed: pl.DataFrame) -> pl.DataFrame:
+def _exposed_wait(
+    waited: pl.DataFrame, offsets: pl.DataFrame, exposed: pl.DataFrame
+) -> pl.DataFrame:
     """Σ |exposed ∩ wait intervals| per (rank, step), on each rank's own clock."""
     exp = exposed.select(
-        pl.col("rank").cast(pl.Int64), pl.col("step").cast(pl.Int64).fill_null(-1), "start_ns", "end_ns"
+        pl.col("rank").cast(pl.Int64),
+        pl.col("step").cast(pl.Int64).fill_null(-1),
+        "start_ns",
+        "end_ns",
     ).filter(pl.col("rank").is_not_null())
     w = (
         waited.filter(pl.col("wait_ns") > 0)
@@ -107,7 +118,9 @@ def _exposed_wait(waited: pl.DataFrame, offsets: pl.DataFrame, exposed: pl.DataF
     exp = exp.join(keys, on=["rank", "step"]).sort("gid", "start_ns")
     # a wait interval counts for every step of its rank; the exposed side keeps steps apart
     w = w.join(keys, on="rank")
-    a = iv.union(iv.make(exp["gid"].to_numpy(), exp["start_ns"].to_numpy(), exp["end_ns"].to_numpy()))
+    a = iv.union(
+        iv.make(exp["gid"].to_numpy(), exp["start_ns"].to_numpy(), exp["end_ns"].to_numpy())
+    )
     b = iv.union(iv.make(w["gid"].to_numpy(), w["start_ns"].to_numpy(), w["end_ns"].to_numpy()))
     both = iv.intersection(a, b)
     per = iv.lengths_by_group(both, keys.height)
@@ -121,6 +134,6 @@ def job_stragglers(per_step: pl.DataFrame) -> pl.DataFrame:
     cols = [c for c in STRAGGLER_SCHEMA if c not in ("rank", "step")]
     return (
         per_step.group_by("rank")
-        .agg([pl.col(c).sum() if c != "exposed_comm_ns" else pl.col(c).sum() for c in cols])
+        .agg([pl.col(c).sum() for c in cols])
         .sort(["caused_wait_ns", "rank"], descending=[True, False])
     )

@@ -222,7 +222,7 @@ def metrics(
     results = _analyze_paths(traces, peak_tflops, comm_patterns)
     _check_computed(results)
     if as_json:
-        doc = {"traces": [{"source": p, **r.to_dict()} for p, r in results]}
+        doc: dict[str, Any] = {"traces": [{"source": p, **r.to_dict()} for p, r in results]}
         if len(results) == 1 and results[0][1].job is not None:  # several ranks: the job
             doc["job"] = results[0][1].job
         click.echo(json.dumps(doc, indent=1))

@@ -82,7 +82,9 @@ def test_stragglers_and_exposed_wait_by_hand() -> None:
     assert by_rank[2]["caused_wait_ns"] == 550_000 and by_rank[2]["late_count"] == 1
     assert by_rank[1]["caused_wait_ns"] == 550_000 and by_rank[1]["late_count"] == 1
     assert by_rank[0]["caused_wait_ns"] == 0 and by_rank[0]["late_count"] == 0
-    assert [s["caused_wait_ns"] for s in top] == sorted((s["caused_wait_ns"] for s in top), reverse=True)
+    assert [s["caused_wait_ns"] for s in top] == sorted(
+        (s["caused_wait_ns"] for s in top), reverse=True
+    )
     # rank 0: comm kernels [100k, 500k) and [600k, 1M) are fully exposed (compute stops at
     # arrival): 400k + 400k; waits 300k + 300k; transfer the rest
     assert by_rank[0]["exposed_comm_ns"] == 800_000
@@ -155,7 +157,10 @@ def test_gloo_skewed_straggler_is_the_rank_with_most_tokens(real_traces: Path) -
     assert worst["rank"] != 0
     assert worst["exposed_wait_ns"] > 0.8 * worst["exposed_comm_ns"]
     assert report.job["critical_path"]["comm_share"] > 0
-    assert report.job["critical_path"]["ns_by_rank"]["0"] > 0.5 * report.job["critical_path"]["span_ns"]
+    assert (
+        report.job["critical_path"]["ns_by_rank"]["0"]
+        > 0.5 * report.job["critical_path"]["span_ns"]
+    )
 
 
 def test_gloo_shifted_rank_same_stragglers(real_traces: Path) -> None:
@@ -165,7 +170,10 @@ def test_gloo_shifted_rank_same_stragglers(real_traces: Path) -> None:
     rank1 = trace.tracks.filter(pl.col("rank") == 1)["track"].implode()
     moved = Trace(
         trace.events.with_columns(
-            pl.when(pl.col("track").is_in(rank1)).then(pl.col("ts") + 5_000_000).otherwise("ts").alias("ts")
+            pl.when(pl.col("track").is_in(rank1))
+            .then(pl.col("ts") + 5_000_000)
+            .otherwise("ts")
+            .alias("ts")
         ),
         trace.tracks,
         trace.deps,
@@ -176,7 +184,9 @@ def test_gloo_shifted_rank_same_stragglers(real_traces: Path) -> None:
     off_a = dict(a.offsets.select("rank", "offset_ns").rows())
     off_b = dict(b.offsets.select("rank", "offset_ns").rows())
     assert off_b[1] - off_a[1] == 5_000_000
-    assert a.collectives.select("skew_ns", "last_rank").equals(b.collectives.select("skew_ns", "last_rank"))
+    assert a.collectives.select("skew_ns", "last_rank").equals(
+        b.collectives.select("skew_ns", "last_rank")
+    )
     assert a.stragglers.equals(b.stragglers)
 
 
@@ -195,13 +205,17 @@ def test_executor_sequential_zipf_straggler_has_most_tokens(seed: int) -> None:
     job = analyze_job(trace)
     top = job.to_dict()["stragglers"][0]
     assert top["rank"] == tokens["rank"][0]
-    assert job.critical_path.filter(pl.col("category") == "work")["rank"].to_list()[-1] == top["rank"]
+    assert (
+        job.critical_path.filter(pl.col("category") == "work")["rank"].to_list()[-1] == top["rank"]
+    )
 
 
 def test_partial_jobs_name_the_missing_ranks(real_traces: Path) -> None:
     from moetrace.trace.io import load
 
-    kineto = load(sorted((real_traces / "kineto").glob("hta__trace_filter__sampled_rank-*.json.gz")))
+    kineto = load(
+        sorted((real_traces / "kineto").glob("hta__trace_filter__sampled_rank-*.json.gz"))
+    )
     job = analyze_job(kineto)
     assert job.ranks == [0, 1]
     assert job.missing_ranks == list(range(2, 128))
@@ -209,7 +223,12 @@ def test_partial_jobs_name_the_missing_ranks(real_traces: Path) -> None:
     assert job.collectives["ranks"].to_list() == [[0, 1]] * 10
     assert any("2 of 128 ranks" in w for w in job.warnings)
     asc = real_traces / "ascend"
-    ascend = load([asc / "level0__rank0_ascend_pt__trace_view.json", asc / "level0__rank1_ascend_pt__trace_view.json"])
+    ascend = load(
+        [
+            asc / "level0__rank0_ascend_pt__trace_view.json",
+            asc / "level0__rank1_ascend_pt__trace_view.json",
+        ]
+    )
     aj = analyze_job(ascend)
     inst = aj.collectives.sort("seq")
     assert inst.height == 4 and inst["collective"].unique().to_list() == ["all_reduce"]

@@ -67,7 +67,13 @@ def _two_streams() -> Trace:
         }
     )
     tracks = pl.DataFrame(
-        {"track": [0, 1], "rank": [0, 0], "pid": ["0", "0"], "tid": ["a", "b"], "unit": ["aic", "link"]}
+        {
+            "track": [0, 1],
+            "rank": [0, 0],
+            "pid": ["0", "0"],
+            "tid": ["a", "b"],
+            "unit": ["aic", "link"],
+        }
     )
     return Trace.from_frames(ev, tracks, compute_depth=True)
 
@@ -77,12 +83,16 @@ def test_categories_and_exposed_by_hand() -> None:
     got = {r["category"]: (r["time_ns"], r["exposed_ns"]) for r in view.categories.to_dicts()}
     assert got == {"expert_gemm": (100, 50), "activation": (50, 30), "dispatch": (70, 0)}
     assert view.experts.select("expert", "time_ns").rows() == [(3, 100)]
-    assert view.traffic.select("category", "src", "dst", "bytes").rows() == [("dispatch", 0, 1, 4096.0)]
+    assert view.traffic.select("category", "src", "dst", "bytes").rows() == [
+        ("dispatch", 0, 1, 4096.0)
+    ]
 
 
 def test_user_rules_win(tmp_path: Path) -> None:
     mine = tmp_path / "mine.toml"
-    mine.write_text('framework = "mine"\n[[rule]]\ncategory = "shared_expert"\npatterns = ["^gemm1$"]\n')
+    mine.write_text(
+        'framework = "mine"\n[[rule]]\ncategory = "shared_expert"\npatterns = ["^gemm1$"]\n'
+    )
     view = moe_view(_two_streams(), load_rules([mine]))
     assert "shared_expert" in view.categories["category"].to_list()
     assert "expert_gemm" not in view.categories["category"].to_list()
@@ -120,7 +130,11 @@ def test_gloo_per_expert_annotation_times(real_traces: Path) -> None:
     assert dict(((r, x), t) for r, x, t in got.rows()) == pytest.approx(expected, abs=len(expected))
     assert {x // 4 for r, x, _ in got.rows() if r == 0} == {0}  # experts 0-3 live on rank 0
     # rank 0 received most tokens: the most expert GEMM time
-    gemm = view.categories.filter(pl.col("category") == "expert_gemm").group_by("rank").agg(pl.col("time_ns").sum())
+    gemm = (
+        view.categories.filter(pl.col("category") == "expert_gemm")
+        .group_by("rank")
+        .agg(pl.col("time_ns").sum())
+    )
     assert gemm.sort("time_ns", descending=True)["rank"][0] == 0
 
 
@@ -145,16 +159,23 @@ def test_b300_expert_gemms_inherit_the_expert_ffn_range(real_traces: Path) -> No
         got = dict(view.categories.select("category", "time_ns").rows())
         raw = _raw_events(path)
         # reference by time: kernels inside the GPU-side expert_ffn annotation spans
-        spans = [(float(e["ts"]), float(e["ts"]) + float(e["dur"])) for e in raw
-                 if e.get("cat") == "gpu_user_annotation" and e["name"].startswith("expert_ffn[")]  # fmt: skip
+        spans = [
+            (float(e["ts"]), float(e["ts"]) + float(e["dur"]))
+            for e in raw
+            if e.get("cat") == "gpu_user_annotation" and e["name"].startswith("expert_ffn[")
+        ]
         inside = sum(
             round(float(e["dur"]) * 1000)
             for e in raw
             if e.get("cat") == "kernel"
-            and any(lo <= float(e["ts"]) and float(e["ts"]) + float(e["dur"]) <= hi for lo, hi in spans)
+            and any(
+                lo <= float(e["ts"]) and float(e["ts"]) + float(e["dur"]) <= hi for lo, hi in spans
+            )
         )
         assert inside > 0
-        assert got["expert_gemm"] + got.get("activation", 0) == pytest.approx(inside, abs=10), path.name
+        assert got["expert_gemm"] + got.get("activation", 0) == pytest.approx(inside, abs=10), (
+            path.name
+        )
         assert got["topk_permute"] > 0 and got["router"] > 0
 
 
@@ -169,7 +190,9 @@ def test_executor_traffic_and_experts(tmp_path: Path) -> None:
         a = json.loads(args)
         expected[(a["src"], a["dst"])] = expected.get((a["src"], a["dst"]), 0.0) + nbytes
     got = view.traffic.filter(pl.col("category") == "dispatch")
-    assert {(s, d): b for s, d, b in got.select("src", "dst", "bytes").rows()} == pytest.approx(expected)
+    assert {(s, d): b for s, d, b in got.select("src", "dst", "bytes").rows()} == pytest.approx(
+        expected
+    )
     gemm = trace.events.filter(pl.col("name").is_in(["gemm1", "gemm2"]))
     per_expert: dict[int, int] = {}
     for args, dur in zip(gemm["args"].to_list(), gemm["dur"].to_list(), strict=True):
@@ -177,7 +200,14 @@ def test_executor_traffic_and_experts(tmp_path: Path) -> None:
         per_expert[x] = per_expert.get(x, 0) + dur
     got_x = view.experts.group_by("expert").agg(pl.col("time_ns").sum())
     assert dict(got_x.rows()) == per_expert
-    assert set(view.categories["category"]) >= {"router", "topk_permute", "dispatch", "expert_gemm", "activation", "combine"}
+    assert set(view.categories["category"]) >= {
+        "router",
+        "topk_permute",
+        "dispatch",
+        "expert_gemm",
+        "activation",
+        "combine",
+    }
 
 
 # ------------------------------------------------------------------------- CLI
