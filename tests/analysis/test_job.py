@@ -235,3 +235,19 @@ def test_partial_jobs_name_the_missing_ranks(real_traces: Path) -> None:
     assert inst["ranks"].to_list() == [[0, 1]] * 4
     # 4 097 000 FP32 elements
     assert inst["bytes"][0] == 4_097_000 * 4
+
+
+def test_metrics_json_has_the_job_for_several_files(real_traces: Path) -> None:
+    from click.testing import CliRunner
+
+    from moetrace.cli import main
+
+    files = [str(p) for p in _gloo(real_traces, "skewed")]
+    res = CliRunner().invoke(main, ["metrics", *files, "--json"])
+    assert res.exit_code == 0, res.output
+    job = json.loads(res.stdout)["job"]
+    assert [s["rank"] for s in job["stragglers"]][0] == 0
+    waits = [s["caused_wait_ns"] for s in job["stragglers"]]
+    assert waits == sorted(waits, reverse=True)
+    assert set(job["clock_offsets_ns"]) == {"0", "1", "2", "3"}
+    assert 0 < job["critical_path"]["comm_share"] < 1
