@@ -45,7 +45,7 @@ PACKAGED_RULES = ("moetrace", "deepep", "vllm", "sglang", "megatron", "torch_npu
 """Rule files shipped in moetrace/rules, in the order they are tried (first match wins)."""
 
 _RULE_KEYS = {"category", "patterns"}
-_TOP_KEYS = {"framework", "expert_patterns", "rule"}
+_TOP_KEYS = {"framework", "expert_patterns", "layer_patterns", "rule"}
 
 
 class RulesError(ValueError):
@@ -54,11 +54,13 @@ class RulesError(ValueError):
 
 @dataclass(frozen=True)
 class Rules:
-    """Ordered (category, regex) pairs and regexes whose first group is an expert id."""
+    """Ordered (category, regex) pairs, and regexes whose first group is an expert id or a
+    layer index."""
 
     rules: tuple[tuple[str, str], ...]
     expert_patterns: tuple[str, ...]
     sources: tuple[str, ...]
+    layer_patterns: tuple[str, ...] = ()
 
 
 def parse_rules(text: str, source: str) -> Rules:
@@ -76,11 +78,14 @@ def parse_rules(text: str, source: str) -> Rules:
         raise RulesError(f"{source}: unknown key(s) {sorted(extra)} (allowed: {sorted(_TOP_KEYS)})")
     if not isinstance(doc.get("framework"), str):
         raise RulesError(f"{source}: 'framework' must be a string")
-    experts = doc.get("expert_patterns", [])
-    if not isinstance(experts, list) or not all(isinstance(p, str) for p in experts):
-        raise RulesError(f"{source}: 'expert_patterns' must be a list of strings")
-    for p in experts:
-        _check_regex(p, f"{source}: expert_patterns", groups=1)
+    groups: dict[str, list[str]] = {}
+    for key in ("expert_patterns", "layer_patterns"):
+        found = doc.get(key, [])
+        if not isinstance(found, list) or not all(isinstance(p, str) for p in found):
+            raise RulesError(f"{source}: '{key}' must be a list of strings")
+        for p in found:
+            _check_regex(p, f"{source}: {key}", groups=1)
+        groups[key] = found
     table = doc.get("rule", [])
     if not isinstance(table, list):
         raise RulesError(f"{source}: 'rule' must be an array of tables ([[rule]])")
@@ -107,7 +112,12 @@ def parse_rules(text: str, source: str) -> Rules:
         for p in patterns:
             _check_regex(p, where)
             out.append((str(category), p))
-    return Rules(tuple(out), tuple(experts), (source,))
+    return Rules(
+        tuple(out),
+        tuple(groups["expert_patterns"]),
+        (source,),
+        tuple(groups["layer_patterns"]),
+    )
 
 
 def _check_regex(pattern: str, where: str, groups: int = 0) -> None:
@@ -116,7 +126,7 @@ def _check_regex(pattern: str, where: str, groups: int = 0) -> None:
     except re.error as exc:
         raise RulesError(f"{where}: bad regex {pattern!r}: {exc}") from exc
     if groups and compiled.groups < groups:
-        raise RulesError(f"{where}: regex {pattern!r} needs a capture group for the expert id")
+        raise RulesError(f"{where}: regex {pattern!r} needs a capture group (the expert/layer)")
 
 
 def load_rules(extra: Sequence[str | Path] = ()) -> Rules:
@@ -138,6 +148,7 @@ def load_rules(extra: Sequence[str | Path] = ()) -> Rules:
         tuple(r for part in parts for r in part.rules),
         tuple(p for part in parts for p in part.expert_patterns),
         tuple(s for part in parts for s in part.sources),
+        tuple(p for part in parts for p in part.layer_patterns),
     )
 
 
@@ -168,9 +179,59 @@ def _parents(ev: pl.DataFrame) -> np.ndarray:
     return parent
 
 
+def _launch_links(ev: pl.DataFrame, deps: pl.DataFrame) -> tuple[np.ndarray, np.ndarray]:
+    """(host call row, launched device event row) of every launch edge; GPU-side annotations
+    (kind marker) are left out: they keep what their own name says."""
+    launch = deps.filter(pl.col("kind") == "launch")
+    if launch.height == 0:
+        return np.zeros(0, np.int64), np.zeros(0, np.int64)
+    row = pl.DataFrame({"id": ev["id"].cast(pl.Int64), "_r": np.arange(ev.height)})
+    link = (
+        launch.select(pl.col("src").cast(pl.Int64), pl.col("dst").cast(pl.Int64))
+        .join(row.rename({"id": "src", "_r": "s"}), on="src")
+        .join(row.rename({"id": "dst", "_r": "d"}), on="dst")
+    )
+    s, d = link["s"].to_numpy(), link["d"].to_numpy()
+    keep = ~(ev["kind"] == "marker").to_numpy()[d]
+    return s[keep], d[keep]
+
+
+def _inherit(
+    own: np.ndarray, parent: np.ndarray, depth: np.ndarray, links: tuple[np.ndarray, np.ndarray]
+) -> np.ndarray:
+    """Codes (-1 = none) filled from the enclosing event, then from the launching host call,
+    then again from the enclosing event; one vectorised pass per nesting level."""
+    code = own.copy()
+    levels = range(1, int(depth.max(initial=0)) + 1)
+    for level in levels:
+        kids = np.flatnonzero((depth == level) & (code < 0) & (parent >= 0))
+        code[kids] = code[parent[kids]]
+    s, d = links
+    if len(s):
+        take = code[d] < 0
+        code[d[take]] = code[s[take]]
+        for level in levels:  # children of a launched kernel (rare) inherit again
+            kids = np.flatnonzero((depth == level) & (code < 0) & (parent >= 0))
+            code[kids] = code[parent[kids]]
+    return code
+
+
+def _own_layer(ev: pl.DataFrame, rules: Rules) -> np.ndarray:
+    """Layer index from the event's own name (first layer pattern that matches), else -1."""
+    expr: pl.Expr = pl.lit(None, pl.Int64)
+    for pattern in reversed(rules.layer_patterns):
+        got = pl.col("name").str.extract(pattern, 1).cast(pl.Int64, strict=False)
+        expr = pl.when(got.is_not_null()).then(got).otherwise(expr)
+    names = ev.select(pl.col("name").unique())
+    by_name = names.with_columns(expr.alias("layer"))
+    layer = ev.select("name").join(by_name, on="name", how="left", maintain_order="left")["layer"]
+    return layer.fill_null(-1).to_numpy().astype(np.int64)
+
+
 def categorize(ev: pl.DataFrame, deps: pl.DataFrame, rules: Rules) -> pl.DataFrame:
     """`ev` (event_frame) with `category` (own rule, else enclosing event, else launching
-    host call, else "other") and `parent` (row index, -1 at the top)."""
+    host call, else a containing GPU annotation, else "other"), `layer` (from layer
+    annotations the same way; null without) and `parent` (row index, -1 at the top)."""
     names = ev["name"].unique()
     own_by_name = pl.DataFrame({"name": names, "own": classify_names(names, rules)})
     codes = {c: i for i, c in enumerate(CATEGORIES)}
@@ -183,30 +244,16 @@ def categorize(ev: pl.DataFrame, deps: pl.DataFrame, rules: Rules) -> pl.DataFra
     )
     parent = _parents(ev)
     depth = ev["depth"].to_numpy().astype(np.int64)
-    cat = own.copy()
-    for level in range(1, int(depth.max(initial=0)) + 1):
-        kids = np.flatnonzero((depth == level) & (cat < 0) & (parent >= 0))
-        cat[kids] = cat[parent[kids]]
-    launch = deps.filter(pl.col("kind") == "launch")
-    if launch.height:
-        row = pl.DataFrame({"id": ev["id"].cast(pl.Int64), "_r": np.arange(ev.height)})
-        link = (
-            launch.select(pl.col("src").cast(pl.Int64), pl.col("dst").cast(pl.Int64))
-            .join(row.rename({"id": "src", "_r": "s"}), on="src")
-            .join(row.rename({"id": "dst", "_r": "d"}), on="dst")
-        )
-        s, d = link["s"].to_numpy(), link["d"].to_numpy()
-        marker = (ev["kind"] == "marker").to_numpy()
-        take = (cat[d] < 0) & ~marker[d]  # GPU-side annotations keep their own name's category
-        cat[d[take]] = cat[s[take]]
-        # children of a launched kernel (rare) inherit again
-        for level in range(1, int(depth.max(initial=0)) + 1):
-            kids = np.flatnonzero((depth == level) & (cat < 0) & (parent >= 0))
-            cat[kids] = cat[parent[kids]]
+    links = _launch_links(ev, deps)
+    cat = _inherit(own, parent, depth, links)
     _from_device_annotations(ev, cat)
     cat[cat < 0] = codes["other"]
+    layer = _inherit(_own_layer(ev, rules), parent, depth, links) if rules.layer_patterns else None
     return ev.with_columns(
         pl.Series("category", np.asarray(CATEGORIES, dtype=object)[cat], dtype=pl.String),
+        pl.Series("layer", layer, dtype=pl.Int64).replace(-1, None)
+        if layer is not None
+        else pl.lit(None, pl.Int64).alias("layer"),
         pl.Series("parent", parent),
     )
 
@@ -266,6 +313,7 @@ def _work_mask(ev: pl.DataFrame) -> pl.Series:
 CATEGORY_SCHEMA: dict[str, pl.DataType] = {
     "rank": pl.Int64(),
     "step": pl.Int64(),
+    "layer": pl.Int64(),  # from layer annotations (rules' layer_patterns); null without
     "category": pl.String(),
     "time_ns": pl.Int64(),  # self time of the category's work events
     "exposed_ns": pl.Int64(),  # time when only this category was running on the rank
@@ -274,7 +322,7 @@ CATEGORY_SCHEMA: dict[str, pl.DataType] = {
 
 
 def category_times(ev: pl.DataFrame) -> pl.DataFrame:
-    """Per (rank, step, category): time_ns, exposed_ns, share (`CATEGORY_SCHEMA`)."""
+    """Per (rank, step, layer, category): time_ns, exposed_ns, share (`CATEGORY_SCHEMA`)."""
     mask = _work_mask(ev).to_numpy()
     work_rows = np.flatnonzero(mask)
     if len(work_rows) == 0:
@@ -290,11 +338,14 @@ def category_times(ev: pl.DataFrame) -> pl.DataFrame:
     spans = iv.union(iv.make(np.arange(len(work_rows)), ts[work_rows], end[work_rows]))
     own = iv.difference(spans, children)  # self intervals, grouped by work-event position
     work = (
-        ev[work_rows].select("rank", pl.col("step").fill_null(-1), "category").with_row_index("_w")
+        ev[work_rows]
+        .select("rank", pl.col("step").fill_null(-1), pl.col("layer").fill_null(-1), "category")
+        .with_row_index("_w")
     )
-    keys = work.select("rank", "step", "category").unique().sort("rank", "step", "category")
+    key_cols = ["rank", "step", "layer", "category"]
+    keys = work.select(key_cols).unique().sort(key_cols)
     keys = keys.with_row_index("gid")
-    work = work.join(keys, on=["rank", "step", "category"], how="left").sort("_w")
+    work = work.join(keys, on=key_cols, how="left").sort("_w")
     gid = work["gid"].to_numpy().astype(np.int64)
     per_cat = iv.union(iv.Intervals(gid[own.group], own.start, own.end))
     time_ns = iv.lengths_by_group(per_cat, keys.height)
@@ -323,10 +374,12 @@ def category_times(ev: pl.DataFrame) -> pl.DataFrame:
         out.with_columns(
             (pl.col("time_ns") / pl.col("time_ns").sum().over("rank", "step")).alias("share"),
             pl.when(pl.col("step") >= 0).then("step").alias("step"),
+            pl.when(pl.col("layer") >= 0).then("layer").alias("layer"),
         )
         .sort(
             "rank",
             "step",
+            "layer",
             pl.col("category").replace_strict({c: i for i, c in enumerate(CATEGORIES)}, default=99),
         )
         .select([pl.col(k).cast(v) for k, v in CATEGORY_SCHEMA.items()])

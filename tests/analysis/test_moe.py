@@ -88,6 +88,39 @@ def test_categories_and_exposed_by_hand() -> None:
     ]
 
 
+def test_layers_from_annotations_by_hand() -> None:
+    """Host thread: moe/layer0 [0, 100) holds moe/dispatch [0, 40) and moe/expert_ffn
+    [40, 100); moe/layer1 [100, 160) holds moe/expert_ffn [100, 160); step marker around."""
+    ev = pl.DataFrame(
+        {
+            "id": [0, 1, 2, 3, 4, 5],
+            "track": [0] * 6,
+            "name": [
+                "ProfilerStep#1",
+                "moe/layer0",
+                "moe/dispatch",
+                "moe/expert_ffn",
+                "moe/layer1",
+                "moe/expert_ffn",
+            ],  # fmt: skip
+            "kind": ["marker", "host", "host", "host", "host", "host"],
+            "ts": [0, 0, 0, 40, 100, 100],
+            "dur": [170, 100, 40, 60, 60, 60],
+        }
+    )
+    tracks = pl.DataFrame({"track": [0], "rank": [0], "pid": ["1"], "tid": ["1"], "unit": ["cpu"]})
+    view = moe_view(Trace.from_frames(ev, tracks, compute_depth=True))
+    got = view.categories.select("layer", "category", "time_ns").rows()
+    # the marker's own 10 ns after both layers have no layer and no category
+    assert got == [
+        (None, "other", 10),
+        (0, "dispatch", 40),
+        (0, "expert_gemm", 60),
+        (1, "expert_gemm", 60),
+    ]
+    assert view.categories["share"].sum() == pytest.approx(1.0)
+
+
 def test_user_rules_win(tmp_path: Path) -> None:
     mine = tmp_path / "mine.toml"
     mine.write_text(
