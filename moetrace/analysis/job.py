@@ -15,7 +15,6 @@ import polars as pl
 from moetrace.analysis.clocks import align, clock_offsets
 from moetrace.analysis.collectives import collective_ops, event_frame, match, world_size
 from moetrace.analysis.job_path import job_critical_path
-from moetrace.analysis.moe import moe_view
 from moetrace.analysis.stragglers import job_stragglers, stragglers, waits
 from moetrace.trace.model import Trace
 
@@ -131,14 +130,12 @@ class _ReportLike(Protocol):
     warnings: list[str]
     collectives: pl.DataFrame
     stragglers: pl.DataFrame
-    moe: pl.DataFrame
     job: dict[str, Any] | None
 
 
 def attach_job(report: _ReportLike, trace: Trace) -> None:
-    """Fill `report.collectives`, `.stragglers`, `.moe` and `.job` (several ranks only for the
-    cross-rank parts), splitting the report's exposed comm into wait vs transfer."""
-    report.moe = moe_view(trace).categories
+    """Fill `report.collectives`, `.stragglers` and `.job` when the trace has several ranks,
+    splitting the report's exposed comm into wait vs transfer."""
     if len(trace.ranks) < 2:
         return
     ranks = report.ranks.filter(pl.col("rank").is_not_null())

@@ -21,6 +21,7 @@ from moetrace.analysis.critical_path import Gates, critical_paths, edges, gating
 from moetrace.analysis.cycles import find_cycle
 from moetrace.analysis.idle import GAP_COLUMNS, idle
 from moetrace.analysis.job import attach_job
+from moetrace.analysis.moe import moe_view
 from moetrace.analysis.steps import NO_RANK, Prepared, prepare_steps, with_windows
 from moetrace.analysis.sync_edges import ascend_wait_edges, kineto_sync_edges
 from moetrace.trace.model import Trace
@@ -72,12 +73,20 @@ class Report:
     exposed: pl.DataFrame
     warnings: list[str] = field(default_factory=list)
     meta: dict[str, Any] = field(default_factory=dict)
-    # several ranks (analysis/job.py, moe.py): matched collectives, stragglers per (rank, step),
-    # the MoE view per (rank, step, category) and the `job` object of `metrics --json`
+    # several ranks (analysis/job.py): matched collectives, stragglers per (rank, step) and
+    # the `job` object of `metrics --json`; `moe` (analysis/moe.py) is computed on first use
     collectives: pl.DataFrame = field(default_factory=pl.DataFrame)
     stragglers: pl.DataFrame = field(default_factory=pl.DataFrame)
-    moe: pl.DataFrame = field(default_factory=pl.DataFrame)
     job: dict[str, Any] | None = None
+    trace: Trace | None = field(default=None, repr=False)
+    _moe: pl.DataFrame | None = field(default=None, repr=False)
+
+    @property
+    def moe(self) -> pl.DataFrame:
+        """The MoE view's time per (rank, step, layer, category) of the whole trace."""
+        if self._moe is None:
+            self._moe = moe_view(self.trace).categories if self.trace else pl.DataFrame()
+        return self._moe
 
     def summary(self) -> dict[str, float | None]:
         """Totals over all ranks and steps: ns summed, ratios pooled (Σ num / Σ denominator)."""
@@ -330,6 +339,7 @@ def analyze(
         warnings=warnings,
         meta={"cpu_mode": prep.cpu_mode, "source": trace.meta.get("source")},
     )
+    report.trace = trace
     attach_job(report, trace)
     return report
 

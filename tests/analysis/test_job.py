@@ -246,7 +246,7 @@ def test_metrics_json_has_the_job_for_several_files(real_traces: Path) -> None:
     res = CliRunner().invoke(main, ["metrics", *files, "--json"])
     assert res.exit_code == 0, res.output
     job = json.loads(res.stdout)["job"]
-    assert [s["rank"] for s in job["stragglers"]][0] == 0
+    assert job["stragglers"][0]["rank"] == 0
     waits = [s["caused_wait_ns"] for s in job["stragglers"]]
     assert waits == sorted(waits, reverse=True)
     assert set(job["clock_offsets_ns"]) == {"0", "1", "2", "3"}

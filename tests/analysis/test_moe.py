@@ -83,6 +83,9 @@ def test_categories_and_exposed_by_hand() -> None:
     got = {r["category"]: (r["time_ns"], r["exposed_ns"]) for r in view.categories.to_dicts()}
     assert got == {"expert_gemm": (100, 50), "activation": (50, 30), "dispatch": (70, 0)}
     assert view.experts.select("expert", "time_ns").rows() == [(3, 100)]
+    from moetrace.analysis.report import analyze
+
+    assert analyze(_two_streams()).moe.equals(view.categories)  # Report.moe, on first use
     assert view.traffic.select("category", "src", "dst", "bytes").rows() == [
         ("dispatch", 0, 1, 4096.0)
     ]
@@ -102,7 +105,7 @@ def test_layers_from_annotations_by_hand() -> None:
                 "moe/expert_ffn",
                 "moe/layer1",
                 "moe/expert_ffn",
-            ],  # fmt: skip
+            ],
             "kind": ["marker", "host", "host", "host", "host", "host"],
             "ts": [0, 0, 0, 40, 100, 100],
             "dur": [170, 100, 40, 60, 60, 60],
