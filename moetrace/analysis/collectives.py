@@ -124,7 +124,12 @@ def _kineto_kernels(ev: pl.DataFrame) -> pl.DataFrame:
         pl.col("ts").alias("arrival_ns"),
         pl.col("end").alias("end_ns"),
         (_arg_num("In msg nelems") * _dtype_bytes(_arg_str("dtype"))).alias("bytes"),
-        _dtype_bytes(_arg_str("dtype")).alias("row_bytes"),
+        # split sizes count dim-0 rows: bytes per row = message bytes / rows sent
+        (
+            _arg_num("In msg nelems")
+            * _dtype_bytes(_arg_str("dtype"))
+            / _int_list(_arg_str("In split size")).list.sum()
+        ).alias("row_bytes"),
         _int_list(_arg_str("In split size")).alias("in_splits"),
         _int_list(_arg_str("Out split size")).alias("out_splits"),
         _int_list(_arg_str("Process Group Ranks")).alias("group_ranks"),

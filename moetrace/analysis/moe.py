@@ -446,6 +446,8 @@ def traffic(trace: Trace, ev: pl.DataFrame) -> pl.DataFrame:
     )
     frames = []
     if ops.height:
+        # the category of the host call that issued it (gloo), else of the op itself (kernels)
+        ops = ops.with_columns(pl.coalesce("call_event_id", "event_id").alias("call_event_id"))
         ops = ops.join(cats, on="call_event_id", how="left")
         pairs = (
             ops.select(

@@ -124,6 +124,44 @@ def test_layers_from_annotations_by_hand() -> None:
     assert view.categories["share"].sum() == pytest.approx(1.0)
 
 
+def test_kineto_all_to_allv_split_sizes_by_hand() -> None:
+    """2 ranks, rows of 8 floats (32 B): rank 0 sends 3 rows to 0 and 5 to 1; rank 1 sends 2
+    and 6. The kernels are DeepEP-named dispatch kernels (their own rule says dispatch)."""
+
+    def args(nelems: int, splits: str) -> str:
+        return (
+            f'{{"Collective name": "all_to_allv", "In msg nelems": {nelems}, "dtype": "Float", '
+            f'"In split size": "[{splits}]", "Out split size": "[]", '
+            '"Process Group Name": "0", "Process Group Ranks": "[0, 1]"}'
+        )
+
+    ev = pl.DataFrame(
+        {
+            "id": [0, 1],
+            "track": [0, 1],
+            "name": ["deep_ep::intranode::dispatch", "deep_ep::intranode::dispatch"],
+            "kind": ["comm", "comm"],
+            "ts": [0, 10],
+            "dur": [100, 90],
+            "args": [args(8 * 8, "3, 5"), args(8 * 8, "2, 6")],
+        }
+    )
+    tracks = pl.DataFrame(
+        {"track": [0, 1], "rank": [0, 1], "pid": ["0", "1"], "unit": ["stream", "stream"]}
+    )
+    view = moe_view(Trace.from_frames(ev, tracks, compute_depth=True))
+    rows = view.traffic.select("category", "src", "dst", "bytes").rows()
+    assert rows == [
+        ("dispatch", 0, 0, 96.0),
+        ("dispatch", 0, 1, 160.0),
+        ("dispatch", 1, 0, 64.0),
+        ("dispatch", 1, 1, 192.0),
+    ]
+    got = view.received.select("rank", "bytes", "imbalance").rows()
+    # received: rank 0 96 + 64 = 160, rank 1 160 + 192 = 352; max / mean = 352 / 256
+    assert got == [(0, 160.0, 352 / 256), (1, 352.0, 352 / 256)]
+
+
 def test_user_rules_win(tmp_path: Path) -> None:
     mine = tmp_path / "mine.toml"
     mine.write_text(
