@@ -173,8 +173,11 @@ def test_user_rules_win(tmp_path: Path) -> None:
 
 
 # ------------------------------------------------------------------ real traces
-def test_gloo_received_bytes_are_the_histogram_times_bytes_per_token(real_traces: Path) -> None:
-    folder = real_traces / "torch_gloo_moe" / "skewed"
+@pytest.mark.parametrize("variant", ["skewed", "balanced", "overlapped"])
+def test_gloo_received_bytes_are_the_histogram_times_bytes_per_token(
+    real_traces: Path, variant: str
+) -> None:
+    folder = real_traces / "torch_gloo_moe" / variant
     meta = json.loads((folder / "run_meta.json").read_text())
     files = sorted(folder.glob("rank*.pt.trace.json.gz"))
     view = moe_view(load(files))
