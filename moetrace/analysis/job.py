@@ -37,6 +37,10 @@ class Job:
     missing_ranks: list[int]
     warnings: list[str] = field(default_factory=list)
 
+    def steps(self) -> list[dict[str, Any]]:
+        """Per step: the top straggler (rank, caused_wait_ns, late_count)."""
+        return _top_per_step(self.stragglers)
+
     def to_dict(self) -> dict[str, Any]:
         """The `job` object of `metrics --json`."""
         path = self.critical_path
@@ -54,6 +58,7 @@ class Job:
             "stragglers": job_stragglers(self.stragglers).to_dicts()
             if self.stragglers.height
             else [],
+            "stragglers_by_step": self.steps(),
             "clock_offsets_ns": {
                 str(r): o for r, o in self.offsets.select("rank", "offset_ns").rows()
             },
@@ -71,6 +76,19 @@ class Job:
             },
             "warnings": list(self.warnings),
         }
+
+
+def _top_per_step(per_step: pl.DataFrame) -> list[dict[str, Any]]:
+    """Per step: the rank that caused the most waiting, with caused_wait_ns and late_count."""
+    if per_step.height == 0:
+        return []
+    top = (
+        per_step.sort(["caused_wait_ns", "rank"], descending=[True, False])
+        .group_by("step", maintain_order=True)
+        .first()
+        .sort("step", nulls_last=False)
+    )
+    return top.select("step", "rank", "caused_wait_ns", "late_count").to_dicts()
 
 
 def work_windows(ev: pl.DataFrame) -> pl.DataFrame:

@@ -152,6 +152,9 @@ def test_gloo_skewed_straggler_is_the_rank_with_most_tokens(real_traces: Path) -
     top = report.job["stragglers"][0]
     assert top["rank"] == received.index(max(received)) == 0
     assert top["caused_wait_ns"] > 10 * report.job["stragglers"][1]["caused_wait_ns"]
+    # and in every profiled step
+    assert [s["rank"] for s in report.job["stragglers_by_step"]] == [0, 0, 0]
+    assert [s["step"] for s in report.job["stragglers_by_step"]] == [2, 3, 4]
     # the largest exposed comm is a late peer's fault: most of it is waiting
     worst = max(report.job["stragglers"], key=lambda s: s["exposed_comm_ns"])
     assert worst["rank"] != 0
