@@ -133,6 +133,14 @@ def analyze_job(
             f"partial job: {len(present)} of {len(present) + len(missing)} ranks present; "
             f"missing ranks {shown}"
         )
+    if size is None:
+        unstated = ops.group_by("group").agg(pl.col("group_ranks").drop_nulls().len().alias("n"))
+        for group in sorted(unstated.filter(pl.col("n") == 0)["group"].to_list()):
+            warnings.append(
+                f"group {group}: the trace does not say which ranks it has; matched over "
+                f"the {len(present)} ranks present (missing ranks unknown; busbw uses "
+                f"n = {len(present)})"
+            )
     lone = offsets.filter((pl.col("instances") == 0) & (pl.col("rank") != pl.col("reference")))
     if lone.height:
         warnings.append(

@@ -236,6 +236,7 @@ def test_partial_jobs_name_the_missing_ranks(real_traces: Path) -> None:
     inst = aj.collectives.sort("seq")
     assert inst.height == 4 and inst["collective"].unique().to_list() == ["all_reduce"]
     assert inst["ranks"].to_list() == [[0, 1]] * 4
+    assert any("does not say which ranks" in w for w in aj.warnings)
     # 4 097 000 FP32 elements
     assert inst["bytes"][0] == 4_097_000 * 4
 
