@@ -346,10 +346,15 @@ def collective_ops(trace: Trace, ev: pl.DataFrame | None = None) -> pl.DataFrame
 
 
 def world_size(trace: Trace) -> int | None:
-    """World size the trace states (Kineto `distributedInfo.world_size`), else None."""
+    """World size the trace states (Kineto `distributedInfo.world_size`, the executor's
+    workload ranks), else None."""
     top = trace.meta.get("top")
     info = top.get("distributedInfo") if isinstance(top, dict) else None
     size = info.get("world_size") if isinstance(info, dict) else None
+    executor = trace.meta.get("executor")
+    if size is None and isinstance(executor, dict):
+        workload = executor.get("workload")
+        size = workload.get("ranks") if isinstance(workload, dict) else None
     return int(size) if isinstance(size, int | float) and size > 0 else None
 
 

@@ -211,6 +211,15 @@ def test_executor_sequential_zipf_straggler_has_most_tokens(seed: int) -> None:
     assert (
         job.critical_path.filter(pl.col("category") == "work")["rank"].to_list()[-1] == top["rank"]
     )
+    assert job.missing_ranks == [] and not job.warnings  # the executor states its 8 ranks
+    # drop rank 5: a partial job that names it
+    kept = trace.tracks.filter(pl.col("rank") != 5)
+    events = trace.events.filter(pl.col("track").is_in(kept["track"].implode()))
+    ids = events["id"].implode()
+    deps = trace.deps.filter(pl.col("src").is_in(ids) & pl.col("dst").is_in(ids))
+    partial = analyze_job(Trace(events, kept, deps, trace.counters, trace.meta))
+    assert partial.missing_ranks == [5]
+    assert partial.collectives["missing_ranks"].to_list() == [[5], [5]]
 
 
 def test_partial_jobs_name_the_missing_ranks(real_traces: Path) -> None:
