@@ -106,18 +106,25 @@ def analyze_job(
     exposed: pl.DataFrame | None = None,
     exposed_totals: pl.DataFrame | None = None,
     windows: pl.DataFrame | None = None,
+    same_clock: bool = False,
 ) -> Job:
     """Match collectives, estimate clock offsets, find stragglers and the job's critical path.
 
     exposed / exposed_totals: the per-rank report's exposed-comm intervals and totals
     (Report.exposed, Report.ranks) to split into wait vs transfer. windows: per rank lo/hi
-    (own clock); default: first start / last end of its compute and comm events."""
+    (own clock); default: first start / last end of its compute and comm events.
+    same_clock: the ranks share one clock (one host): offsets are estimated and reported
+    but not applied (`offsets.applied` is false)."""
     ev = event_frame(trace)
     ops = collective_ops(trace, ev)
     present = sorted(int(r) for r in ev["rank"].drop_nulls().unique().to_list())
     size = world_size(trace)
     expected = list(range(size)) if size else None
-    offsets = clock_offsets(ops)
+    offsets = clock_offsets(ops).with_columns(
+        pl.col("offset_ns").alias("estimate_ns"), pl.lit(not same_clock).alias("applied")
+    )
+    if same_clock:
+        offsets = offsets.with_columns(pl.lit(0, pl.Int64).alias("offset_ns"))
     aligned = align(ops, offsets, ("arrival_ns", "end_ns"))
     inst = match(aligned, expected_ranks=expected)
     waited = waits(aligned, inst)

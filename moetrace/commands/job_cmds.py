@@ -103,8 +103,13 @@ def job_of_files(
 @click.argument("files", nargs=-1, required=True, type=click.Path())
 @click.option("--json", "as_json", is_flag=True, help="Print JSON (ns, bytes, GB/s).")
 @click.option("--csv", "as_csv", is_flag=True, help="Print CSV of the matched instances.")
+@click.option(
+    "--same-clock",
+    is_flag=True,
+    help="The ranks share one clock (one host): report clock offsets but do not apply them.",
+)
 @handle_errors
-def collectives(files: tuple[str, ...], as_json: bool, as_csv: bool) -> None:
+def collectives(files: tuple[str, ...], as_json: bool, as_csv: bool, same_clock: bool) -> None:
     """Collectives matched across the ranks of FILES (one job): skew, transfer, bandwidth.
 
     \b
@@ -113,18 +118,27 @@ def collectives(files: tuple[str, ...], as_json: bool, as_csv: bool) -> None:
     all-to-all (n-1)/n; broadcast, reduce 1). Times are aligned to the lowest rank's clock
     with offsets estimated from the collectives (see docs/metrics.md).
     """
+    import polars as pl
+
     from moetrace.analysis.job import analyze_job
     from moetrace.analysis.report import analyze
 
     if as_json and as_csv:
         raise UserError("--json and --csv are exclusive")
     trace = _load(files)
-    job = analyze_job(trace)
     report = analyze(trace)  # the per-rank exposed comm, split into wait vs transfer
+    job = analyze_job(
+        trace,
+        exposed=report.exposed,
+        exposed_totals=report.ranks.filter(pl.col("rank").is_not_null()).select(
+            "rank", "step", "exposed_comm_ns"
+        ),
+        same_clock=same_clock,
+    )
     for w in job.warnings:
         _warn(w)
     inst = job.collectives.select(COLLECTIVE_KEYS)
-    job_dict = report.job or job.to_dict()
+    job_dict = job.to_dict()
     if as_json:
         doc = {
             "collectives": inst.to_dicts(),
@@ -139,8 +153,6 @@ def collectives(files: tuple[str, ...], as_json: bool, as_csv: bool) -> None:
     elif as_csv:
         sys.stdout.write(_flat(inst).write_csv())
     else:
-        import polars as pl
-
         if inst.height == 0:
             raise UserError(f"{files[0]}: no collectives found")
         _table(inst.drop("missing_ranks"), "collectives (times in ms, aligned clocks)")

@@ -166,6 +166,24 @@ def test_gloo_skewed_straggler_is_the_rank_with_most_tokens(real_traces: Path) -
     )
 
 
+def test_gloo_same_clock_reports_but_does_not_apply_offsets(real_traces: Path) -> None:
+    from moetrace.trace.io import load
+
+    job = analyze_job(load(_gloo(real_traces, "skewed")), same_clock=True)
+    assert job.offsets["offset_ns"].to_list() == [0, 0, 0, 0]
+    assert job.offsets["applied"].to_list() == [False] * 4
+    assert job.offsets["estimate_ns"].abs().max() > 0  # type: ignore[operator]
+    # unaligned: raw arrivals; the straggler does not depend on the choice
+    first = job.ops.sort("arrival_ns").group_by("group", "seq").agg(pl.col("arrival_ns").min())
+    got = job.collectives.select("group", "seq", "first_arrival_ns")
+    assert (
+        got.join(first, on=["group", "seq"])
+        .filter(pl.col("first_arrival_ns") != pl.col("arrival_ns"))
+        .is_empty()
+    )
+    assert job.to_dict()["stragglers"][0]["rank"] == 0
+
+
 def test_gloo_shifted_rank_same_stragglers(real_traces: Path) -> None:
     from moetrace.trace.io import load
 
