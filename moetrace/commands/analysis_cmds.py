@@ -224,7 +224,7 @@ def metrics(
     if as_json:
         doc: dict[str, Any] = {"traces": [{"source": p, **r.to_dict()} for p, r in results]}
         if len(results) == 1 and results[0][1].job is not None:  # several ranks: the job
-            doc["job"] = results[0][1].job
+            doc["job"] = doc["traces"][0].pop("job")
         elif len(results) > 1:  # several files: one job of all their ranks
             from moetrace.commands.job_cmds import job_of_files
 
