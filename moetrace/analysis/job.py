@@ -163,6 +163,7 @@ class _ReportLike(Protocol):
     warnings: list[str]
     collectives: pl.DataFrame
     stragglers: pl.DataFrame
+    job_path: pl.DataFrame
     job: dict[str, Any] | None
 
 
@@ -183,5 +184,6 @@ def attach_job(report: _ReportLike, trace: Trace) -> None:
     )
     report.collectives = job.collectives
     report.stragglers = job.stragglers
+    report.job_path = job.critical_path
     report.job = job.to_dict()
     report.warnings.extend(job.warnings)

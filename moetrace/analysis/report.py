@@ -73,10 +73,11 @@ class Report:
     exposed: pl.DataFrame
     warnings: list[str] = field(default_factory=list)
     meta: dict[str, Any] = field(default_factory=dict)
-    # several ranks (analysis/job.py): matched collectives, stragglers per (rank, step) and
-    # the `job` object of `metrics --json`; `moe` (analysis/moe.py) is computed on first use
+    # several ranks (analysis/job.py): matched collectives, stragglers per (rank, step), the
+    # job's critical path (reference clock) and the `job` object of `metrics --json`; `moe` (analysis/moe.py) is computed on first use
     collectives: pl.DataFrame = field(default_factory=pl.DataFrame)
     stragglers: pl.DataFrame = field(default_factory=pl.DataFrame)
+    job_path: pl.DataFrame = field(default_factory=pl.DataFrame)
     job: dict[str, Any] | None = None
     trace: Trace | None = field(default=None, repr=False)
     _moe: pl.DataFrame | None = field(default=None, repr=False)

@@ -95,6 +95,7 @@ def test_stragglers_and_exposed_wait_by_hand() -> None:
     assert by_rank[2]["exposed_wait_ns"] == 250_000
     assert report.collectives.height == 2
     assert report.stragglers.height == 3
+    assert report.job_path.equals(analyze_job(trace).critical_path)
 
 
 def test_job_critical_path_runs_through_the_late_ranks() -> None:
