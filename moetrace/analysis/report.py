@@ -74,7 +74,8 @@ class Report:
     warnings: list[str] = field(default_factory=list)
     meta: dict[str, Any] = field(default_factory=dict)
     # several ranks (analysis/job.py): matched collectives, stragglers per (rank, step), the
-    # job's critical path (reference clock) and the `job` object of `metrics --json`; `moe` (analysis/moe.py) is computed on first use
+    # job's critical path (reference clock) and the `job` object of `metrics --json`;
+    # `moe` (analysis/moe.py) is computed on first use
     collectives: pl.DataFrame = field(default_factory=pl.DataFrame)
     stragglers: pl.DataFrame = field(default_factory=pl.DataFrame)
     job_path: pl.DataFrame = field(default_factory=pl.DataFrame)
