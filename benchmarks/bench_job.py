@@ -100,6 +100,14 @@ def main() -> None:
     print(f"analyze_job {t_job:8.3f} s  {t_job / t_load:6.2f}x load")
     print(f"moe_view    {t_moe:8.3f} s  {t_moe / t_load:6.2f}x load")
     top = job.to_dict()["stragglers"][0]
+    most = (
+        loaded.events_with_tracks()
+        .filter(pl.col("name") == "dispatch_rx")
+        .group_by("rank")
+        .agg(pl.col("bytes").sum())
+        .sort("bytes", descending=True)["rank"][0]
+    )
+    print(f"rank receiving the most dispatch bytes: {most}")
     cp = job.to_dict()["critical_path"]
     print(f"straggler rank {top['rank']}, job path {cp['span_ns'] / 1e6:.3f} ms, comm share "
           f"{cp['comm_share']:.3f}")  # fmt: skip
