@@ -167,6 +167,24 @@ def collectives(files: tuple[str, ...], as_json: bool, as_csv: bool, same_clock:
         )
 
 
+def _by_category(frame: pl.DataFrame) -> pl.DataFrame:
+    """One row per (rank, step[, layer]), one column per category (time_ns), plus the total."""
+    import polars as pl
+
+    from moetrace.analysis.moe import CATEGORIES
+
+    if frame.height == 0:
+        return frame
+    index = ["rank", "step"] + (["layer"] if frame["layer"].null_count() < frame.height else [])
+    wide = frame.pivot(on="category", index=index, values="time_ns")
+    cols = [c for c in CATEGORIES if c in wide.columns]
+    return wide.select(
+        *index,
+        *[pl.col(c).fill_null(0).alias(f"{c}_ns") for c in cols],
+        pl.sum_horizontal([pl.col(c).fill_null(0) for c in cols]).alias("total_ns"),
+    ).sort(index, nulls_last=False)
+
+
 @click.command("moe")
 @click.argument("files", nargs=-1, required=True, type=click.Path())
 @click.option("--json", "as_json", is_flag=True, help="Print JSON of every table.")
@@ -208,7 +226,7 @@ def moe(
     if as_csv:
         sys.stdout.write(_flat(getattr(view, table)).write_csv())
         return
-    _table(view.categories, "time per category (ms)")
+    _table(_by_category(view.categories), "time per category (ms)")
     if view.experts.height:
         _table(view.experts, "time per expert (ms)")
     if view.received.height:

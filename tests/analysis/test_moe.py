@@ -298,6 +298,8 @@ def test_cli_moe_and_collectives(real_traces: Path, tmp_path: Path) -> None:
     assert res.exit_code == 0 and res.stdout.splitlines()[0].startswith("group,seq,collective")
     res = runner.invoke(main, ["moe", *files, "--csv", "--table", "received"])
     assert res.exit_code == 0 and res.stdout.splitlines()[0] == "step,category,rank,bytes,imbalance"
+    res = runner.invoke(main, ["moe", *files])
+    assert res.exit_code == 0 and "expert_gemm ms" in res.stdout and "total ms" in res.stdout
     bad = tmp_path / "bad.toml"
     bad.write_text('framework = "x"\n[[rule]]\ncategory = "gemm"\npatterns = ["a"]\n')
     res = runner.invoke(main, ["moe", files[0], "--rules", str(bad)])
