@@ -15,6 +15,7 @@ the reference in tests and as the baseline in benchmarks/bench_simulate.py.
 from __future__ import annotations
 
 import heapq
+
 import numpy as np
 
 from moetrace.executor.contention import lex_order

@@ -31,9 +31,7 @@ def floors(run: Run) -> dict[str, Any]:
     aic = t.is_aic[g]
     aic_flops = np.bincount(rank[aic], weights=flops[aic], minlength=ep)
     vec_flops = np.bincount(rank[~aic], weights=flops[~aic], minlength=ep)
-    compute_s = np.maximum(
-        aic_flops / hw.peak_flops, vec_flops / (hw.vector_core_flops * hw.n_aiv)
-    )
+    compute_s = np.maximum(aic_flops / hw.peak_flops, vec_flops / (hw.vector_core_flops * hw.n_aiv))
     hbm = np.bincount(rank, weights=t.traffic_bytes[g], minlength=ep)
     remote = t.remote[g]
     # sum per port over both directions' transfers (one port carries dispatch then combine)

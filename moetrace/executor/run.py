@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
 import dataclasses
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -13,6 +13,7 @@ from moetrace.executor.engine import run_schedule
 from moetrace.executor.errors import ExecutorInputError
 from moetrace.executor.floors import floors
 from moetrace.executor.hardware import Hardware, get_hardware
+from moetrace.executor.listsched import list_schedule
 from moetrace.executor.schedules import ScheduleOptions, Timed, lane_layout, schedule
 from moetrace.executor.tiles import TaskGraph, build_graph
 from moetrace.executor.workload import DTYPE_BYTES, Workload, make_workload, place, route
@@ -20,6 +21,7 @@ from moetrace.trace.model import Trace
 
 Progress = Callable[[str, float], None]
 MAX_TASKS = 6_000_000
+EVENT_PLAN_LIMIT = 200_000  # tasks: above this the event-loop plans cost more than they are worth
 _OPTIONS = {
     "one_sided",
     "l2",
@@ -46,6 +48,7 @@ class Run:
     timed: Timed
     start: np.ndarray
     lane: np.ndarray
+    plan: str = ""  # which candidate plan the planner kept (tile: order/per-core scheduler)
 
     @property
     def makespan_ns(self) -> int:
@@ -162,19 +165,32 @@ def execute(
     say("engine", 0.4)
     layout = lane_layout(hw, opts)
     best: Run | None = None
-    # the tile planner times each of its candidate orders offline and keeps the fastest
+    # the tile planner times each of its candidate plans offline and keeps the fastest: two
+    # transfer orders (arrival rotation, expert-major) x per-core orders (the vectorised static
+    # scheduler; on graphs small enough for the Python event loop also the stage-priority and
+    # the FIFO list schedules, frozen into static orders)
+    tile = opts.schedule == "tile"
     orders = (
         ("arrival", "expert")
-        if opts.schedule == "tile" and opts.order == "auto"
-        else ((opts.order if opts.order != "auto" else "arrival"),)
+        if tile and opts.order == "auto"
+        else ("arrival" if opts.order == "auto" else opts.order,)
     )
     for order in orders:
         cand = dataclasses.replace(opts, order=order)
         timed = schedule(graph, wl, hw, cand)
-        start, lane, timed = run_schedule(timed, layout, cand.dynamic)
-        run = Run(wl, hw, cand, graph, timed, start, lane)
-        if best is None or run.makespan_ns < best.makespan_ns:
-            best = run
+        plans: list[tuple[str, np.ndarray, np.ndarray]] = []
+        if cand.dynamic:
+            plans.append(("fifo queue", *list_schedule(timed, layout, by_stage=False)))
+        else:
+            start, lane, timed = run_schedule(timed, layout)
+            plans.append(("static", start, lane))
+            if tile and timed.n <= EVENT_PLAN_LIMIT:
+                plans.append(("stage priority", *list_schedule(timed, layout, by_stage=True)))
+                plans.append(("fifo", *list_schedule(timed, layout, by_stage=False)))
+        for name, start, lane in plans:
+            run = Run(wl, hw, cand, graph, timed, start, lane, f"{order}/{name}")
+            if best is None or run.makespan_ns < best.makespan_ns:
+                best = run
     assert best is not None
     return best
 
@@ -195,6 +211,7 @@ def to_trace(run: Run) -> Trace:
             "l2": opts.l2,
             "dynamic": opts.dynamic,
             "order": opts.order,
+            "plan": run.plan,
         },
         "l2_intermediates": run.timed.l2_intermediates,
         "dispatch_bw": hw.link_rate("dispatch", wl.ranks),

@@ -56,8 +56,7 @@ def _without(run: Run, cuts: list[tuple[str, str]]) -> Run:
         hit = (t.type[t.src] == T[src_type]) & (t.type[t.dst] == T[dst_type])
         assert hit.any()
         drop |= hit
-    assert t.free_dur is not None
-    cut = dataclasses.replace(t, src=t.src[~drop], dst=t.dst[~drop], w=t.w[~drop], dur=t.free_dur)
+    cut = dataclasses.replace(t, src=t.src[~drop], dst=t.dst[~drop], w=t.w[~drop])
     layout = lane_layout(run.hardware, run.options)
     start, lane, timed = run_schedule(cut, layout, run.options.dynamic)
     return dataclasses.replace(run, timed=timed, start=start, lane=lane)

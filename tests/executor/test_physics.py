@@ -131,7 +131,12 @@ def test_more_skew_never_speeds_a_balanced_placement_run(
     (EP4, 2048 tokens, seed 1) where zipf:0.6 is 4% faster than balanced routing."""
     runs = [
         simulate_run(
-            ranks=ranks, tokens=tokens, routing=r, placement="balanced", seed=seed, **SCHEDULES[which]
+            ranks=ranks,
+            tokens=tokens,
+            routing=r,
+            placement="balanced",
+            seed=seed,
+            **SCHEDULES[which],
         )
         for r in ("balanced", "zipf:0.6", "zipf:1.2")
     ]
