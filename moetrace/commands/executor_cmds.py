@@ -67,6 +67,12 @@ def _simulation_options(func: Callable[..., Any]) -> Callable[..., Any]:
         click.option("--no-l2", is_flag=True, help="Tile ablation: intermediates through HBM."),
         click.option("--dynamic", is_flag=True, help="Tile ablation: run-time ready queue."),
         click.option(
+            "--order",
+            default="auto",
+            show_default=True,
+            help="Tile transfer order: auto (planner picks)|arrival|expert.",
+        ),
+        click.option(
             "--hw",
             "hw_pairs",
             multiple=True,
@@ -108,6 +114,7 @@ def _params(kw: dict[str, Any], overrides: dict[str, Any]) -> dict[str, Any]:
         "one_sided": not kw["no_one_sided"],
         "l2": not kw["no_l2"],
         "dynamic": kw["dynamic"],
+        "order": kw["order"],
     }
 
 
@@ -366,13 +373,22 @@ def demo(
 @click.option(
     "--print", "print_only", is_flag=True, help="Print the table instead of updating the docs."
 )
+@click.option("--json", "as_json", is_flag=True, help="Print every row as JSON (docs untouched).")
 @handle_errors
-def validate(docs_path: str, print_only: bool) -> None:
+def validate(docs_path: str, print_only: bool, as_json: bool) -> None:
     """Regenerate the executor's validation table (EXECUTOR.md) into docs/executor.md."""
-    from moetrace.commands.executor_validate import render_validation, update_docs
+    from moetrace.commands.executor_validate import (
+        collect_validation,
+        render_validation,
+        update_docs,
+    )
 
     with executor_errors():
-        markdown = render_validation(lambda msg: click.echo(msg, err=True))
+        data = collect_validation(lambda msg: click.echo(msg, err=True))
+    if as_json:
+        click.echo(json.dumps(data, indent=2, default=str))
+        return
+    markdown = render_validation(lambda msg: None, data)
     if print_only:
         click.echo(markdown)
         return

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import itertools
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -21,6 +22,10 @@ from moetrace.trace.model import Trace
 
 Progress = Callable[[str, float], None]
 MAX_TASKS = 6_000_000
+# tile: weight of the AIC pool's bytes when the planner splits HBM between AIC and vector AIV
+# (below 1 favours the HBM-bound vector work: permute, unpermute); fewer on large graphs
+HBM_BIASES = (0.25, 0.5, 1.0)
+HBM_BIASES_LARGE = (0.5, 1.0)
 EVENT_PLAN_LIMIT = 200_000  # tasks: above this the event-loop plans cost more than they are worth
 _OPTIONS = {
     "one_sided",
@@ -175,8 +180,10 @@ def execute(
         if tile and opts.order == "auto"
         else ("arrival" if opts.order == "auto" else opts.order,)
     )
-    for order in orders:
-        cand = dataclasses.replace(opts, order=order)
+    small = graph.n <= EVENT_PLAN_LIMIT
+    biases = (HBM_BIASES if small else HBM_BIASES_LARGE) if tile else (1.0,)
+    for order, bias in itertools.product(orders, biases):
+        cand = dataclasses.replace(opts, order=order, aic_hbm_bias=bias)
         timed = schedule(graph, wl, hw, cand)
         plans: list[tuple[str, np.ndarray, np.ndarray]] = []
         if cand.dynamic:
@@ -188,7 +195,7 @@ def execute(
                 plans.append(("stage priority", *list_schedule(timed, layout, by_stage=True)))
                 plans.append(("fifo", *list_schedule(timed, layout, by_stage=False)))
         for name, start, lane in plans:
-            run = Run(wl, hw, cand, graph, timed, start, lane, f"{order}/{name}")
+            run = Run(wl, hw, cand, graph, timed, start, lane, f"{order}/{name}/hbm-bias {bias:g}")
             if best is None or run.makespan_ns < best.makespan_ns:
                 best = run
     assert best is not None

@@ -43,6 +43,7 @@ class ScheduleOptions:
     l2: bool = True
     dynamic: bool = False
     order: str = "arrival"  # tile: "arrival" (transfers in rotation order) or "expert"-major
+    aic_hbm_bias: float = 1.0  # tile: weight of the AIC pool's bytes when HBM is split (plan)
 
     def check(self) -> None:
         if self.schedule not in SCHEDULES:
@@ -167,7 +168,8 @@ def hbm_rates(
     budget = cap - port_part
     if opts.schedule == "tile":
         wants = np.column_stack([np.full(ep, want_aic), np.full(ep, want_vec)])
-        split = water_fill(0.0, wants, np.column_stack([b_aic + 1.0, b_vec + 1.0]), budget)
+        weight = np.column_stack([opts.aic_hbm_bias * b_aic + 1.0, b_vec + 1.0])
+        split = water_fill(0.0, wants, weight, budget)
         share_aic, share_vec = split[:, 0], split[:, 1]
     else:  # one pool at a time on the compute stream
         share_aic, share_vec = np.minimum(budget, want_aic), np.minimum(budget, want_vec)
