@@ -165,6 +165,8 @@ def run(
     if out is not None:
         trace.write(out, force=force)
     summary = summarize(trace)
+    for warning in trace.meta["executor"].get("warnings", []):
+        click.echo(f"moetrace: warning: {warning}", err=True)
     if seeds > 1:
         summary["seeds"] = seed_spread(params, seeds)
     if as_json:

@@ -70,6 +70,7 @@ def summarize(trace: Trace) -> dict[str, Any]:
         "flops": ex.get("flops"),
         "peak_flops": ex.get("peak_flops"),
         "hbm_bytes": ex.get("hbm_bytes"),
+        "warnings": ex.get("warnings", []),
         # sums over ranks (ns), for derived figures such as "util if part of the comm were hidden"
         "window_ns": summary.get("window_ns"),
         "comm_ns": summary.get("comm_ns"),

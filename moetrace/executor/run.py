@@ -13,7 +13,7 @@ import numpy as np
 from moetrace.executor.engine import run_schedule
 from moetrace.executor.errors import ExecutorInputError
 from moetrace.executor.floors import floors
-from moetrace.executor.hardware import Hardware, get_hardware
+from moetrace.executor.hardware import Hardware, get_hardware, link_warnings
 from moetrace.executor.listsched import list_schedule
 from moetrace.executor.schedules import ScheduleOptions, Timed, lane_layout, schedule
 from moetrace.executor.tiles import TaskGraph, build_graph
@@ -132,6 +132,8 @@ def prepare(
         order=str(options.get("order", "auto")),
     )
     opts.check()
+    for what in ("dispatch", "combine"):
+        hw.link_rate(what, wl.ranks)  # refuses an EP beyond the measured link tables
     if opts.schedule == "tile" and opts.l2:
         tile_bytes = wl.tile_rows * 3 * wl.shape.intermediate * 2.0
         if hw.l2_bytes < tile_bytes:
@@ -223,6 +225,7 @@ def to_trace(run: Run) -> Trace:
         "l2_intermediates": run.timed.l2_intermediates,
         "dispatch_bw": hw.link_rate("dispatch", wl.ranks),
         "combine_bw": hw.link_rate("combine", wl.ranks),
+        "warnings": link_warnings(hw, wl.ranks),
         "tasks": run.timed.n_graph,
         "launches": run.timed.n - run.timed.n_graph,
         "tokens_per_s": wl.ranks * wl.tokens / (makespan * 1e-9),

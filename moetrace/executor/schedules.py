@@ -20,6 +20,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from moetrace.executor.contention import lex_order
 from moetrace.executor.errors import ExecutorInputError
 from moetrace.executor.hardware import Hardware
 from moetrace.executor.tiles import AIC_TYPES, TYPES, T, TaskGraph
@@ -237,6 +238,27 @@ def _member(typ: np.ndarray, codes: list[int]) -> np.ndarray:
     return table[typ]
 
 
+def _setup_ns(
+    is_tx: np.ndarray,
+    is_dispatch: np.ndarray,
+    rank: np.ndarray,
+    chunk: np.ndarray,
+    seq: np.ndarray,
+    setup_ns: float,
+) -> np.ndarray:
+    """Per all-to-all call (rank, dispatch or combine, chunk): `setup_ns` on its first transfer's
+    TX (the count/notify exchange before any data moves; small messages are dominated by it)."""
+    out = np.zeros(rank.size)
+    if setup_ns <= 0 or not is_tx.any():
+        return out
+    ids = np.flatnonzero(is_tx)
+    call = (rank[ids] * 2 + is_dispatch[ids]) * (int(chunk.max()) + 1) + chunk[ids]
+    order = lex_order(seq[ids], call)
+    first = order[np.r_[True, call[order][1:] != call[order][:-1]]]
+    out[ids[first]] = setup_ns
+    return out
+
+
 def _ns(x: np.ndarray) -> np.ndarray:
     """Whole ns, rounded up: a task never moves its bytes faster than its rate allows."""
     return np.maximum(1, np.ceil(x - 1e-6)).astype(np.int64)
@@ -294,6 +316,7 @@ def schedule(graph: TaskGraph, wl: Workload, hw: Hardware, opts: ScheduleOptions
     copy_ns = c["comm_bytes"] / hw.aiv_copy_bw * 1e9
     dur_f = np.where(is_issue, copy_ns + extra, dur_f)
     dur_f = np.where(is_done, hw.tile_sync_ns, dur_f)
+    dur_f += _setup_ns(is_tx, is_dispatch, rank, c["chunk"], graph.seq, hw.a2a_setup_ns)
     dur = _ns(dur_f)
 
     src, dst = graph.edge_src, graph.edge_dst

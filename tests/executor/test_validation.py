@@ -20,7 +20,7 @@ from moetrace.commands.executor_validate import (
     render_hardware,
     update_docs,
 )
-from moetrace.executor.hardware import FIELDS, PRESETS
+from moetrace.executor.hardware import FIELDS, PRESET_FIELDS, PRESETS
 from moetrace.executor.run import simulate, simulate_run
 from moetrace.executor.tiles import T
 
@@ -127,9 +127,13 @@ def test_a_slower_link_lowers_the_measured_bandwidth() -> None:
 def test_every_hardware_field_has_a_unit_and_a_source() -> None:
     fields = set(PRESETS["ascend-a3"].to_dict()) - {"name", "peak_flops"}
     assert fields == set(FIELDS)
-    for unit, source in FIELDS.values():
-        assert unit and source
-        assert "sim.md" in source or "assumed" in source or "0 =" in source
+    for name, fields in PRESET_FIELDS.items():
+        assert set(fields) == set(FIELDS), name
+        for unit, source in fields.values():
+            assert unit and source
+            assert any(
+                w in source for w in ("sim.md", "assumed", "0 =", "seed", "derived", "fitted")
+            )
     table = render_hardware()
     assert all(f"`{key}`" in table for key in FIELDS)
 
