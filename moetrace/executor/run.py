@@ -25,7 +25,7 @@ MAX_TASKS = 6_000_000
 # tile: weight of the AIC pool's bytes when the planner splits HBM between AIC and vector AIV
 # (below 1 favours the HBM-bound vector work: permute, unpermute); fewer on large graphs
 HBM_BIASES = (0.25, 0.5, 1.0)
-HBM_BIASES_LARGE = (0.5, 1.0)
+HBM_BIASES_LARGE = (1.0,)
 EVENT_PLAN_LIMIT = 200_000  # tasks: above this the event-loop plans cost more than they are worth
 _OPTIONS = {
     "one_sided",
