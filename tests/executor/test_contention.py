@@ -43,21 +43,8 @@ def test_operator_kernel_streams_hbm_at_the_device_rate() -> None:
     assert busy.sum() == hw.n_aiv
     rate = (t.hbm_bytes[permute] / (t.dur[permute] * 1e-9))[busy]
     assert rate.sum() == pytest.approx(hw.hbm_bw, rel=0.05)
+    assert rate.sum() <= hw.hbm_bw
     assert np.all(rate <= hw.hbm_core_rate * 1.0001)
-
-
-def test_tile_gemms_are_not_charged_for_idle_vector_cores() -> None:
-    """Tile schedule, weight-bound GEMMs (EP8, 1024 tokens: 2 row tiles per expert): the 24 AIC
-    demand 24 x 58 GB/s < 1.6 TB/s, so a GEMM1 tile streams at its core's rate unless other
-    traffic runs, and takes no longer than the same tile in the sequential kernel plus sync."""
-    tile = simulate_run(ranks=8, tokens=1024, schedule="tile")
-    seq = simulate_run(ranks=8, tokens=1024, schedule="sequential")
-    g1 = T["gemm1"]
-    t_tile = np.median(tile.timed.dur[tile.timed.type == g1])
-    t_seq = np.median(seq.timed.dur[seq.timed.type == g1])
-    hw = tile.hardware
-    bound = t_seq * hw.gemm_eff / hw.tile_gemm_eff + hw.tile_sync_ns
-    assert t_tile <= bound * 1.01
 
 
 @pytest.mark.parametrize("seed", range(4))
