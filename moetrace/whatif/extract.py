@@ -242,6 +242,13 @@ def layer_windows(ev: pl.DataFrame) -> pl.DataFrame:
     )
 
 
+def in_windows(ev: pl.DataFrame, windows: pl.DataFrame) -> pl.DataFrame:
+    """The events of `ev` lying inside their rank's and step's layer window."""
+    return ev.join(
+        windows.select("rank", "step", "start", pl.col("end").alias("w_end")), on=["rank", "step"]
+    ).filter((pl.col("ts") >= pl.col("start")) & (pl.col("end") <= pl.col("w_end")))
+
+
 def extract_torch(trace: Trace, step: int | None = None) -> LayerWorkload:
     """A PyTorch `record_shapes` trace's MoE layer (last complete step unless `step`)."""
     ev = torch_layer_events(trace)
@@ -255,11 +262,7 @@ def extract_torch(trace: Trace, step: int | None = None) -> LayerWorkload:
     chosen = steps[-1] if step is None else step
     win = windows.filter(pl.col("step") == chosen)
     ranks = sorted(win["rank"].to_list())
-    inside = ev.join(win, on=["rank", "step"]).filter(
-        (pl.col("ts") >= pl.col("start")) & (pl.col("end") <= pl.col("end_right"))
-        if "end_right" in ev.join(win, on=["rank", "step"]).columns
-        else pl.lit(True)
-    )
+    inside = in_windows(ev, win)
     mm = inside.filter(pl.col("name") == "aten::mm")
     gate = mm.filter(pl.col("category") == "router")
     if gate.height == 0:
@@ -269,10 +272,13 @@ def extract_torch(trace: Trace, step: int | None = None) -> LayerWorkload:
     experts = gdims[1][1]
     expert_mm = mm.filter(pl.col("category") == "expert_gemm")
     dims = [_dims(a) for a in expert_mm["args"].to_list()]
-    ffn_sizes = [d[1][1] for d in dims if len(d) == 2 and d[1] and d[1][0] == hidden]
+    # the down projection [rows, ffn] x [ffn, hidden] names the FFN size (the up projection
+    # may be fused gate|up: [hidden, 2 ffn])
+    ffn_sizes = [
+        d[1][0] for d in dims if len(d) == 2 and len(d[1]) == 2 and d[1][1] == hidden and d[1][0] != hidden
+    ]
     if not ffn_sizes:
-        raise WhatIfInputError("no expert GEMM with Input Dims [rows, hidden] x [hidden, ffn]")
-    # SwiGLU: gate and up projections, each [hidden, ffn]; the down projection is [ffn, hidden]
+        raise WhatIfInputError("no expert GEMM with Input Dims [rows, ffn] x [ffn, hidden]")
     intermediate = int(np.median(ffn_sizes))
     a2a = inside.filter((pl.col("name") == "AllToAll") & (pl.col("category") == "dispatch"))
     routed = 0
@@ -301,7 +307,10 @@ def extract_torch(trace: Trace, step: int | None = None) -> LayerWorkload:
                 break
     missing = np.flatnonzero(rank_of < 0)
     rank_of[missing] = missing % len(ranks)
-    start, end = int(win["start"].min()), int(win["end"].max())
+    # the layer's time: the mean over ranks and steps of its span on each rank (ranks enter
+    # the layer at different times on a shared host, the executor starts them together; the
+    # calibration fits every step, so the measurement is every step's too)
+    span = int((windows["end"] - windows["start"]).mean())
     schedule = "chunked" if inside.filter(pl.col("name").str.contains("_c1$")).height else "sequential"
     src = "measured: record_shapes"
     sources = {
@@ -309,9 +318,10 @@ def extract_torch(trace: Trace, step: int | None = None) -> LayerWorkload:
         "tokens": f"{src} (gate GEMM Input Dims [tokens, hidden])",
         "hidden": f"{src} (gate GEMM Input Dims)",
         "experts": f"{src} (gate GEMM Input Dims [hidden, experts])",
-        "intermediate": f"{src} (expert GEMM Input Dims [hidden, ffn])",
+        "intermediate": f"{src} (down-projection Input Dims [ffn, hidden])",
         "top_k": "measured: dispatch all-to-all split sizes / tokens",
-        "dispatch_dtype": "assumed: bf16 (the trace's float32 has no executor dtype; bytes per row scale the link fit)",
+        "dispatch_dtype": "assumed: bf16 (the trace moves float32, which the executor has not: "
+        "the link and vector rates are fitted per executor byte, so times are kept)",
         "expert_rows": f"{src} (rows of each expert's first GEMM)",
         "expert_rank": "measured: rank running moe/expert<g>",
         "schedule": "measured: synchronous all-to-all (sequential)" if schedule == "sequential" else "measured: async chunks",
@@ -335,7 +345,7 @@ def extract_torch(trace: Trace, step: int | None = None) -> LayerWorkload:
         tile_rows=128,
         n_tile=512,
         shared_expert=False,
-        measured_ns=end - start,
+        measured_ns=span,
         kind="torch",
         sources=sources,
     )
