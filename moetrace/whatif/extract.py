@@ -255,8 +255,9 @@ def extract_torch(trace: Trace, step: int | None = None) -> LayerWorkload:
     windows = layer_windows(ev)
     if windows.height == 0:
         raise WhatIfInputError(
-            "no MoE layer found: the trace has no moe/gate .. moe/unpermute ranges "
-            "(record_function names the MoE view reads); give --set values and a named preset"
+            "no expert-parallel MoE layer found: the trace has no moe/gate .. moe/unpermute "
+            "ranges (record_function names) on any rank; whatif reads executor traces and "
+            "PyTorch traces with those ranges and record_shapes"
         )
     steps = sorted(set(windows["step"].to_list()))
     chosen = steps[-1] if step is None else step
@@ -303,7 +304,7 @@ def extract_torch(trace: Trace, step: int | None = None) -> LayerWorkload:
             if m["rank"] == row["rank"] and row["ts"] <= m["ts"] <= row["end"]:
                 d = _dims(m["args"])
                 if d and d[0]:
-                    rows[e] = d[0][0]
+                    rows[e] += d[0][0]  # one range per chunk: sum them
                 break
     missing = np.flatnonzero(rank_of < 0)
     rank_of[missing] = missing % len(ranks)
