@@ -182,7 +182,7 @@ def _rank_bytes(ev: pl.DataFrame) -> pl.DataFrame:
 
 
 def _fit_compute(
-    ev: pl.DataFrame, base: Hardware, schedule: str, sync_ns: float
+    ev: pl.DataFrame, base: Hardware, schedule: str, sync_ns: float, notes: list[str]
 ) -> tuple[list[Fit], float | None]:
     """GEMM efficiency from the FLOP envelope; HBM bandwidth from the tiles below it.
 
@@ -204,18 +204,35 @@ def _fit_compute(
     on = rate >= f_core * 0.995
     field = "tile_gemm_eff" if tile else "gemm_eff"
     eff = f_core / base.core_peak_flops
-    fits = [
-        Fit(
-            field, min(eff, 1.0), "ratio", f"FLOP/s envelope of {int(on.sum())} compute-bound GEMM tiles"
-            f" / {base.name} per-core peak {base.core_peak_flops / 1e12:.2f} TF",
-            r_squared(work[on], gemm["flops"].to_numpy()[on] / f_core * 1e9), int(on.sum()),
-        )
-    ]  # fmt: skip
     below = aic.filter(
         (pl.col("flops") / (pl.col("dur") - sync_ns) * 1e9 < f_core * 0.98) & (pl.col("hbm_bytes") > 0)
     ).with_columns(
         (pl.col("dur") - sync_ns - pl.col("l2_bytes") / base.l2_core_rate * 1e9).alias("hbm_ns")
     ).with_columns((pl.col("hbm_bytes") / pl.col("hbm_ns") * 1e9).alias("r"))
+    # are the envelope tiles compute-bound? If their implied HBM rate is the HBM-bound tiles'
+    # rate, every GEMM tile waited on HBM and the envelope is only a lower bound on F
+    on_hbm = gemm.filter(pl.Series(on)).select(
+        (pl.col("hbm_bytes") * 1e9 / (pl.col("dur") - sync_ns - pl.col("l2_bytes") / base.l2_core_rate * 1e9))
+        .median()
+    ).item()  # fmt: skip
+    hbm_bound = below.height > 0 and abs(on_hbm / below["r"].median() - 1) < 0.005
+    if hbm_bound:
+        notes.append(
+            f"every GEMM tile is HBM-bound: {field} is at least {eff:.3f} (FLOP envelope); "
+            f"{base.name}'s {getattr(base, field):g} kept" if getattr(base, field) >= eff else
+            f"every GEMM tile is HBM-bound: {field} raised to its lower bound {eff:.3f}"
+        )  # fmt: skip
+        fits = [] if getattr(base, field) >= eff else [
+            Fit(field, min(eff, 1.0), "ratio", "lower bound: FLOP/s envelope of HBM-bound tiles", 0.0, int(on.sum()))
+        ]  # fmt: skip
+    else:
+        fits = [
+            Fit(
+                field, min(eff, 1.0), "ratio", f"FLOP/s envelope of {int(on.sum())} compute-bound GEMM tiles"
+                f" / {base.name} per-core peak {base.core_peak_flops / 1e12:.2f} TF",
+                r_squared(work[on], gemm["flops"].to_numpy()[on] / f_core * 1e9), int(on.sum()),
+            )
+        ]  # fmt: skip
     if below.height == 0:
         return fits, None
     per_rank = below.group_by("rank").agg(pl.col("r").median().alias("r_aic"))
@@ -284,7 +301,7 @@ def calibrate_executor(trace: Trace, base: Hardware, name: str) -> Calibration:
     sync = base.tile_sync_ns if schedule == "tile" else 0.0
     if schedule == "tile":
         notes.append(f"tile_sync_ns {sync:g} ns per task taken from {base.name} (not separable)")
-    compute, cap = _fit_compute(ev, base, schedule, sync)
+    compute, cap = _fit_compute(ev, base, schedule, sync, notes)
     port_bw = None
     if cap is not None:
         shared = _rank_bytes(ev)["shared"].to_numpy()

@@ -32,12 +32,12 @@ def assumed_fields(wl: LayerWorkload, cal: Calibration, extra: dict[str, str]) -
     base preset (not fitted)."""
     out = {f"workload.{k}": v for k, v in wl.assumed().items()}
     out.update({f"workload.{k}": v for k, v in extra.items()})
-    fitted = {f.field for f in cal.fits if not f.how.startswith("derived")}
     for f in cal.fits:
         if f.how.startswith("derived"):
-            out[f"hardware.{f.field}"] = f.how
+            out[f"hardware.{f.field}"] = f"{f.how}: {f.value:g}"
+    fitted = {f.field for f in cal.fits}
     for key in cal.base.to_dict():
-        if key in ("name", "peak_flops") or key in fitted or f"hardware.{key}" in out:
+        if key in ("name", "peak_flops") or key in fitted:
             continue
         out[f"hardware.{key}"] = f"assumed: {cal.base.name} preset"
     return out
@@ -119,14 +119,20 @@ def text(report: dict[str, Any]) -> list[str]:
         "  fitted:",
     ]
     for fit in report["calibration"]["fits"]:
-        lines.append(f"    {fit['field']:<16} {fit['value']:<14.6g} {fit['unit']:<8} R²={fit['r2']:.3f} n={fit['n']}  {fit['how']}")
+        if fit["how"].startswith("derived"):
+            continue
+        lines.append(
+            f"    {fit['field']:<16} {fit['value']:<12.5g} {fit['unit']:<8} R²={fit['r2']:.3f} "
+            f"n={fit['n']}  {fit['how']}"
+        )
     for note in report["calibration"]["notes"]:
         lines.append(f"    note: {note}")
     assumed = report["assumed"]
-    work = {k: v for k, v in assumed.items() if k.startswith("workload.")}
-    hw = [k.split(".", 1)[1] for k in assumed if k.startswith("hardware.")]
     lines.append("  assumed (not in the trace):")
-    for key, why in work.items():
-        lines.append(f"    {key}: {why}")
-    lines.append(f"    hardware from {report['calibration']['base']}: {', '.join(hw)}")
+    for key, why in assumed.items():
+        if key.startswith("workload.") or "preset" not in why:
+            lines.append(f"    {key}: {why}")
+    preset = [k.split(".", 1)[1] for k, why in assumed.items() if k.startswith("hardware.") and "preset" in why]
+    if preset:
+        lines.append(f"    hardware from {report['calibration']['base']}: {', '.join(preset)}")
     return lines
