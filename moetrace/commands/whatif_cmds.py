@@ -50,12 +50,25 @@ def _base(hardware: str) -> Any:
 
 @click.command("calibrate")
 @click.argument("traces", nargs=-1, type=click.Path())
-@click.option("--hardware", default="h100", show_default=True,
-              help="Preset (or preset-format TOML) giving the fields the trace cannot.")  # fmt: skip
-@click.option("--set", "set_pairs", multiple=True, metavar="KEY=VALUE",
-              help="Workload value the trace lacks (tokens, hidden, intermediate, experts, top_k, …).")  # fmt: skip
-@click.option("-o", "--output", type=click.Path(dir_okay=False),
-              help="Write the calibrated hardware (presets' TOML format).")  # fmt: skip
+@click.option(
+    "--hardware",
+    default="h100",
+    show_default=True,
+    help="Preset (or preset-format TOML) giving the fields the trace cannot.",
+)
+@click.option(
+    "--set",
+    "set_pairs",
+    multiple=True,
+    metavar="KEY=VALUE",
+    help="Workload value the trace lacks (tokens, hidden, intermediate, experts, top_k, …).",
+)
+@click.option(
+    "-o",
+    "--output",
+    type=click.Path(dir_okay=False),
+    help="Write the calibrated hardware (presets' TOML format).",
+)
 @click.option("--force", is_flag=True, help="Overwrite the output file.")
 @click.option("--json", "as_json", is_flag=True, help="Print the fits as JSON.")
 @handle_errors
@@ -70,6 +83,7 @@ def calibrate_cmd(
     """Fit the executor's hardware (GEMM efficiency, HBM, all-to-all, launches) to a trace."""
     from moetrace.whatif.calibrate import calibrate, to_toml, write_atomic
     from moetrace.whatif.extract import extract, parse_sets
+    from moetrace.whatif.report import fit_line
 
     out = check_output_path(output, force) if output else None
     with _whatif_errors():
@@ -83,10 +97,8 @@ def calibrate_cmd(
         click.echo(json.dumps(cal.to_dict(), indent=2, sort_keys=True))
         return
     click.echo(f"{name}: calibrated {cal.hardware.name} (base {cal.base.name})")
-    for fit in cal.fits:
-        click.echo(
-            f"  {fit.field:<16} {fit.value:<14.6g} {fit.unit:<8} R²={fit.r2:.3f} n={fit.n}  {fit.how}"
-        )
+    for fit in cal.to_dict()["fits"]:
+        click.echo(fit_line(fit))
     for note in cal.notes:
         click.echo(f"  note: {note}")
     if out is not None:
@@ -95,18 +107,44 @@ def calibrate_cmd(
 
 @click.command("whatif")
 @click.argument("traces", nargs=-1, type=click.Path())
-@click.option("--schedule", default="tile", show_default=True,
-              help="What-if schedule: tile|chunked|sequential.")  # fmt: skip
-@click.option("--placement", default=None, help="What-if placement: round-robin|balanced (default: as measured).")
-@click.option("--hardware", default="h100", show_default=True,
-              help="Base preset for the fields the trace cannot give, or a calibrated TOML.")  # fmt: skip
-@click.option("--hw", "hw_pairs", multiple=True, metavar="KEY=VALUE",
-              help="What-if hardware change (e.g. link_bw=400e9), on top of the calibrated fit.")  # fmt: skip
-@click.option("--set", "set_pairs", multiple=True, metavar="KEY=VALUE",
-              help="Workload value the trace lacks (tokens, hidden, …): listed as assumed.")  # fmt: skip
+@click.option(
+    "--schedule",
+    default="tile",
+    show_default=True,
+    help="What-if schedule: tile|chunked|sequential.",
+)
+@click.option(
+    "--placement",
+    default=None,
+    help="What-if placement: round-robin|balanced (default: as measured).",
+)
+@click.option(
+    "--hardware",
+    default="h100",
+    show_default=True,
+    help="Base preset for the fields the trace cannot give, or a calibrated TOML.",
+)
+@click.option(
+    "--hw",
+    "hw_pairs",
+    multiple=True,
+    metavar="KEY=VALUE",
+    help="What-if hardware change (e.g. link_bw=400e9), on top of the calibrated fit.",
+)
+@click.option(
+    "--set",
+    "set_pairs",
+    multiple=True,
+    metavar="KEY=VALUE",
+    help="Workload value the trace lacks (tokens, hidden, …): listed as assumed.",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
-@click.option("-o", "--output", type=click.Path(dir_okay=False),
-              help="Write the what-if trace (.json, .json.gz); the replay goes next to it as *.replayed.*.")  # fmt: skip
+@click.option(
+    "-o",
+    "--output",
+    type=click.Path(dir_okay=False),
+    help="Write the what-if trace (.json, .json.gz); the replay goes next to it as *.replayed.*.",
+)
 @click.option("--force", is_flag=True, help="Overwrite the output files.")
 @handle_errors
 def whatif_cmd(
@@ -148,8 +186,10 @@ def whatif_cmd(
     for line in text(result.report):
         click.echo(line)
     if out is not None:
-        click.echo(f"  traces: {replay_out} (replayed), {out} (what-if); "
-                   f"compare: moetrace compare {replay_out} {out}")  # fmt: skip
+        click.echo(
+            f"  traces: {replay_out} (replayed), {out} (what-if); "
+            f"compare: moetrace compare {replay_out} {out}"
+        )
 
 
 def _replay_path(out: Path) -> Path:

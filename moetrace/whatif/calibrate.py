@@ -30,8 +30,8 @@ from typing import Any
 import numpy as np
 import polars as pl
 
-from moetrace.executor.hardware import PRESET_FIELDS, Hardware, apply_overrides, get_hardware
 from moetrace.analysis.moe import categorize, category_times, load_rules
+from moetrace.executor.hardware import PRESET_FIELDS, Hardware, apply_overrides, get_hardware
 from moetrace.trace.model import Trace
 from moetrace.whatif.extract import (
     LayerWorkload,
@@ -43,6 +43,7 @@ from moetrace.whatif.extract import (
     in_windows,
     is_executor_trace,
     layer_windows,
+    num,
     torch_layer_events,
 )
 
@@ -97,10 +98,18 @@ def _transfer_pairs(ev: pl.DataFrame) -> pl.DataFrame:
     """Remote transfers: TX with its RX (keyed by kind, src, dst, tile, chunk), and whether
     the TX is the first of its all-to-all call on its rank (it carries the call's setup)."""
     tx = _args(
-        ev.filter(pl.col("name").is_in(["dispatch_tx", "combine_tx"])), "src", "dst", "tile", "chunk"
+        ev.filter(pl.col("name").is_in(["dispatch_tx", "combine_tx"])),
+        "src",
+        "dst",
+        "tile",
+        "chunk",
     ).with_columns(pl.col("name").str.replace("_tx", "").alias("what"))
     rx = _args(
-        ev.filter(pl.col("name").is_in(["dispatch_rx", "combine_rx"])), "src", "dst", "tile", "chunk"
+        ev.filter(pl.col("name").is_in(["dispatch_rx", "combine_rx"])),
+        "src",
+        "dst",
+        "tile",
+        "chunk",
     ).with_columns(pl.col("name").str.replace("_rx", "").alias("what"))
     # a transfer's rate: the envelope (fastest bytes/ns) of the remote ones of its kind; a
     # rank-local copy moves at the port's rate, which equals it (the link rate is capped by
@@ -139,9 +148,15 @@ def _fit_links(ev: pl.DataFrame, port_bw: float | None, notes: list[str]) -> lis
         )
     else:
         fits.append(
-            Fit("link_bw", bw, "bytes/s", "bytes/duration envelope of remote transfers",
-                r_squared(d, b / bw * 1e9), len(d))
-        )  # fmt: skip
+            Fit(
+                "link_bw",
+                bw,
+                "bytes/s",
+                "bytes/duration envelope of remote transfers",
+                r_squared(d, b / bw * 1e9),
+                len(d),
+            )
+        )
     first = pairs.filter(pl.col("first"))
     setup = first["excess"].to_numpy()
     if setup.size:
@@ -149,17 +164,27 @@ def _fit_links(ev: pl.DataFrame, port_bw: float | None, notes: list[str]) -> lis
         model = (first["bytes"] / first["rate"]).to_numpy() + value
         fits.append(
             Fit(
-                "a2a_setup_ns", value, "ns", "largest excess over bytes/bandwidth in each call",
-                r_squared(first["dur"].to_numpy(), model), len(setup),
+                "a2a_setup_ns",
+                value,
+                "ns",
+                "largest excess over bytes/bandwidth in each call",
+                r_squared(first["dur"].to_numpy(), model),
+                len(setup),
             )
-        )  # fmt: skip
+        )
     lag = (rest["rx_ts"] - rest["ts"]).drop_nulls().to_numpy().astype(np.float64)
     if lag.size:
         lat = float(lag.min())
         fits.append(
-            Fit("link_latency_ns", max(lat, 0.0), "ns", "least send-to-receive delay",
-                float(np.mean(np.isclose(lag, lat, atol=1.0))), lag.size)
-        )  # fmt: skip
+            Fit(
+                "link_latency_ns",
+                max(lat, 0.0),
+                "ns",
+                "least send-to-receive delay",
+                float(np.mean(np.isclose(lag, lat, atol=1.0))),
+                lag.size,
+            )
+        )
     return fits
 
 
@@ -172,12 +197,18 @@ def _rank_bytes(ev: pl.DataFrame) -> pl.DataFrame:
     ).fill_null(0.0)
     port = pl.col("name").is_in(["dispatch_tx", "dispatch_rx", "combine_tx", "combine_rx"])
     vec = (pl.col("unit") == "aiv") & ~pl.col("name").str.ends_with("_issue")
-    return ev.group_by("rank").agg(
-        hbm.filter(pl.col("unit") == "aic").sum().alias("b_aic"),
-        hbm.filter(vec).sum().alias("b_vec"),
-        pl.col("bytes").filter(port).sum().alias("b_port"),
-    ).with_columns(
-        (pl.col("b_port") / (pl.col("b_port") + pl.col("b_aic") + pl.col("b_vec"))).alias("shared")
+    return (
+        ev.group_by("rank")
+        .agg(
+            hbm.filter(pl.col("unit") == "aic").sum().alias("b_aic"),
+            hbm.filter(vec).sum().alias("b_vec"),
+            pl.col("bytes").filter(port).sum().alias("b_port"),
+        )
+        .with_columns(
+            (pl.col("b_port") / (pl.col("b_port") + pl.col("b_aic") + pl.col("b_vec"))).alias(
+                "shared"
+            )
+        )
     )
 
 
@@ -204,35 +235,63 @@ def _fit_compute(
     on = rate >= f_core * 0.995
     field = "tile_gemm_eff" if tile else "gemm_eff"
     eff = f_core / base.core_peak_flops
-    below = aic.filter(
-        (pl.col("flops") / (pl.col("dur") - sync_ns) * 1e9 < f_core * 0.98) & (pl.col("hbm_bytes") > 0)
-    ).with_columns(
-        (pl.col("dur") - sync_ns - pl.col("l2_bytes") / base.l2_core_rate * 1e9).alias("hbm_ns")
-    ).with_columns((pl.col("hbm_bytes") / pl.col("hbm_ns") * 1e9).alias("r"))
+    below = (
+        aic.filter(
+            (pl.col("flops") / (pl.col("dur") - sync_ns) * 1e9 < f_core * 0.98)
+            & (pl.col("hbm_bytes") > 0)
+        )
+        .with_columns(
+            (pl.col("dur") - sync_ns - pl.col("l2_bytes") / base.l2_core_rate * 1e9).alias("hbm_ns")
+        )
+        .with_columns((pl.col("hbm_bytes") / pl.col("hbm_ns") * 1e9).alias("r"))
+    )
     # are the envelope tiles compute-bound? If their implied HBM rate is the HBM-bound tiles'
     # rate, every GEMM tile waited on HBM and the envelope is only a lower bound on F
-    on_hbm = gemm.filter(pl.Series(on)).select(
-        (pl.col("hbm_bytes") * 1e9 / (pl.col("dur") - sync_ns - pl.col("l2_bytes") / base.l2_core_rate * 1e9))
-        .median()
-    ).item()  # fmt: skip
+    on_hbm = (
+        gemm.filter(pl.Series(on))
+        .select(
+            (
+                pl.col("hbm_bytes")
+                * 1e9
+                / (pl.col("dur") - sync_ns - pl.col("l2_bytes") / base.l2_core_rate * 1e9)
+            ).median()
+        )
+        .item()
+    )
     hbm_bound = below.height > 0 and abs(on_hbm / below["r"].median() - 1) < 0.005
     if hbm_bound:
         notes.append(
             f"every GEMM tile is HBM-bound: {field} is at least {eff:.3f} (FLOP envelope); "
-            f"{base.name}'s {getattr(base, field):g} kept" if getattr(base, field) >= eff else
-            f"every GEMM tile is HBM-bound: {field} raised to its lower bound {eff:.3f}"
-        )  # fmt: skip
-        fits = [] if getattr(base, field) >= eff else [
-            Fit(field, min(eff, 1.0), "ratio", "lower bound: FLOP/s envelope of HBM-bound tiles", 0.0, int(on.sum()))
-        ]  # fmt: skip
+            f"{base.name}'s {getattr(base, field):g} kept"
+            if getattr(base, field) >= eff
+            else f"every GEMM tile is HBM-bound: {field} raised to its lower bound {eff:.3f}"
+        )
+        fits = (
+            []
+            if getattr(base, field) >= eff
+            else [
+                Fit(
+                    field,
+                    min(eff, 1.0),
+                    "ratio",
+                    "lower bound: FLOP/s envelope of HBM-bound tiles",
+                    0.0,
+                    int(on.sum()),
+                )
+            ]
+        )
     else:
         fits = [
             Fit(
-                field, min(eff, 1.0), "ratio", f"FLOP/s envelope of {int(on.sum())} compute-bound GEMM tiles"
+                field,
+                min(eff, 1.0),
+                "ratio",
+                f"FLOP/s envelope of {int(on.sum())} compute-bound GEMM tiles"
                 f" / {base.name} per-core peak {base.core_peak_flops / 1e12:.2f} TF",
-                r_squared(work[on], gemm["flops"].to_numpy()[on] / f_core * 1e9), int(on.sum()),
+                r_squared(work[on], gemm["flops"].to_numpy()[on] / f_core * 1e9),
+                int(on.sum()),
             )
-        ]  # fmt: skip
+        ]
     if below.height == 0:
         return fits, None
     per_rank = below.group_by("rank").agg(pl.col("r").median().alias("r_aic"))
@@ -251,20 +310,35 @@ def _fit_compute(
             1 - pl.col("shared")
         )
     caps = shares.select(cores.alias("cap"), "r_aic")
-    if float(caps["r_aic"].max()) >= base.hbm_core_rate * 0.999:
-        r = float(caps["r_aic"].median())
-        fits.append(Fit("hbm_core_rate", r, "bytes/s", f"per-core HBM rate of {below.height} "
-                        "HBM-bound tiles (cores below their share of hbm_bw)", 1.0, below.height))  # fmt: skip
+    if num(caps["r_aic"].max()) >= base.hbm_core_rate * 0.999:
+        r = num(caps["r_aic"].median())
+        fits.append(
+            Fit(
+                "hbm_core_rate",
+                r,
+                "bytes/s",
+                f"per-core HBM rate of {below.height} "
+                "HBM-bound tiles (cores below their share of hbm_bw)",
+                1.0,
+                below.height,
+            )
+        )
         return fits, None
-    cap = float(caps["cap"].median())
+    cap = num(caps["cap"].median())
     r_all = below["r"].to_numpy()
     fits.append(
-        Fit("hbm_bw", cap, "bytes/s",
+        Fit(
+            "hbm_bw",
+            cap,
+            "bytes/s",
             f"per-core HBM rate of {below.height} HBM-bound tiles through the {schedule} schedule's"
             f" HBM split (L2 at {base.name}'s {base.l2_core_rate / 1e9:.0f} GB/s per core)",
-            r_squared(below["hbm_ns"].to_numpy(), below["hbm_bytes"].to_numpy() / np.median(r_all) * 1e9),
-            below.height)
-    )  # fmt: skip
+            r_squared(
+                below["hbm_ns"].to_numpy(), below["hbm_bytes"].to_numpy() / np.median(r_all) * 1e9
+            ),
+            below.height,
+        )
+    )
     return fits, cap
 
 
@@ -280,7 +354,16 @@ def _fit_launches(ev: pl.DataFrame) -> list[Fit]:
         if frame.height:
             d = frame["dur"].to_numpy().astype(np.float64)
             v = float(np.median(d))
-            fits.append(Fit(field, v, "ns", f"median duration of {what}", r_squared(d, np.full(d.size, v)), d.size))
+            fits.append(
+                Fit(
+                    field,
+                    v,
+                    "ns",
+                    f"median duration of {what}",
+                    r_squared(d, np.full(d.size, v)),
+                    d.size,
+                )
+            )
     return fits
 
 
@@ -319,15 +402,26 @@ def _derive_other_eff(base: Hardware, fits: list[Fit], notes: list[str]) -> None
         if measured in have and other not in have:
             ratio = getattr(base, other) / getattr(base, measured)
             value = min(have[measured].value * ratio, 1.0)
-            fits.append(Fit(other, value, "ratio", f"derived: fitted {measured} x {base.name}'s "
-                            f"{other}/{measured} ratio {ratio:.3f} (assumed)", have[measured].r2,
-                            have[measured].n))  # fmt: skip
+            fits.append(
+                Fit(
+                    other,
+                    value,
+                    "ratio",
+                    f"derived: fitted {measured} x {base.name}'s "
+                    f"{other}/{measured} ratio {ratio:.3f} (assumed)",
+                    have[measured].r2,
+                    have[measured].n,
+                )
+            )
             notes.append(f"{other} derived from the fitted {measured} with {base.name}'s ratio")
 
 
 def _finish(base: Hardware, fits: list[Fit], name: str, notes: list[str]) -> Calibration:
     _derive_other_eff(base, fits, notes)
-    overrides = {f.field: (round(f.value) if isinstance(getattr(base, f.field), int) else f.value) for f in fits}
+    overrides = {
+        f.field: (round(f.value) if isinstance(getattr(base, f.field), int) else f.value)
+        for f in fits
+    }
     hw = apply_overrides(base, overrides)
     hw = dataclasses.replace(hw, name=f"calibrated-{base.name}")
     return Calibration(base, fits, hw, name, notes)
@@ -365,7 +459,7 @@ def _mean_per_rank_step(times: pl.DataFrame, categories: list[str]) -> float:
     sub = times.filter(pl.col("category").is_in(categories))
     if sub.height == 0:
         return 0.0
-    return float(sub.group_by("rank", "step").agg(pl.col("time_ns").sum())["time_ns"].mean())
+    return num(sub.group_by("rank", "step").agg(pl.col("time_ns").sum())["time_ns"].mean())
 
 
 def calibrate_torch(trace: Trace, wl: LayerWorkload, base: Hardware, name: str) -> Calibration:
@@ -378,7 +472,6 @@ def calibrate_torch(trace: Trace, wl: LayerWorkload, base: Hardware, name: str) 
     executor's bytes at the rate of the fastest rank of each call (the others wait for it;
     the waiting is the simulation's to reproduce); the host glue between ops (the MoE view's
     `other` inside the layer) is spread over the executor's kernel launches."""
-    from moetrace.executor.run import simulate
 
     inside, times = _layer_categories(trace)
     notes = [
@@ -394,21 +487,47 @@ def calibrate_torch(trace: Trace, wl: LayerWorkload, base: Hardware, name: str) 
             flops.append(2.0 * d[0][0] * d[0][1] * d[1][1])
             durs.append(float(dur))
     if len(flops) < 2:
-        raise WhatIfInputError(f"{name}: no aten::mm with Input Dims in the layer (record_shapes off?)")
+        raise WhatIfInputError(
+            f"{name}: no aten::mm with Input Dims in the layer (record_shapes off?)"
+        )
     x, y = np.array(flops), np.array(durs)
     over, slope, r2 = _lstsq(x, y)
     f_rank = 1e9 / slope
     clock = 1e9
-    fits.append(Fit("cube_flops_per_cycle", f_rank / clock, "FLOP/cycle/SM",
-                    f"aten::mm time vs Input Dims FLOPs: {f_rank / 1e9:.2f} GFLOP/s, overhead "
-                    f"{over / 1e3:.1f} µs per call (at clock 1 GHz)", r2, len(x)))  # fmt: skip
+    fits.append(
+        Fit(
+            "cube_flops_per_cycle",
+            f_rank / clock,
+            "FLOP/cycle/SM",
+            f"aten::mm time vs Input Dims FLOPs: {f_rank / 1e9:.2f} GFLOP/s, overhead "
+            f"{over / 1e3:.1f} µs per call (at clock 1 GHz)",
+            r2,
+            len(x),
+        )
+    )
     # the executor's bytes for this layer: a probe run on the host shape with unit rates
-    host = {"n_aic": 1, "n_aiv": 2, "comm_aiv": 1, "clock_hz": clock, "gemm_eff": 1.0,
-            "tile_gemm_eff": 1.0, "cube_flops_per_cycle": f_rank / clock,
-            "vector_flops_per_cycle": 1e6, "hbm_bw": 1e15, "hbm_core_rate": 1e15,
-            "l2_core_rate": 1e15, "l2_bytes": 1e12, "hbm_bytes": 1e15, "launch_ns": 1.0,
-            "collective_ns": 1.0, "link_bw": 1e15, "a2a_setup_ns": 0.0, "link_latency_ns": 0.0,
-            "tile_sync_ns": 0.0, "dequeue_ns": 0.0}  # fmt: skip
+    host = {
+        "n_aic": 1,
+        "n_aiv": 2,
+        "comm_aiv": 1,
+        "clock_hz": clock,
+        "gemm_eff": 1.0,
+        "tile_gemm_eff": 1.0,
+        "cube_flops_per_cycle": f_rank / clock,
+        "vector_flops_per_cycle": 1e6,
+        "hbm_bw": 1e15,
+        "hbm_core_rate": 1e15,
+        "l2_core_rate": 1e15,
+        "l2_bytes": 1e12,
+        "hbm_bytes": 1e15,
+        "launch_ns": 1.0,
+        "collective_ns": 1.0,
+        "link_bw": 1e15,
+        "a2a_setup_ns": 0.0,
+        "link_latency_ns": 0.0,
+        "tile_sync_ns": 0.0,
+        "dequeue_ns": 0.0,
+    }
     probe_hw = apply_overrides(base, host)
     from moetrace.whatif.replay import simulate_layer
 
@@ -425,16 +544,23 @@ def calibrate_torch(trace: Trace, wl: LayerWorkload, base: Hardware, name: str) 
     act_ns = _mean_per_rank_step(times, ["activation"])
     rate = act_bytes / act_ns * 1e9 if act_bytes > 0 and act_ns > 0 else 1e15
     per_rs = _per_rank_step(times, ["activation"])
-    fits.append(Fit("hbm_bw", rate, "bytes/s",
-                    f"executor activation bytes ({act_bytes / 1e6:.2f} MB per rank) / measured "
-                    f"activation time ({act_ns / 1e6:.2f} ms, mean of {per_rs.size} rank-steps)",
-                    r_squared(per_rs, np.full(per_rs.size, act_ns)), per_rs.size))  # fmt: skip
-    fits.append(Fit("hbm_core_rate", rate, "bytes/s", "= hbm_bw (one host thread)", 1.0, per_rs.size))
+    fits.append(
+        Fit(
+            "hbm_bw",
+            rate,
+            "bytes/s",
+            f"executor activation bytes ({act_bytes / 1e6:.2f} MB per rank) / measured "
+            f"activation time ({act_ns / 1e6:.2f} ms, mean of {per_rs.size} rank-steps)",
+            r_squared(per_rs, np.full(per_rs.size, act_ns)),
+            per_rs.size,
+        )
+    )
+    fits.append(
+        Fit("hbm_core_rate", rate, "bytes/s", "= hbm_bw (one host thread)", 1.0, per_rs.size)
+    )
     # all-to-all: per call, the fastest rank's duration carries the transfer alone; its bytes
     # are those through its busier port (sent or received rows)
-    a2a = inside.filter(pl.col("name") == "AllToAll").with_columns(
-        pl.col("category").alias("what")
-    )
+    a2a = inside.filter(pl.col("name") == "AllToAll").with_columns(pl.col("category").alias("what"))
     sizes, mins = [], []
     for (_, _what), grp in a2a.group_by("step", "what"):
         best = grp.sort("dur").row(0, named=True)
@@ -447,27 +573,69 @@ def calibrate_torch(trace: Trace, wl: LayerWorkload, base: Hardware, name: str) 
     if sizes:
         b, t = np.array(sizes), np.array(mins)
         bw = float(b.sum() / t.sum() * 1e9)
-        fits.append(Fit("link_bw", bw, "bytes/s",
-                        "executor bytes / duration of the fastest rank's AllToAll per call "
-                        "(through the origin)", r_squared(t, b / bw * 1e9), len(t)))  # fmt: skip
+        fits.append(
+            Fit(
+                "link_bw",
+                bw,
+                "bytes/s",
+                "executor bytes / duration of the fastest rank's AllToAll per call "
+                "(through the origin)",
+                r_squared(t, b / bw * 1e9),
+                len(t),
+            )
+        )
     # glue: per step the least over ranks (a rank waiting for a straggler shows the wait as
     # 'other' too), averaged over steps
-    glue = times.filter(pl.col("category").is_in(["other", "topk_permute"])).group_by(
-        "rank", "step").agg(pl.col("time_ns").sum()).group_by("step").agg(pl.col("time_ns").min())  # fmt: skip
+    glue = (
+        times.filter(pl.col("category").is_in(["other", "topk_permute"]))
+        .group_by("rank", "step")
+        .agg(pl.col("time_ns").sum())
+        .group_by("step")
+        .agg(pl.col("time_ns").min())
+    )
     per_rs = glue["time_ns"].to_numpy().astype(np.float64)
     glue_ns = float(per_rs.mean()) - small_bytes / rate * 1e9 / 2
     launch = max(glue_ns, 0.0) / kernels
     for field in ("launch_ns", "collective_ns"):
-        fits.append(Fit(field, launch, "ns", f"host glue inside the layer (MoE view 'other' + "
-                        f"'topk_permute', least rank of each step, less their modelled bytes: "
-                        f"{glue_ns / 1e6:.2f} ms, mean of {per_rs.size} steps) / {kernels} kernels",
-                        r_squared(per_rs, np.full(per_rs.size, per_rs.mean())), per_rs.size))  # fmt: skip
+        fits.append(
+            Fit(
+                field,
+                launch,
+                "ns",
+                f"host glue inside the layer (MoE view 'other' + "
+                f"'topk_permute', least rank of each step, less their modelled bytes: "
+                f"{glue_ns / 1e6:.2f} ms, mean of {per_rs.size} steps) / {kernels} kernels",
+                r_squared(per_rs, np.full(per_rs.size, per_rs.mean())),
+                per_rs.size,
+            )
+        )
     fixed = {k: v for k, v in host.items() if k not in {f.field for f in fits}}
-    for key in ("n_aic", "n_aiv", "comm_aiv", "clock_hz", "gemm_eff", "tile_gemm_eff",
-                "vector_flops_per_cycle", "l2_core_rate", "l2_bytes", "hbm_bytes",
-                "a2a_setup_ns", "link_latency_ns", "tile_sync_ns", "dequeue_ns"):  # fmt: skip
-        fits.append(Fit(key, float(fixed[key]), PRESET_FIELDS["ascend-a3"][key][0],
-                        "derived: host model (assumed)", 0.0, 0))  # fmt: skip
+    for key in (
+        "n_aic",
+        "n_aiv",
+        "comm_aiv",
+        "clock_hz",
+        "gemm_eff",
+        "tile_gemm_eff",
+        "vector_flops_per_cycle",
+        "l2_core_rate",
+        "l2_bytes",
+        "hbm_bytes",
+        "a2a_setup_ns",
+        "link_latency_ns",
+        "tile_sync_ns",
+        "dequeue_ns",
+    ):
+        fits.append(
+            Fit(
+                key,
+                float(fixed[key]),
+                PRESET_FIELDS["ascend-a3"][key][0],
+                "derived: host model (assumed)",
+                0.0,
+                0,
+            )
+        )
     return _finish(base, fits, name, notes)
 
 
@@ -510,8 +678,13 @@ def to_toml(cal: Calibration) -> str:
             source = fitted[key].source(cal.trace_name)
         else:
             source = f"{cal.base.name} preset: {source}"
-        lines += ["", f"[fields.{key}]", f"value = {_toml_value(value)}", f"unit = {json.dumps(unit)}",
-                  f"source = {json.dumps(source)}"]  # fmt: skip
+        lines += [
+            "",
+            f"[fields.{key}]",
+            f"value = {_toml_value(value)}",
+            f"unit = {json.dumps(unit)}",
+            f"source = {json.dumps(source)}",
+        ]
     return "\n".join(lines) + "\n"
 
 

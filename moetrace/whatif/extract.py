@@ -27,6 +27,11 @@ from moetrace.analysis.moe import categorize, load_rules
 from moetrace.trace.model import Trace
 
 
+def num(value: Any) -> float:
+    """A Polars scalar (max, mean, median of a numeric column) as a float; null -> nan."""
+    return float("nan") if value is None else float(value)
+
+
 class WhatIfInputError(ValueError):
     """The trace holds no MoE layer we can read (or a --set value is bad): one line."""
 
@@ -155,8 +160,8 @@ def extract_executor(trace: Trace) -> LayerWorkload:
     missing = np.flatnonzero(rank_of < 0)  # experts no row reached: round-robin is a guess
     rank_of[missing] = missing % ranks
     intermediate = round(float(g1["flops"].sum()) / (4.0 * hidden * int(rows.sum())))
-    tile_rows = int(g1["rows"].max())
-    n_tile = round(float(first["flops"].max()) / (2.0 * tile_rows * hidden))
+    tile_rows = int(num(g1["rows"].max()))
+    n_tile = round(num(first["flops"].max()) / (2.0 * tile_rows * hidden))
     # the largest tile has full rows and full columns unless the FFN is narrower than a tile
     n_tile = max(n_tile, 1)
     measured = trace.window()
@@ -230,7 +235,9 @@ def torch_layer_events(trace: Trace) -> pl.DataFrame:
 def layer_windows(ev: pl.DataFrame) -> pl.DataFrame:
     """Per (rank, step): start and end (ns) of the layer's forward: the first `moe/gate` range
     to the end of the last `moe/unpermute` range (the forward the MoE view names)."""
-    marks = ev.filter(pl.col("name").is_in(["moe/gate", "moe/unpermute"]) & pl.col("step").is_not_null())
+    marks = ev.filter(
+        pl.col("name").is_in(["moe/gate", "moe/unpermute"]) & pl.col("step").is_not_null()
+    )
     return (
         marks.group_by("rank", "step")
         .agg(
@@ -267,7 +274,9 @@ def extract_torch(trace: Trace, step: int | None = None) -> LayerWorkload:
     mm = inside.filter(pl.col("name") == "aten::mm")
     gate = mm.filter(pl.col("category") == "router")
     if gate.height == 0:
-        raise WhatIfInputError("no gate GEMM (aten::mm under moe/gate) with Input Dims: record_shapes off?")
+        raise WhatIfInputError(
+            "no gate GEMM (aten::mm under moe/gate) with Input Dims: record_shapes off?"
+        )
     gdims = _dims(gate["args"][0])
     tokens, hidden = gdims[0]
     experts = gdims[1][1]
@@ -276,7 +285,9 @@ def extract_torch(trace: Trace, step: int | None = None) -> LayerWorkload:
     # the down projection [rows, ffn] x [ffn, hidden] names the FFN size (the up projection
     # may be fused gate|up: [hidden, 2 ffn])
     ffn_sizes = [
-        d[1][0] for d in dims if len(d) == 2 and len(d[1]) == 2 and d[1][1] == hidden and d[1][0] != hidden
+        d[1][0]
+        for d in dims
+        if len(d) == 2 and len(d[1]) == 2 and d[1][1] == hidden and d[1][0] != hidden
     ]
     if not ffn_sizes:
         raise WhatIfInputError("no expert GEMM with Input Dims [rows, ffn] x [ffn, hidden]")
@@ -292,7 +303,10 @@ def extract_torch(trace: Trace, step: int | None = None) -> LayerWorkload:
     top_k = max(1, round(routed / (tokens * len(ranks))))
     # rows per expert: the first dimension of each expert's first GEMM; placement: its rank
     expert_of = inside.select(
-        pl.col("name").str.extract(r"moe/expert(\d+)$").cast(pl.Int64).alias("e"), "rank", "ts", "end"
+        pl.col("name").str.extract(r"moe/expert(\d+)$").cast(pl.Int64).alias("e"),
+        "rank",
+        "ts",
+        "end",
     ).filter(pl.col("e").is_not_null())
     rows = np.zeros(experts, dtype=np.int64)
     rank_of = np.full(experts, -1, dtype=np.int64)
@@ -311,8 +325,10 @@ def extract_torch(trace: Trace, step: int | None = None) -> LayerWorkload:
     # the layer's time: the mean over ranks and steps of its span on each rank (ranks enter
     # the layer at different times on a shared host, the executor starts them together; the
     # calibration fits every step, so the measurement is every step's too)
-    span = int((windows["end"] - windows["start"]).mean())
-    schedule = "chunked" if inside.filter(pl.col("name").str.contains("_c1$")).height else "sequential"
+    span = int(num((windows["end"] - windows["start"]).mean()))
+    schedule = (
+        "chunked" if inside.filter(pl.col("name").str.contains("_c1$")).height else "sequential"
+    )
     src = "measured: record_shapes"
     sources = {
         "ranks": "measured: ranks with a moe/gate range",
@@ -325,7 +341,9 @@ def extract_torch(trace: Trace, step: int | None = None) -> LayerWorkload:
         "the link and vector rates are fitted per executor byte, so times are kept)",
         "expert_rows": f"{src} (rows of each expert's first GEMM)",
         "expert_rank": "measured: rank running moe/expert<g>",
-        "schedule": "measured: synchronous all-to-all (sequential)" if schedule == "sequential" else "measured: async chunks",
+        "schedule": "measured: synchronous all-to-all (sequential)"
+        if schedule == "sequential"
+        else "measured: async chunks",
         "tile_rows": "assumed: 128 rows per tile (executor default)",
         "n_tile": "assumed: 512 columns per tile (executor default)",
     }

@@ -41,9 +41,14 @@ class Scenario:
 def shape_of(wl: LayerWorkload) -> MoEShape:
     """The extracted sizes as an executor layer shape."""
     return MoEShape(
-        "measured", wl.hidden, wl.intermediate, wl.experts, wl.top_k,
-        1 if wl.shared_expert else 0, "extracted from the trace",
-    )  # fmt: skip
+        "measured",
+        wl.hidden,
+        wl.intermediate,
+        wl.experts,
+        wl.top_k,
+        1 if wl.shared_expert else 0,
+        "extracted from the trace",
+    )
 
 
 def routing_of(wl: LayerWorkload, folder: Path) -> tuple[str, dict[str, str]]:
@@ -120,11 +125,21 @@ def simulate_layer(
         assumed.update(more)
         chosen = placement or measured_placement
         workload, hardware, opts, _ = prepare(
-            shape_of(wl), hw, wl.ranks, wl.tokens, schedule, routing, chosen, 0, None,
+            shape_of(wl),
+            hw,
+            wl.ranks,
+            wl.tokens,
+            schedule,
+            routing,
+            chosen,
+            0,
+            None,
             chunks=chunks or (wl.chunks if schedule == "chunked" and wl.chunks > 1 else 4),
-            dispatch_dtype=wl.dispatch_dtype, shared_expert=wl.shared_expert,
-            tile_rows=wl.tile_rows, n_tile=wl.n_tile,
-        )  # fmt: skip
+            dispatch_dtype=wl.dispatch_dtype,
+            shared_expert=wl.shared_expert,
+            tile_rows=wl.tile_rows,
+            n_tile=wl.n_tile,
+        )
         run = execute(workload, hardware, opts)
         trace = to_trace(run)
     exposed, idle = figures(trace)
@@ -148,7 +163,9 @@ def measured_figures(trace: Trace, windows: pl.DataFrame | None) -> tuple[float,
     clipped = Trace(
         trace.events.filter(pl.col("id").is_in(keep.implode())),
         trace.tracks,
-        trace.deps.filter(pl.col("src").is_in(keep.implode()) & pl.col("dst").is_in(keep.implode())),
+        trace.deps.filter(
+            pl.col("src").is_in(keep.implode()) & pl.col("dst").is_in(keep.implode())
+        ),
         trace.counters.head(0),
         trace.meta,
     )

@@ -13,8 +13,13 @@ from typing import Any
 from moetrace.executor.hardware import Hardware, apply_overrides
 from moetrace.trace.model import Trace
 from moetrace.whatif.calibrate import Calibration, calibrate
-from moetrace.whatif.extract import LayerWorkload, extract, is_executor_trace, layer_windows
-from moetrace.whatif.extract import torch_layer_events
+from moetrace.whatif.extract import (
+    LayerWorkload,
+    extract,
+    is_executor_trace,
+    layer_windows,
+    torch_layer_events,
+)
 from moetrace.whatif.replay import measured_figures, simulate_layer
 
 
@@ -98,6 +103,18 @@ def _ms(ns: float) -> str:
     return f"{ns / 1e6:9.3f} ms"
 
 
+def _row(label: str, time_ns: float, exposed_ns: float, idle_ns: float) -> str:
+    return f"  {label:<14} {_ms(time_ns)}  {_ms(exposed_ns)}  {_ms(idle_ns)}"
+
+
+def fit_line(fit: dict[str, Any]) -> str:
+    """One fitted field: value, unit, R², events used and how it was fitted."""
+    return (
+        f"    {fit['field']:<16} {fit['value']:<12.5g} {fit['unit']:<8} R²={fit['r2']:.3f} "
+        f"n={fit['n']}  {fit['how']}"
+    )
+
+
 def text(report: dict[str, Any]) -> list[str]:
     """The report for people: the three times, the speedup, comm and idle, what was assumed."""
     wl = report["workload"]
@@ -107,12 +124,16 @@ def text(report: dict[str, Any]) -> list[str]:
         f"{wl['hidden']}, FFN {wl['intermediate']}, {wl['experts']} experts, top-{wl['top_k']}, "
         f"measured schedule {report['measured_schedule']}",
         f"                 {'time':>12}  {'exposed comm':>13}  {'idle':>12}",
-        f"  measured       {_ms(report['measured_ns'])}  {_ms(ex['measured'])}  {_ms(idle['measured'])}",
-        f"  replayed       {_ms(report['replayed_ns'])}  {_ms(ex['replayed'])}  {_ms(idle['replayed'])}"
-        f"   (error {100 * report['replay_error']:+.1f}% vs measured)",
-        f"  what-if        {_ms(report['whatif_ns'])}  {_ms(ex['whatif'])}  {_ms(idle['whatif'])}"
-        f"   ({report['whatif_schedule']}, {report['whatif_placement']}"
-        + (f", {', '.join(f'{k}={v}' for k, v in report['change'].items())}" if report["change"] else "")
+        _row("measured", report["measured_ns"], ex["measured"], idle["measured"]),
+        _row("replayed", report["replayed_ns"], ex["replayed"], idle["replayed"])
+        + f"   (error {100 * report['replay_error']:+.1f}% vs measured)",
+        _row("what-if", report["whatif_ns"], ex["whatif"], idle["whatif"])
+        + f"   ({report['whatif_schedule']}, {report['whatif_placement']}"
+        + (
+            f", {', '.join(f'{k}={v}' for k, v in report['change'].items())}"
+            if report["change"]
+            else ""
+        )
         + ")",
         f"  speedup        {report['speedup']:.2f}x (replayed / what-if); exposed comm and idle "
         "are summed over ranks",
@@ -121,10 +142,7 @@ def text(report: dict[str, Any]) -> list[str]:
     for fit in report["calibration"]["fits"]:
         if fit["how"].startswith("derived"):
             continue
-        lines.append(
-            f"    {fit['field']:<16} {fit['value']:<12.5g} {fit['unit']:<8} R²={fit['r2']:.3f} "
-            f"n={fit['n']}  {fit['how']}"
-        )
+        lines.append(fit_line(fit))
     for note in report["calibration"]["notes"]:
         lines.append(f"    note: {note}")
     assumed = report["assumed"]
@@ -132,7 +150,11 @@ def text(report: dict[str, Any]) -> list[str]:
     for key, why in assumed.items():
         if key.startswith("workload.") or "preset" not in why:
             lines.append(f"    {key}: {why}")
-    preset = [k.split(".", 1)[1] for k, why in assumed.items() if k.startswith("hardware.") and "preset" in why]
+    preset = [
+        k.split(".", 1)[1]
+        for k, why in assumed.items()
+        if k.startswith("hardware.") and "preset" in why
+    ]
     if preset:
         lines.append(f"    hardware from {report['calibration']['base']}: {', '.join(preset)}")
     return lines

@@ -22,10 +22,27 @@ def _run(args: list[str]) -> tuple[int, str, str]:
 def measured(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A sequential executor trace with a hidden slower link and lower GEMM efficiency."""
     path = tmp_path_factory.mktemp("whatif") / "measured.json"
-    code, _, err = _run([
-        "run", "--preset", "mixtral-8x7b", "--hardware", "h100", "--ranks", "8", "--tokens", "256",
-        "--schedule", "sequential", "--hw", "link_bw=50e9", "--hw", "gemm_eff=0.5", "-o", str(path),
-    ])  # fmt: skip
+    code, _, err = _run(
+        [
+            "run",
+            "--preset",
+            "mixtral-8x7b",
+            "--hardware",
+            "h100",
+            "--ranks",
+            "8",
+            "--tokens",
+            "256",
+            "--schedule",
+            "sequential",
+            "--hw",
+            "link_bw=50e9",
+            "--hw",
+            "gemm_eff=0.5",
+            "-o",
+            str(path),
+        ]
+    )
     assert code == 0, err
     return path
 
@@ -41,8 +58,9 @@ def test_calibrate_writes_a_preset_whatif_runs_on(measured: Path, tmp_path: Path
     assert hw.gemm_eff == pytest.approx(0.75)
     assert "HBM-bound" in out
     assert "R²=" in meta["link_bw"][1] and meta["gemm_eff"][1].startswith("h100 preset")
-    code, out, err = _run(["whatif", str(measured), "--hardware", str(hw_path),
-                           "--schedule", "sequential", "--json"])  # fmt: skip
+    code, out, err = _run(
+        ["whatif", str(measured), "--hardware", str(hw_path), "--schedule", "sequential", "--json"]
+    )
     assert code == 0, err
     data = json.loads(out)
     assert data["replayed_ns"] == pytest.approx(data["measured_ns"], rel=0.05)
@@ -50,10 +68,19 @@ def test_calibrate_writes_a_preset_whatif_runs_on(measured: Path, tmp_path: Path
 
 def test_whatif_json_keys_and_traces_for_compare(measured: Path, tmp_path: Path) -> None:
     out_path = tmp_path / "whatif.json.gz"
-    code, out, err = _run([
-        "whatif", str(measured), "--schedule", "chunked", "--hw", "link_bw=100e9",
-        "--json", "-o", str(out_path),
-    ])  # fmt: skip
+    code, out, err = _run(
+        [
+            "whatif",
+            str(measured),
+            "--schedule",
+            "chunked",
+            "--hw",
+            "link_bw=100e9",
+            "--json",
+            "-o",
+            str(out_path),
+        ]
+    )
     assert code == 0, err
     data = json.loads(out)
     for key in ("measured_ns", "replayed_ns", "whatif_ns", "speedup", "assumed"):
@@ -84,15 +111,21 @@ def test_whatif_json_keys_and_traces_for_compare(measured: Path, tmp_path: Path)
     ],
 )
 def test_bad_input_is_one_line_exit_2(measured: Path, args: list[str], message: str) -> None:
-    code, out, err = _run(["whatif", str(measured), *args])
+    code, _out, err = _run(["whatif", str(measured), *args])
     assert code == 2
     assert message in err and err.count("\n") == 1 and "Traceback" not in err
 
 
 def test_no_moe_layer_is_one_line(tmp_path: Path) -> None:
     path = tmp_path / "plain.json"
-    path.write_text(json.dumps({"traceEvents": [
-        {"ph": "X", "name": "work", "pid": 1, "tid": 1, "ts": 0, "dur": 5},
-    ]}))  # fmt: skip
+    path.write_text(
+        json.dumps(
+            {
+                "traceEvents": [
+                    {"ph": "X", "name": "work", "pid": 1, "tid": 1, "ts": 0, "dur": 5},
+                ]
+            }
+        )
+    )
     code, _, err = _run(["whatif", str(path)])
     assert code == 2 and "no expert-parallel MoE layer" in err

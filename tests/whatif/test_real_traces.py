@@ -23,9 +23,13 @@ def test_extraction_matches_run_meta(real_traces: Path, variant: str) -> None:
     meta = json.loads((real_traces / "torch_gloo_moe" / variant / "run_meta.json").read_text())
     wl = extract(load(_gloo(real_traces, variant)))
     assert (wl.ranks, wl.tokens, wl.hidden, wl.intermediate, wl.experts, wl.top_k) == (
-        meta["world_size"], meta["tokens_per_rank"], meta["hidden"], meta["ffn"],
-        meta["experts"], meta["topk"],
-    )  # fmt: skip
+        meta["world_size"],
+        meta["tokens_per_rank"],
+        meta["hidden"],
+        meta["ffn"],
+        meta["experts"],
+        meta["topk"],
+    )
     assert wl.expert_rank == [meta["expert_to_rank"][str(e)] for e in range(meta["experts"])]
     assert wl.expert_rows == meta["tokens_per_expert_last_step"]
     assert wl.schedule == ("chunked" if variant == "overlapped" else "sequential")

@@ -32,22 +32,29 @@ def _fits(cal: object) -> dict[str, float]:
 
 @pytest.mark.parametrize("schedule", ["sequential", "chunked", "tile"])
 def test_calibration_recovers_hidden_hardware_and_replay_matches(schedule: str) -> None:
-    trace = simulate(
-        "mixtral-8x7b", "h100", 8, 600, schedule, hw_overrides=HIDDEN, tile_rows=256
-    )
+    trace = simulate("mixtral-8x7b", "h100", 8, 600, schedule, hw_overrides=HIDDEN, tile_rows=256)
     wl = extract(trace)
     # the workload read from the tiles is the one simulated
     assert (wl.ranks, wl.tokens, wl.hidden, wl.intermediate, wl.experts, wl.top_k) == (
-        8, 600, 4096, 14336, 8, 2,
-    )  # fmt: skip
+        8,
+        600,
+        4096,
+        14336,
+        8,
+        2,
+    )
     assert wl.schedule == schedule and wl.tile_rows == 256 and wl.dispatch_dtype == "bf16"
     assert wl.expert_rank == [e % 8 for e in range(8)]  # round-robin placement
     assert sum(wl.expert_rows) == 8 * 600 * 2
     cal = calibrate(trace, wl, "h100", "selfcheck")
     fits = _fits(cal)
     eff = "tile_gemm_eff" if schedule == "tile" else "gemm_eff"
-    expected = {eff: HIDDEN[eff], "hbm_bw": HIDDEN["hbm_bw"], "launch_ns": HIDDEN["launch_ns"],
-                "a2a_setup_ns": HIDDEN["a2a_setup_ns"]}  # fmt: skip
+    expected = {
+        eff: HIDDEN[eff],
+        "hbm_bw": HIDDEN["hbm_bw"],
+        "launch_ns": HIDDEN["launch_ns"],
+        "a2a_setup_ns": HIDDEN["a2a_setup_ns"],
+    }
     if schedule == "sequential":  # elsewhere the port's HBM share binds the transfers (noted)
         expected["link_bw"] = HIDDEN["link_bw"]
     else:
