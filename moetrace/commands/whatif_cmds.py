@@ -83,7 +83,7 @@ def calibrate_cmd(
     """Fit the executor's hardware (GEMM efficiency, HBM, all-to-all, launches) to a trace."""
     from moetrace.whatif.calibrate import calibrate, to_toml, write_atomic
     from moetrace.whatif.extract import extract, parse_sets
-    from moetrace.whatif.report import fit_line
+    from moetrace.whatif.report import assumed_fields, assumed_lines, fit_line
 
     out = check_output_path(output, force) if output else None
     with _whatif_errors():
@@ -98,7 +98,10 @@ def calibrate_cmd(
         return
     click.echo(f"{name}: calibrated {cal.hardware.name} (base {cal.base.name})")
     for fit in cal.to_dict()["fits"]:
-        click.echo(fit_line(fit))
+        if not fit["how"].startswith("derived"):
+            click.echo(fit_line(fit))
+    for line in assumed_lines(assumed_fields(wl, cal, {}), cal.base.name)[1:]:
+        click.echo(line)
     for note in cal.notes:
         click.echo(f"  note: {note}")
     if out is not None:

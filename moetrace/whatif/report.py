@@ -115,6 +115,28 @@ def fit_line(fit: dict[str, Any]) -> str:
     )
 
 
+def assumed_lines(assumed: dict[str, str], base: str) -> list[str]:
+    """What was not read from the trace: workload fields one a line with why, hardware fields
+    derived by a model in one line, the rest named as the base preset's."""
+    lines = ["  assumed (not in the trace):"]
+    lines += [f"    {k}: {why}" for k, why in assumed.items() if k.startswith("workload.")]
+    derived = [
+        f"{k.split('.', 1)[1]}={why.rsplit(': ', 1)[1]}"
+        for k, why in assumed.items()
+        if k.startswith("hardware.") and why.startswith("derived")
+    ]
+    if derived:
+        lines.append(f"    hardware derived by the model: {', '.join(derived)}")
+    preset = [
+        k.split(".", 1)[1]
+        for k, why in assumed.items()
+        if k.startswith("hardware.") and not why.startswith("derived")
+    ]
+    if preset:
+        lines.append(f"    hardware from {base}: {', '.join(preset)}")
+    return lines
+
+
 def text(report: dict[str, Any]) -> list[str]:
     """The report for people: the three times, the speedup, comm and idle, what was assumed."""
     wl = report["workload"]
@@ -145,16 +167,5 @@ def text(report: dict[str, Any]) -> list[str]:
         lines.append(fit_line(fit))
     for note in report["calibration"]["notes"]:
         lines.append(f"    note: {note}")
-    assumed = report["assumed"]
-    lines.append("  assumed (not in the trace):")
-    for key, why in assumed.items():
-        if key.startswith("workload.") or "preset" not in why:
-            lines.append(f"    {key}: {why}")
-    preset = [
-        k.split(".", 1)[1]
-        for k, why in assumed.items()
-        if k.startswith("hardware.") and "preset" in why
-    ]
-    if preset:
-        lines.append(f"    hardware from {report['calibration']['base']}: {', '.join(preset)}")
+    lines += assumed_lines(report["assumed"], report["calibration"]["base"])
     return lines
