@@ -60,6 +60,9 @@ class Fit:
     n: int
 
     def source(self, trace_name: str) -> str:
+        """The preset's `source` text: the fit with its quality, or the model's assumption."""
+        if self.how.startswith("derived"):
+            return f"{self.how}, for {trace_name}"
         return f"fit: {trace_name}, {self.how}, R²={self.r2:.4f}, n={self.n}"
 
 
