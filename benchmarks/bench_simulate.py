@@ -5,9 +5,9 @@ the same scheduled graph (data edges + per-core order), measured in the same run
 - engine only: `engine.longest_path` (numpy, level by level across ranks and tiles) on that graph,
   i.e. the timing step once the per-core orders are fixed;
 - end to end: `simulate()` (routing, graph build, durations, the tile schedule's offline
-  scheduler, the engine with the HBM contention pass, and the trace frames).
+  planner (its candidate plans, each timed by the engine), and the trace frames).
 Per stage (from the progress callbacks): routing, task graph (graph + durations), engine
-(static scheduler, engine, HBM pass), trace (frames).
+(the planner: static scheduler, engine, port re-timing per candidate), trace (frames).
 The verdict (last line) uses the END-TO-END figure: >= 1M tasks/s and >= 10x the heapq loop
 (BENCHMARKS.md targets). Engine and heapq runs are interleaved (load swings on a shared
 machine hit both); the simulate() runs follow them, best of repeats - 1.
@@ -49,7 +49,7 @@ def best_of(repeats: int, func, *args):  # type: ignore[no-untyped-def]
 def stage_times(t0: float, marks: list[tuple[str, float]]) -> dict[str, float]:
     """Seconds per stage of simulate() from its progress callbacks (a stage lasts until the
     next one is announced): routing, task graph (graph + durations), engine (static scheduler,
-    engine, HBM contention pass), trace (trace frames)."""
+    engine and port re-timing per candidate plan), trace (trace frames)."""
     out: dict[str, float] = {}
     prev_name, prev_t = "setup", t0
     for name, t in marks:

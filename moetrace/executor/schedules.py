@@ -81,10 +81,6 @@ class Timed:
     hbm_bytes: np.ndarray
     l2_bytes: np.ndarray
     list_scheduled: bool  # tile: per-core orders from the offline scheduler (staticsched.py)
-    hbm_ns: np.ndarray  # uncontended HBM time of compute tiles (ns, float; 0 elsewhere)
-    other_ns: np.ndarray  # L2 time (ns, float)
-    flop_ns: np.ndarray  # compute time at the core's rate (ns, float)
-    extra_ns: np.ndarray  # per-task sync + dequeue (ns) of compute tiles
     traffic_bytes: np.ndarray  # bytes each task moves through its rank's HBM (demand)
     hbm_bw: float  # device HBM bandwidth (bytes/s) shared by everything running
     flops: np.ndarray  # FLOPs of every task (0 for transfers and launches)
@@ -358,10 +354,6 @@ def schedule(graph: TaskGraph, wl: Workload, hw: Hardware, opts: ScheduleOptions
         hbm_bytes=np.concatenate([hbm, np.zeros(l_rank.size)]),
         l2_bytes=np.concatenate([l2, np.zeros(l_rank.size)]),
         list_scheduled=tile,
-        hbm_ns=np.concatenate([hbm_ns, zeros]),
-        other_ns=np.concatenate([l2_ns, zeros]),
-        flop_ns=np.concatenate([flop_ns, zeros]),
-        extra_ns=np.concatenate([np.where(hbm_ns > 0, extra, 0.0), zeros]),
         traffic_bytes=np.concatenate([traffic, zeros]),
         hbm_bw=hw.hbm_bw,
         flops=np.concatenate([c["flops"], zeros]),

@@ -70,9 +70,10 @@ def test_static_replay_matches_heap_loop(schedule: str) -> None:
     t = run.timed
     lane, src, dst, w = static_graph(t, lane_layout(run.hardware, run.options))
     static = heap_longest_path(t.n, t.dur, src, dst, w)
-    # the planner keeps the best of its candidate plans: the static one can only be worse
+    # the planner keeps the best of its candidate plans (tile: ports then re-served in
+    # arrival order): the plain static one can only be worse
     assert run.makespan_ns <= int((static + t.dur).max())
-    if run.plan.endswith("static"):
+    if schedule != "tile":  # operator schedules: exactly the static replay
         assert np.array_equal(run.start, static)
         assert np.array_equal(run.lane, lane)
     # whatever plan won, replaying its per-lane order with the heap loop gives its starts

@@ -142,3 +142,22 @@ def test_more_skew_never_speeds_a_balanced_placement_run(
     ]
     spans = [r.makespan_ns for r in runs]
     assert spans[0] <= spans[1] <= spans[2]
+
+
+@pytest.mark.parametrize(
+    ("ranks", "tokens", "link_factor"),
+    [(8, 512, 1.0), (8, 2048, 0.25), (16, 1024, 2.0), (32, 1024, 1.0)],
+)
+def test_tile_is_never_more_than_2pct_slower_than_its_dynamic_ablation(
+    ranks: int, tokens: int, link_factor: float
+) -> None:
+    """A coarse grid (the full one: benchmarks/bench_tile_grid.py, docs/executor.md). The
+    chunked schedules are compared there too; at small token counts they can win (docs)."""
+    from moetrace.executor.hardware import PRESETS
+
+    hw = PRESETS["ascend-a3"]
+    rate = (hw.link_rate("dispatch", ranks) + hw.link_rate("combine", ranks)) / 2
+    common = dict(ranks=ranks, tokens=tokens, hw_overrides={"link_bw": link_factor * rate})
+    tile = simulate_run(schedule="tile", **common)
+    dynamic = simulate_run(schedule="tile", dynamic=True, **common)
+    assert tile.makespan_ns <= 1.02 * dynamic.makespan_ns
