@@ -8,14 +8,16 @@ Heavy imports stay inside the command bodies so `moetrace --help` is fast.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import click
 
 from moetrace.commands._common import UserError, check_output_path, handle_errors
+
+F = TypeVar("F", bound=Callable[..., Any])
 
 
 @contextmanager
@@ -48,29 +50,38 @@ def _base(hardware: str) -> Any:
     return get_hardware(hardware)
 
 
+def _shared_options(output_help: str, json_help: str) -> Callable[[F], F]:
+    """TRACE…, --hardware, --set, -o, --force and --json: what calibrate and whatif share."""
+
+    def wrap(func: F) -> F:
+        options = [
+            click.argument("traces", nargs=-1, type=click.Path()),
+            click.option(
+                "--hardware",
+                default="h100",
+                show_default=True,
+                help="Base preset for the fields the trace cannot give, or a calibrated TOML.",
+            ),
+            click.option(
+                "--set",
+                "set_pairs",
+                multiple=True,
+                metavar="KEY=VALUE",
+                help="Workload value the trace lacks (tokens, hidden, …): listed as assumed.",
+            ),
+            click.option("-o", "--output", type=click.Path(dir_okay=False), help=output_help),
+            click.option("--force", is_flag=True, help="Overwrite the output file(s)."),
+            click.option("--json", "as_json", is_flag=True, help=json_help),
+        ]
+        for option in reversed(options):
+            func = option(func)
+        return func
+
+    return wrap
+
+
 @click.command("calibrate")
-@click.argument("traces", nargs=-1, type=click.Path())
-@click.option(
-    "--hardware",
-    default="h100",
-    show_default=True,
-    help="Preset (or preset-format TOML) giving the fields the trace cannot.",
-)
-@click.option(
-    "--set",
-    "set_pairs",
-    multiple=True,
-    metavar="KEY=VALUE",
-    help="Workload value the trace lacks (tokens, hidden, intermediate, experts, top_k, …).",
-)
-@click.option(
-    "-o",
-    "--output",
-    type=click.Path(dir_okay=False),
-    help="Write the calibrated hardware (presets' TOML format).",
-)
-@click.option("--force", is_flag=True, help="Overwrite the output file.")
-@click.option("--json", "as_json", is_flag=True, help="Print the fits as JSON.")
+@_shared_options("Write the calibrated hardware (presets' TOML format).", "Print the fits as JSON.")
 @handle_errors
 def calibrate_cmd(
     traces: tuple[str, ...],
@@ -109,7 +120,10 @@ def calibrate_cmd(
 
 
 @click.command("whatif")
-@click.argument("traces", nargs=-1, type=click.Path())
+@_shared_options(
+    "Write the what-if trace (.json, .json.gz); the replay goes beside it as *.replayed.*.",
+    "Print the report as JSON.",
+)
 @click.option(
     "--schedule",
     default="tile",
@@ -122,33 +136,12 @@ def calibrate_cmd(
     help="What-if placement: round-robin|balanced (default: as measured).",
 )
 @click.option(
-    "--hardware",
-    default="h100",
-    show_default=True,
-    help="Base preset for the fields the trace cannot give, or a calibrated TOML.",
-)
-@click.option(
     "--hw",
     "hw_pairs",
     multiple=True,
     metavar="KEY=VALUE",
     help="What-if hardware change (e.g. link_bw=400e9), on top of the calibrated fit.",
 )
-@click.option(
-    "--set",
-    "set_pairs",
-    multiple=True,
-    metavar="KEY=VALUE",
-    help="Workload value the trace lacks (tokens, hidden, …): listed as assumed.",
-)
-@click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
-@click.option(
-    "-o",
-    "--output",
-    type=click.Path(dir_okay=False),
-    help="Write the what-if trace (.json, .json.gz); the replay goes next to it as *.replayed.*.",
-)
-@click.option("--force", is_flag=True, help="Overwrite the output files.")
 @handle_errors
 def whatif_cmd(
     traces: tuple[str, ...],

@@ -100,20 +100,14 @@ class Calibration:
 def _transfer_pairs(ev: pl.DataFrame) -> pl.DataFrame:
     """Remote transfers: TX with its RX (keyed by kind, src, dst, tile, chunk), and whether
     the TX is the first of its all-to-all call on its rank (it carries the call's setup)."""
-    tx = _args(
-        ev.filter(pl.col("name").is_in(["dispatch_tx", "combine_tx"])),
-        "src",
-        "dst",
-        "tile",
-        "chunk",
-    ).with_columns(pl.col("name").str.replace("_tx", "").alias("what"))
-    rx = _args(
-        ev.filter(pl.col("name").is_in(["dispatch_rx", "combine_rx"])),
-        "src",
-        "dst",
-        "tile",
-        "chunk",
-    ).with_columns(pl.col("name").str.replace("_rx", "").alias("what"))
+
+    def side(suffix: str) -> pl.DataFrame:
+        names = [f"dispatch{suffix}", f"combine{suffix}"]
+        return _args(
+            ev.filter(pl.col("name").is_in(names)), "src", "dst", "tile", "chunk"
+        ).with_columns(pl.col("name").str.replace(suffix, "").alias("what"))
+
+    tx, rx = side("_tx"), side("_rx")
     # a transfer's rate: the envelope (fastest bytes/ns) of the remote ones of its kind; a
     # rank-local copy moves at the port's rate, which equals it (the link rate is capped by
     # the port's HBM share); the call's setup sits on one transfer (the first issued, not
