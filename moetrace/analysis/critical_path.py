@@ -1,8 +1,9 @@
 """Critical path: gating predecessors over dependencies and track order, then a backward walk.
 
-Graph: nodes are the non-marker events; edges are `Trace.deps` (plus Kineto sync edges
-derived in sync_edges.py) and track order (each event to the next one at the same depth on
-its track). The gating predecessor of e is the predecessor with the latest end not after e's
+Graph: nodes are the events that are not annotations; edges are `Trace.deps` (plus Kineto
+sync edges derived in sync_edges.py) and track order: on each queue (a thread or stream,
+overflow lanes joined), each event's predecessor is the event with the latest end not after
+its start, whatever the depth of either (consecutive work is joined across nesting levels). The gating predecessor of e is the predecessor with the latest end not after e's
 start (within `SKEW_TOLERANCE_NS`, reported when used); a `sync` or `data` edge may end
 anywhere before e ends (a blocking call returns when its predecessor finished; a pipelined
 receive ends after the send's last byte). Gates for every event come from two vectorised
@@ -70,22 +71,39 @@ def _rows_of_ids(ids: np.ndarray, query: np.ndarray) -> np.ndarray:
     return np.where(found, order[pos], -1)
 
 
+def track_predecessors(
+    queue: np.ndarray, ts: np.ndarray, end: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """Track-order edges (src, dst positions): each event's predecessor on its queue is the
+    event there with the latest end not after its start (lowest position on ties), whatever
+    the nesting depth of either. Zero-length events (instants) take no part: with them two
+    events could precede each other. Every edge goes forward in time, so track order alone
+    never makes a cycle. One edge per event at most; O(n log n)."""
+    pos = np.flatnonzero(end > ts).astype(np.int64)
+    if len(pos) == 0:
+        return np.zeros(0, np.int64), np.zeros(0, np.int64)
+    q, s, e = queue[pos], ts[pos], end[pos]
+    # sorted by queue, then end; on equal ends the highest position first, the lowest last
+    order = np.lexsort((-pos, e, q))
+    end_key, start_key = iv.pack_pairs((q[order], e[order]), (q, s))
+    at = np.searchsorted(end_key, start_key, side="right") - 1
+    src = order[np.clip(at, 0, None)]
+    ok = (at >= 0) & (q[src] == q)
+    return pos[src[ok]], pos[ok]
+
+
 def edges(prep: Prepared, extra: pl.DataFrame | None = None) -> Edges:
-    """All predecessor edges over row positions (idx), markers excluded: track order (each
-    event to the next at the same depth on its track) plus deps (and derived sync edges)."""
+    """All predecessor edges over row positions (idx), annotations excluded: track order
+    (`track_predecessors` on each queue) plus deps (and derived sync edges)."""
     ev = prep.ev
     node = (ev["kind"] != "marker").to_numpy()
     rows = np.flatnonzero(node).astype(np.int64)
-    track = ev["track"].to_numpy().astype(np.int64)[rows]
-    depth = ev["depth"].to_numpy().astype(np.int64)[rows]
-    ts = ev["ts"].to_numpy().astype(np.int64)[rows]
-    lane = np.unique(track * 65536 + depth, return_inverse=True)[1].astype(np.int64)
-    (key,) = iv.pack_pairs((lane, ts))
-    order = np.argsort(key, kind="stable")  # stable: equal times keep row order
-    lane_sorted = lane[order]
-    same = lane_sorted[1:] == lane_sorted[:-1]
-    t_src = rows[order[:-1][same]]
-    t_dst = rows[order[1:][same]]
+    t_src, t_dst = track_predecessors(
+        ev["queue"].to_numpy().astype(np.int64)[rows],
+        ev["ts"].to_numpy().astype(np.int64)[rows],
+        ev["end"].to_numpy().astype(np.int64)[rows],
+    )
+    t_src, t_dst = rows[t_src], rows[t_dst]
     deps = prep.deps.select("src", "dst", "kind")
     if extra is not None and extra.height:
         deps = pl.concat([deps, extra.select(deps.columns).cast(deps.schema)])
@@ -116,7 +134,7 @@ def gating(prep: Prepared, edge_set: Edges) -> Gates:
     gate = np.full(n, -1, dtype=np.int64)
     gate_edge = np.full(n, -1, dtype=np.int8)
     src, dst, et = edge_set.src, edge_set.dst, edge_set.etype
-    track = prep.ev["track"].to_numpy()
+    track = prep.ev["queue"].to_numpy()
     n_dep = int((et != EDGE_TRACK).sum())
     n_cross = int(((et != EDGE_TRACK) & (track[src] != track[dst])).sum()) if len(src) else 0
     if len(src) == 0:

@@ -1,6 +1,7 @@
 """Idle cores: per-track busy/idle/util, per-unit utilisation and attributed idle gaps.
 
-busy(t) = |∪ depth-0 events on t| inside the window W, idle = |W| - busy, util = busy / |W|;
+busy(t) = |∪ work on t| inside the window W (work at every nesting depth and on the
+reader's overflow lanes of t; annotations and device waits are never work), idle = |W| - busy, util = busy / |W|;
 util(unit) = Σ busy / (tracks of that unit × |W|). Every maximal idle interval of a track
 inside W is a gap, attributed to what the event after it waited for: the kind/unit of its
 gating predecessor (wait:comm, wait:aic, wait:aiv, wait:host, wait:memory, ...) or
@@ -58,8 +59,8 @@ def _last_at(
     if len(key_group) == 0 or len(q_group) == 0:
         return out
     k, q = iv.pack_pairs((key_group, key_time), (q_group, q_time))
-    # depth-0 slices of a track are disjoint, so (group, time) keys are unique in practice;
-    # on a tie the stable sort keeps the later row last (ids ascend with rows)
+    # nested or overlapping work can share an end (or start): on a tie the stable sort keeps
+    # the later row last (ids ascend with rows), so the largest id wins
     order = np.argsort(k, kind="stable")
     ks = k[order]
     pos = np.searchsorted(ks, q, side="right") - 1
@@ -79,14 +80,11 @@ def idle(prep: Prepared, gates: Gates) -> tuple[pl.DataFrame, pl.DataFrame, pl.D
     n_pairs = pairs.height
     p_lo = pairs["lo"].to_numpy().astype(np.int64)
     p_hi = pairs["hi"].to_numpy().astype(np.int64)
-    top = prep.ev.filter(
-        pl.col("device")
-        & (pl.col("depth") == 0)
-        & (pl.col("kind") != "marker")
-        & pl.col("gid").is_not_null()
-    ).select("idx", "id", "gid", "track", "ts", "end")
+    top = prep.ev.filter(pl.col("work") & pl.col("gid").is_not_null()).select(
+        "idx", "id", "gid", "queue", "ts", "end"
+    )
     pair = _pair_index(
-        pairs, top["gid"].to_numpy().astype(np.int64), top["track"].to_numpy().astype(np.int64)
+        pairs, top["gid"].to_numpy().astype(np.int64), top["queue"].to_numpy().astype(np.int64)
     )
     keep = pair >= 0
     pair = pair[keep]
@@ -167,7 +165,7 @@ def _attribute(prep: Prepared, gates: Gates, gaps: pl.DataFrame) -> pl.DataFrame
     has_after = after_idx >= 0
     a = np.where(has_after, after_idx, 0)
     g = np.where(has_after, gates.gate[a] if len(a) else a, -1)
-    track = ev["track"].to_numpy().astype(np.int64)
+    track = ev["queue"].to_numpy().astype(np.int64)
     gc = np.clip(g, 0, None)
     cross = (g >= 0) & (track[gc] != track[a])
     # cause label by table lookup on the (kind, unit) codes of the gate: no string work per gap

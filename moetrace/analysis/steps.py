@@ -21,7 +21,9 @@ from moetrace.analysis.classify import (
     CPU_COMM_PATTERN,
     DEFAULT_DEVICE_COMM_PATTERNS,
     DEVICE_UNITS,
+    DEVICE_WAIT_PATTERN,
     STEP_PATTERN,
+    annotation_expr,
     comm_name_expr,
 )
 from moetrace.trace.model import Kind, Trace, Unit
@@ -37,10 +39,12 @@ NO_RANK = -1
 class Prepared:
     """A trace ready for the metric passes.
 
-    `ev`: one row per event in row order with idx (0..n-1), id, track, name, kind (str),
-    ts, end, depth, rank, unit (str), device (bool: counts as a device track here), step,
-    gid (window id or null), flops, args. `windows`: gid, rank, step, lo, hi (ns).
-    `device_tracks`: track, rank, unit of the tracks whose busy/idle is reported.
+    `ev`: one row per event in row order with idx (0..n-1), id, track, queue (the track that
+    stands for its thread/stream, overflow lanes joined), name, cat, kind (annotations are
+    `marker`), ts, end, depth, rank, unit (str), device (bool: counts as a device track
+    here), work (bool: makes its queue busy), step, gid (window id or null), flops, args.
+    `windows`: gid, rank, step, lo, hi (ns). `device_tracks`: track, rank, unit of the
+    queues whose busy/idle is reported.
     """
 
     ev: pl.DataFrame
@@ -65,7 +69,7 @@ class Prepared:
 
 def _contains_comm(ev: pl.DataFrame) -> pl.Series:
     """True for events whose span on their track contains the start of a comm event."""
-    track = ev["track"].to_numpy().astype(np.int64)
+    track = ev["queue"].to_numpy().astype(np.int64)
     ts = ev["ts"].to_numpy()
     end = ev["end"].to_numpy()
     is_comm = (ev["kind"] == "comm").to_numpy()
@@ -80,6 +84,45 @@ def _contains_comm(ev: pl.DataFrame) -> pl.Series:
     n_inside = np.searchsorted(ck, hi, side="left") - np.searchsorted(ck, lo, side="left")
     n_inside = n_inside - (is_comm & (end > ts))  # a comm event contains its own start
     return pl.Series("contains_comm", (n_inside > 0) & (end > ts))
+
+
+def _queues(tracks: pl.DataFrame) -> pl.DataFrame:
+    """track, rank, unit, queue: `queue` is the track that stands for the source's thread or
+    stream: readers move slices that overlap without nesting (programmatic dependent launch,
+    overlapping copies) to overflow lanes with the same (pid, tid); the analysis joins them
+    back, so overlapping work stays on its stream and no track is invented. The queue's own
+    unit applies to all its lanes."""
+    t = tracks.select(
+        pl.col("track").cast(pl.Int64),
+        pl.col("rank").cast(pl.Int64).fill_null(NO_RANK),
+        pl.col("unit").fill_null("other"),
+        "pid",
+        "tid",
+    )
+    keyed = pl.col("pid").is_not_null() & pl.col("tid").is_not_null()
+    t = t.with_columns(
+        pl.when(keyed)
+        .then(pl.col("track").min().over("rank", "pid", "tid"))
+        .otherwise(pl.col("track"))
+        .alias("queue")
+    )
+    unit_of_queue = t.filter(pl.col("track") == pl.col("queue")).select(
+        "queue", pl.col("unit").alias("q_unit")
+    )
+    return (
+        t.join(unit_of_queue, on="queue", how="left", maintain_order="left")
+        .with_columns(pl.coalesce("q_unit", "unit").alias("unit"))
+        .select(pl.col("track").cast(pl.UInt32), "rank", "unit", "queue")
+    )
+
+
+def _mark_annotations(ev: pl.DataFrame) -> pl.DataFrame:
+    """Annotations (classify.annotation_expr) become `marker`: never work, never nodes."""
+    return ev.with_columns(
+        pl.when(annotation_expr()).then(pl.lit("marker", Kind)).otherwise(pl.col("kind")).alias(
+            "kind"
+        )
+    )
 
 
 def _markers(ev: pl.DataFrame, ranks: list[int]) -> pl.DataFrame:
@@ -154,11 +197,7 @@ def prepare_steps(
     """The part of `prepare` that does not depend on the time range (cacheable): classify,
     assign steps, full windows. `gid` is not assigned yet."""
     warnings: list[str] = []
-    tracks = trace.tracks.select(
-        "track",
-        pl.col("rank").cast(pl.Int64).fill_null(NO_RANK),
-        pl.col("unit").fill_null("other"),
-    )
+    tracks = _queues(trace.tracks)
     if ranks is not None:
         tracks = tracks.filter(pl.col("rank").is_in(list(ranks)))
     has_device = tracks.filter(pl.col("unit").is_in(DEVICE_UNITS)).height > 0
@@ -170,6 +209,7 @@ def prepare_steps(
         "id",
         "track",
         "name",
+        "cat",
         "kind",
         "ts",
         (pl.col("ts") + pl.col("dur")).alias("end"),
@@ -192,6 +232,9 @@ def prepare_steps(
         tracks["unit"].gather(row).alias("unit")
         if len(t_ids)
         else pl.lit("other", Unit).alias("unit"),
+        tracks["queue"].gather(row).alias("queue")
+        if len(t_ids)
+        else pl.col("track").cast(pl.Int64).alias("queue"),
     )
     if not found.all():
         ev = ev.filter(pl.Series(found))
@@ -205,6 +248,7 @@ def prepare_steps(
             .otherwise(pl.col("kind"))
             .alias("kind")
         )
+        ev = _mark_annotations(ev)
         inner = _contains_comm(ev)
         ev = ev.with_columns(
             pl.when(
@@ -225,6 +269,20 @@ def prepare_steps(
             .otherwise(pl.col("kind"))
             .alias("kind")
         )
+        ev = _mark_annotations(ev)
+    # work: what makes a track busy (never an annotation, never a device wait), at any depth
+    ev = ev.with_columns(
+        (
+            pl.col("device")
+            & (pl.col("kind") != "marker")
+            & (pl.col("end") > pl.col("ts"))
+            & ~(
+                (pl.col("kind") == "other")
+                & (pl.col("unit") != "cpu")
+                & pl.col("name").str.contains(DEVICE_WAIT_PATTERN).fill_null(False)
+            )
+        ).alias("work")
+    )
     ev = ev.with_row_index("idx")
     rank_list = sorted(tracks["rank"].unique().to_list())
     markers = _markers(ev, rank_list)
@@ -295,7 +353,10 @@ def prepare_steps(
         warnings.append("no compute or communication events on device tracks")
     elif ev.filter(pl.col("device") & (pl.col("kind") == "comm")).height == 0:
         warnings.append("no communication events: comm, overlap and exposed ratios are empty")
-    device_tracks = tracks.filter(pl.col("unit").is_in(device_units))
+    # the analysis reports queues (a thread or stream), never the viewer's overflow lanes
+    device_tracks = tracks.filter(
+        pl.col("unit").is_in(device_units) & (pl.col("track") == pl.col("queue"))
+    ).select("track", "rank", "unit")
     return Prepared(ev, windows, device_tracks, deps, cpu_mode, warnings)
 
 

@@ -168,13 +168,17 @@ def test_cycle_reported_iff_networkx_finds_one(seed: int) -> None:
         late = k == "launch" and ts[s] > ts[d] + 1_000  # ignored: launched after it started
         if s != d and s in g and d in g and not late:
             g.add_edge(s, d)
-    lanes = (
-        work.sort("track", "depth", "ts", "idx")
-        .group_by("track", "depth", maintain_order=True)
-        .agg("id")
-    )
-    for ids in lanes["id"]:
-        g.add_edges_from(itertools.pairwise(ids))
+    # track order: each slice's predecessor is the slice of its track with the latest end
+    # not after its start (lowest row on ties), at any depth; instants take no part
+    rows = work.filter(pl.col("dur") > 0).to_dicts()
+    for b in rows:
+        before = [
+            (a["ts"] + a["dur"], -a["idx"], a["id"])
+            for a in rows
+            if a["track"] == b["track"] and a["ts"] + a["dur"] <= b["ts"]
+        ]
+        if before:
+            g.add_edge(max(before)[2], b["id"])
     named = [w for w in r.warnings if w.startswith("dependency cycle: ")]
     assert bool(named) == (not nx.is_directed_acyclic_graph(g))
     if named:
