@@ -3,7 +3,8 @@
 Graph: nodes are the events that are not annotations; edges are `Trace.deps` (plus Kineto
 sync edges derived in sync_edges.py) and track order: on each queue (a thread or stream,
 overflow lanes joined), each event's predecessor is the event with the latest end not after
-its start, whatever the depth of either (consecutive work is joined across nesting levels). The gating predecessor of e is the predecessor with the latest end not after e's
+its start, whatever the depth of either (consecutive work is joined across nesting
+levels). The gating predecessor of e is the predecessor with the latest end not after e's
 start (within `SKEW_TOLERANCE_NS`, reported when used); a `sync` or `data` edge may end
 anywhere before e ends (a blocking call returns when its predecessor finished; a pipelined
 receive ends after the send's last byte). Gates for every event come from two vectorised

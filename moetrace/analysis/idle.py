@@ -1,7 +1,8 @@
 """Idle cores: per-track busy/idle/util, per-unit utilisation and attributed idle gaps.
 
 busy(t) = |∪ work on t| inside the window W (work at every nesting depth and on the
-reader's overflow lanes of t; annotations and device waits are never work), idle = |W| - busy, util = busy / |W|;
+reader's overflow lanes of t; annotations and device waits are never work),
+idle = |W| - busy, util = busy / |W|;
 util(unit) = Σ busy / (tracks of that unit × |W|). Every maximal idle interval of a track
 inside W is a gap, attributed to what the event after it waited for: the kind/unit of its
 gating predecessor (wait:comm, wait:aic, wait:aiv, wait:host, wait:memory, ...) or

@@ -119,9 +119,10 @@ def _queues(tracks: pl.DataFrame) -> pl.DataFrame:
 def _mark_annotations(ev: pl.DataFrame) -> pl.DataFrame:
     """Annotations (classify.annotation_expr) become `marker`: never work, never nodes."""
     return ev.with_columns(
-        pl.when(annotation_expr()).then(pl.lit("marker", Kind)).otherwise(pl.col("kind")).alias(
-            "kind"
-        )
+        pl.when(annotation_expr())
+        .then(pl.lit("marker", Kind))
+        .otherwise(pl.col("kind"))
+        .alias("kind")
     )
 
 

@@ -131,9 +131,7 @@ def reference(trace: Trace, time_range: tuple[int, int] | None = None) -> Ref:
     annotate()
     for e in ev:
         device_wait = e["kind"] == "other" and e["unit"] != "cpu" and WAIT.search(e["name"])
-        e["work"] = (
-            e["device"] and e["kind"] != "marker" and e["end"] > e["ts"] and not device_wait
-        )
+        e["work"] = e["device"] and e["kind"] != "marker" and e["end"] > e["ts"] and not device_wait
     by_id = {e["id"]: e for e in ev}
     # steps
     markers: dict[int, dict[int, list[int]]] = {}
