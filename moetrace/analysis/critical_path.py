@@ -159,9 +159,14 @@ def gating(prep: Prepared, edge_set: Edges) -> Gates:
     return Gates(gate, gate_edge, int(skew.sum()), n_dep, n_cross)
 
 
-def path_nodes(gate: list[int], start: int, limit: int) -> tuple[list[int], int, bool]:
-    """Rows on the path back from `start`, following `gate` (already cut at step boundaries)
-    until an event has no gate. Returns (rows, the last row's gate or -1, cycle seen).
+def path_nodes(
+    gate: list[int], end: list[int], step: list[int], start: int, lo: int, limit: int
+) -> tuple[list[int], int, bool]:
+    """Rows on the path back from `start`, following `gate` until an event has no gate, or
+    its gate ends at or before `lo` (the path has left the window) and belongs to another
+    step (within the step the walk goes on, so the unclipped path shows where it began,
+    e.g. at the launch of the first kernel). Returns (rows, the last row's gate or -1,
+    cycle seen).
 
     The only sequential part of the analyzer: one list lookup per path node.
     """
@@ -169,7 +174,7 @@ def path_nodes(gate: list[int], start: int, limit: int) -> tuple[list[int], int,
     cur = start
     while True:
         g = gate[cur]
-        if g < 0:
+        if g < 0 or (end[g] <= lo and step[g] != step[cur]):
             return path, g, False
         path.append(g)
         cur = g
@@ -225,12 +230,8 @@ def critical_paths(prep: Prepared, gates: Gates) -> tuple[pl.DataFrame, np.ndarr
     ev = prep.ev
     ts = ev["ts"].to_numpy().astype(np.int64)
     end = ev["end"].to_numpy().astype(np.int64)
-    step = ev["step"].fill_null(np.iinfo(np.int64).min).to_numpy().astype(np.int64)
     gid = ev["gid"].fill_null(-1).to_numpy().astype(np.int64)
-    gate = gates.gate
-    # a gate in another step ends the walk
-    same_step = (gate >= 0) & (step[np.clip(gate, 0, None)] == step)
-    gate_in_step = np.where(same_step, gate, -1)
+    step = ev["step"].fill_null(np.iinfo(np.int64).min).to_numpy().astype(np.int64)
     work = ev["device"].to_numpy() & ev["kind"].is_in(["compute", "comm"]).to_numpy() & (gid >= 0)
     rows = np.flatnonzero(work)
     lo, hi = prep.lo_hi()
@@ -242,12 +243,14 @@ def critical_paths(prep: Prepared, gates: Gates) -> tuple[pl.DataFrame, np.ndarr
         last = np.ones(len(order), dtype=bool)
         last[:-1] = g_sorted[1:] != g_sorted[:-1]
         starts = list(zip(g_sorted[last].tolist(), order[last].tolist(), strict=True))
-    gate_l = gate_in_step.tolist() if starts else []
+    gate_l = gates.gate.tolist() if starts else []
+    end_l = end.tolist() if starts else []
+    step_l = step.tolist() if starts else []
     parts: list[tuple[np.ndarray, ...]] = []
     cycles = 0
     path_start = np.full(prep.n_windows, np.iinfo(np.int64).min, dtype=np.int64)
     for g, start in starts:
-        nodes, last_gate, cycled = path_nodes(gate_l, start, len(ts))
+        nodes, last_gate, cycled = path_nodes(gate_l, end_l, step_l, start, int(lo[g]), len(ts))
         cycles += cycled
         path_start[g] = ts[nodes[-1]]
         node, s0, s1 = segments(nodes, last_gate, ts, end, int(lo[g]), int(hi[g]))

@@ -49,6 +49,8 @@ RANKS_SCHEMA: dict[str, pl.DataType] = {
     "cp_start_ns": pl.Int64(),  # where the unclipped critical path begins (e.g. a launch)
     "a2a_comm_ns": pl.Int64(),  # all-to-all (dispatch/combine) part of comm_ns
     "a2a_exposed_ns": pl.Int64(),  # ... and of exposed_comm_ns
+    "busy_ns": pl.Int64(),  # union of all the rank's device work in the window (every unit)
+    "idle_ns": pl.Int64(),  # window_ns - busy_ns
 }
 
 
@@ -193,15 +195,21 @@ _CACHE_LOCK = threading.Lock()
 
 
 def _graph(
-    trace: Trace, comm_patterns: tuple[str, ...], ranks: Sequence[int] | None
+    trace: Trace,
+    comm_patterns: tuple[str, ...],
+    ranks: Sequence[int] | None,
+    window: str = "step",
+    window_span: str = "compute-comm",
 ) -> tuple[Prepared, Gates, str | None]:
     """Steps, gating predecessors and a named cycle (if any) of `trace`, cached by identity."""
-    key = (comm_patterns, None if ranks is None else tuple(ranks))
+    key = (comm_patterns, None if ranks is None else tuple(ranks), window, window_span)
     with _CACHE_LOCK:  # the TUI analyzes from worker threads
         for cached, cached_key, base, gates, cycle in _CACHE:
             if cached is trace and cached_key == key:
                 return base, gates, cycle
-    base = prepare_steps(trace, comm_patterns=comm_patterns, ranks=ranks)
+    base = prepare_steps(
+        trace, comm_patterns=comm_patterns, ranks=ranks, window=window, window_span=window_span
+    )
     flavor = trace.meta.get("flavor")
     extra = (
         kineto_sync_edges(base)
@@ -226,6 +234,8 @@ def analyze(
     comm_patterns: Sequence[str] = (),
     time_range: tuple[int, int] | None = None,
     ranks: Sequence[int] | None = None,
+    window: str = "step",
+    window_span: str = "compute-comm",
 ) -> Report:
     """Every metric of METRICS.md for `trace`, per rank and step.
 
@@ -233,14 +243,19 @@ def analyze(
     comm_patterns: extra regexes of kernel names that are communication.
     time_range: clip every window to [t0, t1) ns (an area selected in the TUI).
     ranks: analyze only these ranks.
+    window: `step` (one window per rank and step), `trace` (one per rank, the whole trace,
+    idle between steps included) or `annotation:NAME[#K]` (one per instance of the slices
+    named NAME, or only instance K, 0-based), like HTA's annotation and instance_id.
+    window_span: `compute-comm` (msprof's Stage) or `work` (copies and sets too, as
+    TraceLens and HTA span the GPU timeline). Raises ValueError for a bad window or span.
     """
-    base, gates, cycle = _graph(trace, tuple(comm_patterns), ranks)
+    base, gates, cycle = _graph(trace, tuple(comm_patterns), ranks, window, window_span)
     prep = with_windows(base, time_range)
     warnings = [*trace.warnings, *prep.warnings]
     if cycle:
         warnings.append(f"dependency cycle: {cycle}")
     per_window, exposed, comm_events, _compute = exposed_comm(prep)
-    tracks, units, gaps = idle(prep, gates)
+    tracks, units, gaps, device = idle(prep, gates)
     cp, path_start, cp_warnings = critical_paths(prep, gates)
     warnings += cp_warnings
     cp_sum = cp.group_by("gid").agg(
@@ -280,6 +295,8 @@ def analyze(
     )
     ranks_frame = (
         keys.join(per_window, on="gid", how="left")
+        .join(device, on="gid", how="left")
+        .with_columns((pl.col("window_ns") - pl.col("busy_ns")).alias("idle_ns"))
         .join(cp_sum, on="gid", how="left")
         .join(flops, on="gid", how="left")
         .with_columns(

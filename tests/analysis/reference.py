@@ -166,17 +166,36 @@ def reference(trace: Trace, time_range: tuple[int, int] | None = None) -> Ref:
     for e in work:
         if e["step"] is not None or e["rank"] not in markers:
             keys.add((e["rank"], e["step"]))
+    raw = {}
     for k in keys:
         mine = [e for e in work if (e["rank"], e["step"]) == k]
-        lo, hi = min(e["ts"] for e in mine), max(e["end"] for e in mine)
+        raw[k] = (min(e["ts"] for e in mine), max(e["end"] for e in mine))
+    # the windows of a rank partition time: in start order, each ends where the next begins
+    order = sorted(raw, key=lambda k: (k[0], raw[k][0], k[1] is not None, k[1] or 0))
+    for a, b in zip(order, order[1:] + [None], strict=True):
+        lo, hi = raw[a]
+        if b is not None and b[0] == a[0]:
+            hi = min(hi, raw[b][0])
         if time_range is not None:
             lo, hi = max(lo, time_range[0]), min(hi, time_range[1])
         if hi > lo:
-            out.windows[k] = (lo, hi)
+            out.windows[a] = (lo, hi)
+
+    def first_window(e: dict[str, Any]) -> Any:
+        """The first window of the event's rank (by start) that it overlaps in time."""
+        for k in sorted(out.windows, key=lambda k: out.windows[k]):
+            lo, hi = out.windows[k]
+            if k[0] == e["rank"] and e["ts"] < hi and (e["end"] > lo or e["ts"] >= lo):
+                return k
+        return None
+
+    for e in ev:
+        e["window"] = first_window(e)
     gates = gating(ev, trace)
     out.gate = gates
     for k, (lo, hi) in out.windows.items():
-        mine = [e for e in ev if e["device"] and (e["rank"], e["step"]) == k]
+        # every device event of the rank counts, clipped to the window it runs in
+        mine = [e for e in ev if e["device"] and e["rank"] == k[0]]
         C = clip([(e["ts"], e["end"]) for e in mine if e["kind"] == "compute"], lo, hi)
         M = clip([(e["ts"], e["end"]) for e in mine if e["kind"] == "comm"], lo, hi)
         comm, over = length(M), length(intersect(M, C))
@@ -228,7 +247,7 @@ def reference(trace: Trace, time_range: tuple[int, int] | None = None) -> Ref:
         if time_range is not None:
             continue
         last = max(
-            (e for e in mine if e["kind"] in ("compute", "comm")),
+            (e for e in mine if e["kind"] in ("compute", "comm") and e["window"] == k),
             key=lambda e: (e["end"], e["idx"]),
         )
         out.path[k] = walk(ev, gates, last["idx"], lo, hi)
@@ -280,7 +299,7 @@ def walk(
     while node not in seen:
         seen.add(node)
         seg_end = min(ev[node]["end"], cursor)
-        if node not in gates or ev[gates[node]]["step"] != ev[start]["step"]:
+        if node not in gates:
             s = max(min(ev[node]["ts"], seg_end), lo)
             if seg_end > s:
                 segs.append((ev[node]["id"], s, seg_end))
