@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 import polars as pl
 
+from moetrace.analysis import intervals as iv
 from moetrace.analysis.comm import exposed_comm
 from moetrace.analysis.critical_path import Gates, critical_paths, edges, gating
 from moetrace.analysis.cycles import find_cycle
@@ -27,6 +28,16 @@ from moetrace.trace.model import Trace
 NS_METRICS = ("window_ns", "compute_ns", "comm_ns", "overlapped_ns", "exposed_comm_ns", "free_ns")
 RATIO_METRICS = ("overlap_ratio", "exposed_ratio")
 CP_METRICS = ("cp_span_ns", "cp_coverage", "cp_comm_ns", "cp_comm_ratio")
+AGG_NS = (*NS_METRICS, "busy_ns", "idle_ns", "cp_span_ns", "cp_comm_ns")
+"""ns metrics the cross-rank aggregates sum (and give min/mean/max of)."""
+POOLED = {
+    "overlap_ratio": ("overlapped_ns", "comm_ns"),
+    "exposed_ratio": ("exposed_comm_ns", "comm_ns"),
+    "cp_coverage": ("cp_span_ns", "window_ns"),
+    "cp_comm_ratio": ("cp_comm_ns", "job_comm_ns"),
+}
+"""Ratios and their (numerator, denominator): aggregated as Σ num / Σ den, never summed."""
+AGG_HOWS = ("sum", "pooled", "min", "mean", "max")
 
 RANKS_SCHEMA: dict[str, pl.DataType] = {
     "rank": pl.Int64(),
@@ -49,6 +60,7 @@ RANKS_SCHEMA: dict[str, pl.DataType] = {
     "cp_start_ns": pl.Int64(),  # where the unclipped critical path begins (e.g. a launch)
     "a2a_comm_ns": pl.Int64(),  # all-to-all (dispatch/combine) part of comm_ns
     "a2a_exposed_ns": pl.Int64(),  # ... and of exposed_comm_ns
+    "job_comm_ns": pl.Int64(),  # union of every rank's comm in the window: cp_comm's bound
     "busy_ns": pl.Int64(),  # union of all the rank's device work in the window (every unit)
     "idle_ns": pl.Int64(),  # window_ns - busy_ns
 }
@@ -85,7 +97,8 @@ class Report:
         out["overlap_ratio"] = (out["overlapped_ns"] or 0.0) / comm if comm else None
         out["exposed_ratio"] = (out["exposed_comm_ns"] or 0.0) / comm if comm else None
         out["cp_coverage"] = (out["cp_span_ns"] or 0.0) / window if window else None
-        out["cp_comm_ratio"] = (out["cp_comm_ns"] or 0.0) / comm if comm else None
+        job_comm = float(r["job_comm_ns"].sum()) if r.height else 0.0
+        out["cp_comm_ratio"] = (out["cp_comm_ns"] or 0.0) / job_comm if job_comm else None
         mfu = r.filter(pl.col("mfu").is_not_null())
         out["mfu"] = (
             float((mfu["mfu"] * mfu["window_ns"]).sum()) / float(mfu["window_ns"].sum())
@@ -130,7 +143,8 @@ class Report:
         for row in self.ranks.iter_rows(named=True):
             key = (row["rank"], row["step"])
             item: dict[str, Any] = {
-                k: _num(row[k]) for k in ("rank", "step", *NS_METRICS, *RATIO_METRICS)
+                k: _num(row[k])
+                for k in ("rank", "step", *NS_METRICS, "busy_ns", "idle_ns", *RATIO_METRICS)
             }
             item["util"] = util.get(key, {})
             item["critical_path"] = {
@@ -151,23 +165,30 @@ class Report:
         }
 
     def aggregate(self) -> pl.DataFrame:
-        """Per step: sum, mean and max over ranks of every ns, ratio and critical-path metric."""
-        cols = [*NS_METRICS, *RATIO_METRICS, *CP_METRICS, "mfu"]
+        """Per step, across ranks: min, mean and max of every metric; `sum` of the ns metrics
+        only, and for ratios the `pooled` ratio (Σ numerator / Σ denominator) instead: a sum
+        of ratios means nothing. A metric no rank knows (mfu without a peak) stays null."""
         aggs = [pl.len().alias("ranks")]
-        for c in cols:
+        for c in AGG_NS:
+            aggs.append(pl.col(c).sum().alias(f"{c}:sum"))
+        for c, (num, den) in POOLED.items():
+            total = pl.col(den).filter(pl.col(c).is_not_null()).sum()
+            pooled = pl.col(num).filter(pl.col(c).is_not_null()).sum() / total
+            aggs.append(pl.when(total > 0).then(pooled).otherwise(None).alias(f"{c}:pooled"))
+        for c in (*AGG_NS, *POOLED, "mfu"):
             aggs += [
-                pl.col(c).sum().alias(f"{c}:sum"),
+                pl.col(c).min().alias(f"{c}:min"),
                 pl.col(c).mean().alias(f"{c}:mean"),
                 pl.col(c).max().alias(f"{c}:max"),
             ]
         return self.ranks.group_by("step").agg(aggs).sort("step", nulls_last=False)
 
     def aggregate_dicts(self) -> list[dict[str, Any]]:
-        """`aggregate()` as [{step, ranks, sum: {...}, mean: {...}, max: {...}}]."""
+        """`aggregate()` as [{step, ranks, sum: {...}, pooled: {...}, min, mean, max}]."""
         out = []
         for row in self.aggregate().iter_rows(named=True):
             item: dict[str, Any] = {"step": row["step"], "ranks": row["ranks"]}
-            for how in ("sum", "mean", "max"):
+            for how in AGG_HOWS:
                 item[how] = {
                     k.split(":")[0]: _num(v) for k, v in row.items() if k.endswith(f":{how}")
                 }
@@ -296,6 +317,7 @@ def analyze(
     ranks_frame = (
         keys.join(per_window, on="gid", how="left")
         .join(device, on="gid", how="left")
+        .join(_job_comm(prep), on="gid", how="left")
         .with_columns((pl.col("window_ns") - pl.col("busy_ns")).alias("idle_ns"))
         .join(cp_sum, on="gid", how="left")
         .join(flops, on="gid", how="left")
@@ -304,8 +326,8 @@ def analyze(
         )
         .with_columns(
             (pl.col("cp_span_ns") / pl.col("window_ns")).alias("cp_coverage"),
-            pl.when(pl.col("comm_ns") > 0)
-            .then(pl.col("cp_comm_ns") / pl.col("comm_ns"))
+            pl.when(pl.col("job_comm_ns") > 0)
+            .then(pl.col("cp_comm_ns") / pl.col("job_comm_ns"))
             .otherwise(None)
             .alias("cp_comm_ratio"),
             (
@@ -338,6 +360,23 @@ def analyze(
         meta={"cpu_mode": prep.cpu_mode, "source": trace.meta.get("source")},
     )
     return report
+
+
+def _job_comm(prep: Prepared) -> pl.DataFrame:
+    """gid, job_comm_ns: |union of every rank's comm events ∩ the window|. A rank's critical
+    path may run through other ranks' communication (the executor's data edges), never
+    through two comm pieces at once, so cp_comm <= job_comm and cp_comm_ratio stays in
+    [0, 1]; on one rank it is comm_ns."""
+    sel = prep.ev.filter(pl.col("kind") == "comm").select("ts", "end")
+    job = iv.union(
+        iv.make(np.zeros(sel.height, np.int64), sel["ts"].to_numpy(), sel["end"].to_numpy())
+    )
+    lo, hi = prep.lo_hi()
+    covered = iv.covered_length(job, np.zeros(len(lo), np.int64), lo, hi)
+    return pl.DataFrame(
+        {"gid": np.arange(len(lo), dtype=np.int64), "job_comm_ns": covered},
+        schema={"gid": pl.Int64, "job_comm_ns": pl.Int64},
+    )
 
 
 def compare(a: Report, b: Report) -> pl.DataFrame:

@@ -153,9 +153,9 @@ def _annotation_spans(
         hits = pl.concat(
             [
                 hits.filter(pl.col("rank") != NO_RANK),
-                shared.drop("rank").join(
-                    pl.DataFrame({"rank": ranks}, schema={"rank": pl.Int64}), how="cross"
-                ).select(hits.columns),
+                shared.drop("rank")
+                .join(pl.DataFrame({"rank": ranks}, schema={"rank": pl.Int64}), how="cross")
+                .select(hits.columns),
             ]
         )
     out = (
@@ -366,9 +366,10 @@ def prepare_steps(
     elif mode == "annotation":
         markers = _annotation_spans(ev, rank_list, ann_name, ann_instance)
         if markers.height == 0:
-            warnings.append(f"no annotation named {ann_name!r}" + (
-                f" with instance #{ann_instance}" if ann_instance is not None else ""
-            ))
+            warnings.append(
+                f"no annotation named {ann_name!r}"
+                + (f" with instance #{ann_instance}" if ann_instance is not None else "")
+            )
     else:
         markers = _markers(ev, rank_list)
     # the step of each event: by containment of its start in a marker span ...
