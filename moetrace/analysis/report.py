@@ -90,7 +90,8 @@ class Report:
         """Totals over all ranks and steps: ns summed, ratios pooled (Σ num / Σ denominator)."""
         r = self.ranks
         out: dict[str, float | None] = {}
-        for col in (*NS_METRICS, "cp_span_ns", "cp_comm_ns", "a2a_comm_ns", "a2a_exposed_ns"):
+        sums = (*NS_METRICS, "busy_ns", "idle_ns", "cp_span_ns", "cp_comm_ns")
+        for col in (*sums, "a2a_comm_ns", "a2a_exposed_ns"):
             out[col] = float(r[col].sum()) if r.height else 0.0
         comm = out["comm_ns"] or 0.0
         window = out["window_ns"] or 0.0
