@@ -364,6 +364,9 @@ def prepare_steps(
     if mode == "trace":
         markers = _markers(ev.clear(), rank_list)
     elif mode == "annotation":
+        full = window[len("annotation:") :]
+        if ann_instance is not None and not (ev["name"] == ann_name).any():
+            ann_name, ann_instance = full, None  # '#' is part of the name (ProfilerStep#3)
         markers = _annotation_spans(ev, rank_list, ann_name, ann_instance)
         if markers.height == 0:
             warnings.append(

@@ -1,0 +1,84 @@
+"""Which host call launched each device event, and inside which host op it was called.
+
+Launch edges are the trace's `launch` deps plus, on Kineto traces, the runtime call with the
+same `correlation` (sync_edges.kineto_launch_edges): a CUDA/HIP graph launch
+(`cudaGraphLaunch`, `hipGraphLaunch`) shares its correlation id with every kernel it
+replays, so each replayed kernel gets an edge to the graph launch, the step of that call and
+the op around it. The op is the innermost enclosing slice of the launch call on its thread
+that is not an annotation (ProfilerStep, record_function ranges).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+import polars as pl
+
+from moetrace.analysis import intervals as iv
+from moetrace.analysis.steps import prepare_steps
+from moetrace.trace.model import Trace
+
+
+def parents(track: np.ndarray, ts: np.ndarray, end: np.ndarray, depth: np.ndarray) -> np.ndarray:
+    """Row of each event's parent (the last earlier event one level up on its track that
+    contains it), -1 at depth 0 or when nesting is broken. One binary search per level."""
+    n = len(ts)
+    out = np.full(n, -1, dtype=np.int64)
+    if n == 0:
+        return out
+    pos = np.arange(n, dtype=np.int64)
+    for level in range(1, int(depth.max()) + 1):
+        child = pos[depth == level]
+        up = pos[depth == level - 1]
+        if len(child) == 0 or len(up) == 0:
+            continue
+        up = up[np.lexsort((up, ts[up], track[up]))]
+        up_key, child_key = iv.pack_pairs((track[up], ts[up]), (track[child], ts[child]))
+        at = np.searchsorted(up_key, child_key, side="right") - 1
+        cand = up[np.clip(at, 0, None)]
+        ok = (at >= 0) & (track[cand] == track[child]) & (end[cand] >= end[child])
+        out[child[ok]] = cand[ok]
+    return out
+
+
+def launching_ops(trace: Trace, comm_patterns: Sequence[str] = ()) -> pl.DataFrame:
+    """One row per device event with a launch edge: event_id, launch_id (the host call),
+    op_id (the innermost non-annotation slice around the call; null when there is none),
+    step (the step of the launch call)."""
+    prep = prepare_steps(trace, comm_patterns=comm_patterns)
+    ev = prep.ev
+    launch = (
+        prep.deps.filter(pl.col("kind") == "launch")
+        .group_by("dst")
+        .agg(pl.col("src").min())
+        .sort("dst")
+    )
+    schema = {"event_id": pl.UInt32, "launch_id": pl.UInt32, "op_id": pl.UInt32, "step": pl.Int64}
+    if launch.height == 0:
+        return pl.DataFrame(schema=schema)
+    ids = ev["id"].to_numpy().astype(np.int64)
+    order = np.argsort(ids, kind="stable")
+    src_row = order[np.searchsorted(ids[order], launch["src"].to_numpy().astype(np.int64))]
+    parent = parents(
+        ev["track"].to_numpy().astype(np.int64),
+        ev["ts"].to_numpy().astype(np.int64),
+        ev["end"].to_numpy().astype(np.int64),
+        ev["depth"].to_numpy().astype(np.int64),
+    )
+    annotation = (ev["kind"] == "marker").to_numpy()
+    op = parent[src_row]
+    for _ in range(int(ev["depth"].max() or 0) + 1):  # climb over annotations
+        climb = (op >= 0) & annotation[np.clip(op, 0, None)]
+        if not climb.any():
+            break
+        op = np.where(climb, parent[np.clip(op, 0, None)], op)
+    op_id = np.where(op >= 0, ids[np.clip(op, 0, None)], -1)
+    return pl.DataFrame(
+        {
+            "event_id": launch["dst"],
+            "launch_id": launch["src"],
+            "op_id": pl.Series(op_id).replace(-1, None),
+            "step": ev["step"].gather(pl.Series(src_row)),
+        }
+    ).select([pl.col(k).cast(v) for k, v in schema.items()])
