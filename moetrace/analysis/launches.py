@@ -68,7 +68,8 @@ def launching_ops(trace: Trace, comm_patterns: Sequence[str] = ()) -> pl.DataFra
     )
     annotation = (ev["kind"] == "marker").to_numpy()
     op = parent[src_row]
-    for _ in range(int(ev["depth"].max() or 0) + 1):  # climb over annotations
+    depth = ev["depth"].to_numpy()
+    for _ in range(int(depth.max()) + 1 if len(depth) else 0):  # climb over annotations
         climb = (op >= 0) & annotation[np.clip(op, 0, None)]
         if not climb.any():
             break

@@ -171,7 +171,7 @@ def _lagging() -> Trace:
             (s0, "E", "kernel", "compute", 300, 20),
         ],
         [(0, "cpu", "1", "1"), (0, "stream", "0", "7"), (0, "stream", "0", "8")],
-        [(3, 8, "launch"), (4, 9, "launch"), (5, 10, "launch"), (6, 11, "launch"), (7, 12, "launch")],
+        [(call, call + 5, "launch") for call in range(3, 8)],
     )
 
 
@@ -223,9 +223,7 @@ def test_window_annotation_instance() -> None:
         (1, 120, 230),  # C and D, launched inside fwd#1
     ]
     second = analyze(t2, window="annotation:fwd#1")
-    assert second.ranks.select("step", "window_start_ns", "window_end_ns").rows() == [
-        (1, 120, 230)
-    ]
+    assert second.ranks.select("step", "window_start_ns", "window_end_ns").rows() == [(1, 120, 230)]
     with pytest.raises(ValueError, match="annotation:NAME"):
         analyze(t2, window="annotations")
 
