@@ -172,7 +172,8 @@ def reference(trace: Trace, time_range: tuple[int, int] | None = None) -> Ref:
         raw[k] = (min(e["ts"] for e in mine), max(e["end"] for e in mine))
     # the windows of a rank partition time: in start order, each ends where the next begins
     order = sorted(raw, key=lambda k: (k[0], raw[k][0], k[1] is not None, k[1] or 0))
-    for a, b in zip(order, [*order[1:], None], strict=True):
+    following: list[Any] = [*order[1:], None] if order else []
+    for a, b in zip(order, following, strict=True):
         lo, hi = raw[a]
         if b is not None and b[0] == a[0]:
             hi = min(hi, raw[b][0])
