@@ -402,8 +402,14 @@ def prepare_steps(
                 f"{late.height} launch edge(s) start after the work they launch: ignored"
             )
     if trace.meta.get("flavor") == "kineto":
-        from moetrace.analysis.sync_edges import kineto_launch_edges
+        from moetrace.analysis.sync_edges import drop_miscorrelated_launches, kineto_launch_edges
 
+        deps, miscorrelated = drop_miscorrelated_launches(ev, deps)
+        if miscorrelated:
+            warnings.append(
+                f"{miscorrelated} launch flow(s) bound to a device event of another correlation "
+                "id (an overlapping kernel's flow ends on its neighbour): relinked by correlation"
+            )
         extra = kineto_launch_edges(ev, deps)
         if extra is not None:
             deps = pl.concat([deps, extra.cast(deps.schema)])

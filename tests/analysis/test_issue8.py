@@ -317,3 +317,32 @@ def test_cp_comm_ratio_counts_other_ranks_comm_and_stays_in_range() -> None:
     assert agg["pooled"]["cp_comm_ratio"] == pytest.approx((50 + 50) / (50 + 50))
     assert "cp_comm_ratio" not in agg["sum"] and agg["mean"]["mfu"] is None
     assert agg["min"]["window_ns"] == 50 and agg["max"]["window_ns"] == 150
+
+
+def test_overlapping_kernel_keeps_its_own_launch_edge(tmp_path: Path) -> None:
+    """The ac2g flow of a kernel that overlaps its predecessor on the stream ends inside the
+    predecessor (the reader binds a flow end to the slice enclosing it): that edge names two
+    correlation ids and is replaced by the kernel's own call. By hand: k1 <- call 1, k2 <-
+    call 2, nothing else."""
+    events = [
+        _x("cudaLaunchKernel", "cuda_runtime", 0, 2, 1, 1, correlation=1),
+        _x("cudaLaunchKernel", "cuda_runtime", 3, 2, 1, 1, correlation=2),
+        _x("k1", "kernel", 10, 50, 0, 7, correlation=1, stream=7),
+        _x("k2", "kernel", 40, 40, 0, 7, correlation=2, stream=7),
+    ]
+    for flow, (t_call, t_kernel) in enumerate([(0, 10), (3, 40)], start=1):
+        events.append({"ph": "s", "id": flow, "pid": 1, "tid": 1, "ts": t_call, "cat": "ac2g",
+                       "name": "ac2g"})  # fmt: skip
+        events.append({"ph": "f", "id": flow, "pid": 0, "tid": 7, "ts": t_kernel, "cat": "ac2g",
+                       "name": "ac2g", "bp": "e"})  # fmt: skip
+    from moetrace.analysis.launches import launching_ops
+    from moetrace.trace.io import load
+
+    t = load(_kineto_file(tmp_path / "flows.pt.trace.json.gz", events))
+    names = dict(zip(t.events["id"], t.events["name"], strict=True))
+    ops = launching_ops(t).sort("event_id")
+    pairs = zip(ops["event_id"], ops["launch_id"], strict=True)
+    calls = {names[e]: t.events["ts"][s] for e, s in pairs}
+    assert calls == {"k1": 0, "k2": 3_000}
+    r = analyze(t)
+    assert any("relinked by correlation" in w for w in r.warnings)
