@@ -327,7 +327,9 @@ def metrics(
     )
     _check_computed(results)
     if as_json:
-        doc = {"traces": [{"source": p, **r.to_dict()} for p, r in results]}
+        doc: dict[str, Any] = {"traces": [{"source": p, **r.to_dict()} for p, r in results]}
+        if len(results) == 1 and results[0][1].job is not None:  # several ranks: the job
+            doc["job"] = doc["traces"][0].pop("job")
         click.echo(json.dumps(doc, indent=1))
         return
     if as_csv:
