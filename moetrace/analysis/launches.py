@@ -83,3 +83,90 @@ def launching_ops(trace: Trace, comm_patterns: Sequence[str] = ()) -> pl.DataFra
             "step": ev["step"].gather(pl.Series(src_row)),
         }
     ).select([pl.col(k).cast(v) for k, v in schema.items()])
+
+
+GRAPH_LAUNCH = r"^(?:cuda|hip)GraphLaunch|^cuGraphLaunch|GraphLaunch$"
+"""Host calls that replay a captured CUDA/HIP graph (torch_npu's replay call ends the same)."""
+
+
+def capture_map(replay: Trace, capture: Trace) -> pl.DataFrame:
+    """Map graph-replayed kernels back to the ops that launched them at capture time.
+
+    vLLM/SGLang capture their CUDA/HIP graphs under the profiler once (a capture trace, where
+    every kernel is launched by an op), then replay them with one graph launch per step. A
+    replay's kernels, in time order, repeat a run of the capture's kernels (capture launch
+    order): the first run with the same kernel names is taken. One row per replayed kernel
+    that was found: event_id (in `replay`), capture_id (the kernel in `capture`), op_id and
+    op (the capture op around its launch call; null when none).
+    """
+    schema = {"event_id": pl.UInt32, "capture_id": pl.UInt32, "op_id": pl.UInt32, "op": pl.String}
+    rep_ops = launching_ops(replay)
+    names = replay.events.select("id", "name", "ts")
+    calls = names.rename({"id": "launch_id", "name": "call", "ts": "call_ts"})
+    groups = (
+        rep_ops.join(calls, on="launch_id")
+        .filter(pl.col("call").str.contains(GRAPH_LAUNCH))
+        .join(names.rename({"id": "event_id"}), on="event_id")
+        .sort("launch_id", "ts", "event_id")
+    )
+    cap_ops = launching_ops(capture)
+    cap = (
+        cap_ops.join(
+            capture.events.select(pl.col("id").alias("event_id"), "name", "ts"), on="event_id"
+        )
+        .join(
+            capture.events.select(pl.col("id").alias("launch_id"), pl.col("ts").alias("c_ts")),
+            on="launch_id",
+        )
+        .sort("c_ts", "ts", "event_id")
+        .join(
+            capture.events.select(pl.col("id").alias("op_id"), pl.col("name").alias("op")),
+            on="op_id",
+            how="left",
+            maintain_order="left",
+        )
+    )
+    if groups.height == 0 or cap.height == 0:
+        return pl.DataFrame(schema=schema)
+    vocab = pl.concat([cap["name"], groups["name"]]).unique().sort()
+    code = {n: i for i, n in enumerate(vocab.to_list())}
+    cap_codes = np.array([code[n] for n in cap["name"].to_list()], dtype=np.int64)
+    found: dict[tuple[int, ...], int] = {}
+    parts = []
+    for (_,), group in groups.group_by("launch_id", maintain_order=True):
+        seq = tuple(code[n] for n in group["name"].to_list())
+        if seq not in found:
+            found[seq] = _find_run(cap_codes, np.array(seq, dtype=np.int64))
+        at = found[seq]
+        if at < 0:
+            continue
+        hit = cap.slice(at, len(seq))
+        parts.append(
+            pl.DataFrame(
+                {
+                    "event_id": group["event_id"],
+                    "capture_id": hit["event_id"],
+                    "op_id": hit["op_id"],
+                    "op": hit["op"],
+                }
+            )
+        )
+    if not parts:
+        return pl.DataFrame(schema=schema)
+    return pl.concat(parts).select([pl.col(k).cast(v) for k, v in schema.items()])
+
+
+def _find_run(haystack: np.ndarray, needle: np.ndarray) -> int:
+    """First position where `needle` occurs in `haystack` as a contiguous run; -1 if none.
+    Candidates are the positions of its first element; each is checked in one numpy pass."""
+    n, m = len(haystack), len(needle)
+    if m == 0 or m > n:
+        return -1
+    cand = np.flatnonzero(haystack[: n - m + 1] == needle[0])
+    for chunk in np.array_split(cand, max(1, len(cand) * m // 1_000_000 + 1)):
+        if len(chunk) == 0:
+            continue
+        ok = (haystack[chunk[:, None] + np.arange(m)] == needle).all(axis=1)
+        if ok.any():
+            return int(chunk[np.argmax(ok)])
+    return -1

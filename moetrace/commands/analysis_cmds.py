@@ -288,6 +288,13 @@ def _window_options(func: Any) -> Any:
     metavar="REGEX",
     help="Kernel names that are communication too (repeatable).",
 )
+@click.option(
+    "--capture",
+    type=click.Path(dir_okay=False),
+    default=None,
+    help="A CUDA/HIP-graph capture trace (with its kernels): map replayed kernels back to "
+    "the ops that launched them at capture time (time per captured op).",
+)
 @_window_options
 @handle_errors
 def metrics(
@@ -297,6 +304,7 @@ def metrics(
     by: str,
     peak_tflops: float | None,
     comm_patterns: tuple[str, ...],
+    capture: str | None,
     window: str,
     window_span: str,
     separate: bool,
@@ -326,10 +334,14 @@ def metrics(
         window_span=window_span,
     )
     _check_computed(results)
+    captured = {p: _captured_ops(r, capture) for p, r in results} if capture else {}
     if as_json:
         doc: dict[str, Any] = {"traces": [{"source": p, **r.to_dict()} for p, r in results]}
         if len(results) == 1 and results[0][1].job is not None:  # several ranks: the job
             doc["job"] = doc["traces"][0].pop("job")
+        for item, (path, _) in zip(doc["traces"], results, strict=True):
+            if path in captured:
+                item["capture"] = captured[path]
         click.echo(json.dumps(doc, indent=1))
         return
     if as_csv:
@@ -342,6 +354,38 @@ def metrics(
         if by == "rank-step" and report.ranks["rank"].n_unique() > 1:
             step = _frame_by(report, "step", people=True)
             _print_table(step, f"{path}  (per step across ranks; times in ms)")
+        if path in captured:
+            got = captured[path]
+            ops = pl.DataFrame(got["ops"], schema={"op": pl.String, "kernel_ns": pl.Int64})
+            title = (
+                f"{path}  (graph-replayed kernels by captured op: "
+                f"{got['mapped']} of {got['replayed']} mapped; ms)"
+            )
+            _print_table(ops, title)
+
+
+def _captured_ops(report: Report, capture: str) -> dict[str, Any]:
+    """Replayed kernels mapped to the capture trace's ops: how many, and kernel ns per op."""
+    import polars as pl
+
+    from moetrace.analysis.launches import GRAPH_LAUNCH, capture_map, launching_ops
+    from moetrace.trace.io import load
+
+    replay = report.trace
+    if replay is None:
+        return {"replayed": 0, "mapped": 0, "ops": []}
+    mapped = capture_map(replay, load(capture))
+    calls = replay.events.select(pl.col("id").alias("launch_id"), pl.col("name").alias("call"))
+    replayed = launching_ops(replay).join(calls, on="launch_id")
+    n_replayed = replayed.filter(pl.col("call").str.contains(GRAPH_LAUNCH)).height
+    per_op = (
+        mapped.join(replay.events.select(pl.col("id").alias("event_id"), "dur"), on="event_id")
+        .group_by("op")
+        .agg(pl.col("dur").sum().alias("kernel_ns"))
+        .sort("kernel_ns", "op", descending=[True, False])
+    )
+    ops = [{"op": op, "kernel_ns": int(ns)} for op, ns in per_op.iter_rows()]
+    return {"replayed": n_replayed, "mapped": mapped.height, "ops": ops}
 
 
 @click.command("compare")

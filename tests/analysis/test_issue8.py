@@ -346,3 +346,63 @@ def test_overlapping_kernel_keeps_its_own_launch_edge(tmp_path: Path) -> None:
     assert calls == {"k1": 0, "k2": 3_000}
     r = analyze(t)
     assert any("relinked by correlation" in w for w in r.warnings)
+
+
+def test_replayed_kernels_map_back_to_captured_ops(tmp_path: Path) -> None:
+    """Capture trace: op `warmup` launches `fill`; op `attention` launches `attn_k`; op `moe`
+    launches `gemm1`, `gemm2`. Replay: one cudaGraphLaunch replays attn_k, gemm1, gemm2. By
+    hand: attn_k -> attention, gemm1 and gemm2 -> moe (the run starts after `fill`)."""
+    from moetrace.analysis.launches import capture_map
+    from moetrace.trace.io import load
+
+    capture = load(
+        _kineto_file(
+            tmp_path / "capture.pt.trace.json.gz",
+            [
+                _x("warmup", "cpu_op", 0, 10, 1, 1),
+                _x("cudaLaunchKernel", "cuda_runtime", 1, 2, 1, 1, correlation=1),
+                _x("attention", "cpu_op", 20, 10, 1, 1),
+                _x("cudaLaunchKernel", "cuda_runtime", 21, 2, 1, 1, correlation=2),
+                _x("moe", "cpu_op", 40, 20, 1, 1),
+                _x("cudaLaunchKernel", "cuda_runtime", 41, 2, 1, 1, correlation=3),
+                _x("cudaLaunchKernel", "cuda_runtime", 45, 2, 1, 1, correlation=4),
+                _x("fill", "kernel", 5, 3, 0, 7, stream=7, correlation=1),
+                _x("attn_k", "kernel", 25, 3, 0, 7, stream=7, correlation=2),
+                _x("gemm1", "kernel", 50, 3, 0, 7, stream=7, correlation=3),
+                _x("gemm2", "kernel", 55, 3, 0, 7, stream=7, correlation=4),
+            ],
+        )
+    )
+    replay = load(
+        _kineto_file(
+            tmp_path / "replay.pt.trace.json.gz",
+            [
+                _x("model.forward", "cpu_op", 0, 50, 1, 1),
+                _x("cudaGraphLaunch", "cuda_runtime", 5, 5, 1, 1, correlation=9),
+                _x("attn_k", "kernel", 20, 3, 0, 7, stream=7, correlation=9),
+                _x("gemm1", "kernel", 23, 3, 0, 7, stream=7, correlation=9),
+                _x("gemm2", "kernel", 26, 3, 0, 7, stream=7, correlation=9),
+            ],
+        )
+    )
+    got = capture_map(replay, capture)
+    names = dict(zip(replay.events["id"], replay.events["name"], strict=True))
+    assert {names[e]: op for e, op in zip(got["event_id"], got["op"], strict=True)} == {
+        "attn_k": "attention",
+        "gemm1": "moe",
+        "gemm2": "moe",
+    }
+    # on the command line: kernel time per captured op (µs in the files, ns here)
+    from click.testing import CliRunner
+
+    from moetrace.cli import main
+
+    args = ["metrics", str(tmp_path / "replay.pt.trace.json.gz"), "--json"]
+    res = CliRunner().invoke(main, [*args, "--capture", str(tmp_path / "capture.pt.trace.json.gz")])
+    assert res.exit_code == 0, res.stderr
+    cap = json.loads(res.stdout)["traces"][0]["capture"]
+    assert (cap["replayed"], cap["mapped"]) == (3, 3)
+    assert cap["ops"] == [
+        {"op": "moe", "kernel_ns": 6_000},
+        {"op": "attention", "kernel_ns": 3_000},
+    ]
