@@ -5,7 +5,12 @@ event belongs to the step of the host call that launched it (a `launch` dependen
 the step whose marker span contains its start (device work of step N often runs after the host
 has moved on, so clipping device events to host spans would be wrong). A rank without markers
 is one step (step null). The window of a (rank, step) is [first start, last end] of its
-compute and comm events on device tracks, clipped to the requested time range.
+compute and comm events on device tracks (or all device work, `window_span="work"`); the
+windows of a rank are made disjoint (a lagging step ends where the next begins) and every
+event counts in the window it runs in; then they are clipped to the requested time range.
+`window="trace"` makes one window per rank, `annotation:NAME[#K]` one per annotation
+instance. Annotations are marked `marker` here (classify.annotation_expr), overflow lanes
+are joined into their queue.
 """
 
 from __future__ import annotations
