@@ -151,3 +151,24 @@ def test_critical_path_shares_match_hta_on_an_annotation_window(real_traces: Pat
     assert by["compute-stream"] / work == pytest.approx(
         HTA_ALEXNET_CP_US["gpu_compute_bound"] / hta_total, abs=0.05
     )
+
+
+@pytest.mark.parametrize("bench", ["moe_02_few_experts_many_tokens", "moe_04_top2_dense"])
+def test_annotation_windows_equal_kinetos_gpu_mirrors(real_traces: Path, bench: str) -> None:
+    """B300 MoE micro-benchmarks: each `MoE[...]` record_function range has a GPU mirror
+    (gpu_user_annotation) that Kineto draws from the first to the last kernel launched
+    inside it -- an independent reference for `window="annotation:NAME"`: instance k's window
+    equals mirror k's span within 0.1 %, and busy <= window."""
+    io = pytest.importorskip("moetrace.trace.io")
+    trace = io.load(real_traces / "kineto_moe" / "b300_moe_microbench" / f"{bench}.json.gz")
+    name = trace.events.filter(pl.col("name").str.starts_with("MoE["))["name"][0]
+    mirrors = (
+        trace.events.filter((pl.col("name") == name) & (pl.col("cat") == "gpu_user_annotation"))
+        .sort("ts")["dur"]
+        .to_list()
+    )
+    ranks = analyze(trace, window=f"annotation:{name}").ranks.sort("step")
+    assert ranks["step"].to_list() == list(range(len(mirrors))) and len(mirrors) >= 2
+    for got, want in zip(ranks["window_ns"].to_list(), mirrors, strict=True):
+        assert got == pytest.approx(want, rel=1e-3)
+    assert (ranks["busy_ns"] <= ranks["window_ns"]).all()
