@@ -55,9 +55,19 @@ def _flat(frame: pl.DataFrame) -> pl.DataFrame:
     )
 
 
+def _bytes_text(n: float) -> str:
+    """Bytes for people: 2.0 MiB, 128 B (binary units, as NCCL-tests prints sizes)."""
+    for unit, size in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if abs(n) >= size:
+            return f"{n / size:.1f} {unit}"
+    return f"{n:.0f} B"
+
+
 def _cell(value: Any, column: str) -> str:
     if value is None:
         return "-"
+    if column.endswith("bytes") and isinstance(value, int | float):
+        return _bytes_text(value)
     if column.endswith("_ns") and isinstance(value, int | float):
         return f"{value / 1e6:.3f}"
     if isinstance(value, float):
@@ -87,16 +97,6 @@ def _load(files: tuple[str, ...]) -> Any:
     for w in trace.warnings:
         _warn(w)
     return trace
-
-
-def job_of_files(
-    files: list[str], peak_tflops: float | None, comm_patterns: tuple[str, ...]
-) -> dict[str, Any] | None:
-    """The `job` object of `metrics --json` for several files loaded as one job."""
-    from moetrace.analysis.report import analyze
-    from moetrace.trace.io import load
-
-    return analyze(load(files), peak_tflops=peak_tflops, comm_patterns=comm_patterns).job
 
 
 @click.command("collectives")
@@ -155,7 +155,11 @@ def collectives(files: tuple[str, ...], as_json: bool, as_csv: bool, same_clock:
     else:
         if inst.height == 0:
             raise UserError(f"{files[0]}: no collectives found")
-        _table(inst.drop("missing_ranks"), "collectives (times in ms, aligned clocks)")
+        start = inst["first_arrival_ns"].min()
+        shown = inst.drop("missing_ranks").with_columns(
+            pl.col("first_arrival_ns", "last_arrival_ns") - start
+        )
+        _table(shown, "collectives (ms; arrivals from the job's first arrival, aligned clocks)")
         _table(job.offsets, "clock offsets per rank (ms)")
         if job_dict["stragglers"]:
             _table(pl.DataFrame(job_dict["stragglers"]), "stragglers over the job (ms)")

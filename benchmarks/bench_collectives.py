@@ -9,7 +9,7 @@ A second part builds a synthetic job of RANKS ranks x --collectives NCCL kernels
 args (random arrivals, per-rank clock offsets) and times analyze_job on it against loading the
 same trace from Chrome JSON: many instances and a long job critical path.
 
-Usage: python benchmarks/bench_job.py [--ranks 64] [--tokens 2048] [--collectives 2000]
+Usage: python benchmarks/bench_collectives.py [--ranks 64] [--tokens 2048] [--collectives 2000]
                                       [--repeat 3]
 """
 
