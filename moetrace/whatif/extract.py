@@ -119,7 +119,7 @@ def is_executor_trace(trace: Trace) -> bool:
 
 def extract(trace: Trace, sets: dict[str, Any] | None = None) -> LayerWorkload:
     """The layer of `trace` (executor or PyTorch), with `--set` values applied on top."""
-    wl = extract_executor(trace) if is_executor_trace(trace) else extract_torch(trace)
+    wl = extract_executor(trace) if is_executor_trace(trace) else extract_torch(trace, sets)
     return _apply_sets(wl, sets or {})
 
 
@@ -256,8 +256,11 @@ def in_windows(ev: pl.DataFrame, windows: pl.DataFrame) -> pl.DataFrame:
     ).filter((pl.col("ts") >= pl.col("start")) & (pl.col("end") <= pl.col("w_end")))
 
 
-def extract_torch(trace: Trace, step: int | None = None) -> LayerWorkload:
-    """A PyTorch `record_shapes` trace's MoE layer (last complete step unless `step`)."""
+def extract_torch(
+    trace: Trace, sets: dict[str, Any] | None = None, step: int | None = None
+) -> LayerWorkload:
+    """A PyTorch `record_shapes` trace's MoE layer (last complete step unless `step`); a
+    value the trace lacks comes from `sets` (`--set`), else one line asks for it."""
     ev = torch_layer_events(trace)
     windows = layer_windows(ev)
     if windows.height == 0:
@@ -271,15 +274,24 @@ def extract_torch(trace: Trace, step: int | None = None) -> LayerWorkload:
     win = windows.filter(pl.col("step") == chosen)
     ranks = sorted(win["rank"].to_list())
     inside = in_windows(ev, win)
+    sets = sets or {}
+
+    def need(key: str, value: int | None, what: str) -> int:
+        """The measured value, else the user's --set value, else one line naming both."""
+        if value is not None:
+            return int(value)
+        if key in sets:
+            return int(sets[key])
+        raise WhatIfInputError(f"cannot read {key} from the trace ({what}): give --set {key}=…")
+
     mm = inside.filter(pl.col("name") == "aten::mm")
     gate = mm.filter(pl.col("category") == "router")
-    if gate.height == 0:
-        raise WhatIfInputError(
-            "no gate GEMM (aten::mm under moe/gate) with Input Dims: record_shapes off?"
-        )
-    gdims = _dims(gate["args"][0])
-    tokens, hidden = gdims[0]
-    experts = gdims[1][1]
+    gdims = _dims(gate["args"][0]) if gate.height else []
+    ok = len(gdims) == 2 and len(gdims[0]) == 2 and len(gdims[1]) == 2
+    gate_what = "no gate GEMM under moe/gate with Input Dims: record_shapes off?"
+    tokens = need("tokens", gdims[0][0] if ok else None, gate_what)
+    hidden = need("hidden", gdims[0][1] if ok else None, gate_what)
+    experts = need("experts", gdims[1][1] if ok else None, gate_what)
     expert_mm = mm.filter(pl.col("category") == "expert_gemm")
     dims = [_dims(a) for a in expert_mm["args"].to_list()]
     # the down projection [rows, ffn] x [ffn, hidden] names the FFN size (the up projection
@@ -289,18 +301,22 @@ def extract_torch(trace: Trace, step: int | None = None) -> LayerWorkload:
         for d in dims
         if len(d) == 2 and len(d[1]) == 2 and d[1][1] == hidden and d[1][0] != hidden
     ]
-    if not ffn_sizes:
-        raise WhatIfInputError("no expert GEMM with Input Dims [rows, ffn] x [ffn, hidden]")
-    intermediate = int(np.median(ffn_sizes))
+    intermediate = need(
+        "intermediate",
+        int(np.median(ffn_sizes)) if ffn_sizes else None,
+        "no expert GEMM with Input Dims [rows, ffn] x [ffn, hidden]",
+    )
     a2a = inside.filter((pl.col("name") == "AllToAll") & (pl.col("category") == "dispatch"))
     routed = 0
     for args in a2a["args"].to_list():
         conc = _concrete(args)
         if len(conc) >= 2:
             routed += sum(_int_list(conc[2] if len(conc) > 2 and conc[2] else conc[1]))
-    if routed == 0:
-        raise WhatIfInputError("no dispatch all-to-all with split sizes (Concrete Inputs)")
-    top_k = max(1, round(routed / (tokens * len(ranks))))
+    top_k = need(
+        "top_k",
+        max(1, round(routed / (tokens * len(ranks)))) if routed else None,
+        "no dispatch all-to-all with split sizes (Concrete Inputs)",
+    )
     # rows per expert: the first dimension of each expert's first GEMM; placement: its rank
     expert_of = inside.select(
         pl.col("name").str.extract(r"moe/expert(\d+)$").cast(pl.Int64).alias("e"),

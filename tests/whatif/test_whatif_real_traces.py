@@ -53,3 +53,20 @@ def test_single_gpu_trace_without_layer_ranges_is_refused(real_traces: Path) -> 
     path = real_traces / "kineto_moe/b300_moe_microbench/moe_01_many_experts_few_tokens.json.gz"
     with pytest.raises(WhatIfInputError, match="no expert-parallel MoE layer"):
         extract(load(path))
+
+
+def test_missing_shapes_are_asked_for_then_assumed(real_traces: Path) -> None:
+    """Without record_shapes on the gate GEMM, tokens/hidden/experts come from --set and are
+    listed as assumed; without --set, one line names the key to give."""
+    import polars as pl
+
+    trace = load(_gloo(real_traces, "balanced"))
+    no_dims = pl.col("args").str.replace(r'"Input Dims": \[\[1024, 256\], \[256, 16\]\]', '"x": 0')
+    trace = trace.__class__(
+        trace.events.with_columns(no_dims), trace.tracks, trace.deps, trace.counters, trace.meta
+    )
+    with pytest.raises(WhatIfInputError, match=r"--set tokens="):
+        extract(trace)
+    wl = extract(trace, {"tokens": 1024, "hidden": 256, "experts": 16})
+    assert (wl.tokens, wl.hidden, wl.experts, wl.intermediate) == (1024, 256, 16, 384)
+    assert {"tokens", "hidden", "experts"} <= set(wl.assumed())
