@@ -569,15 +569,22 @@ def calibrate_torch(trace: Trace, wl: LayerWorkload, base: Hardware, name: str) 
             mins.append(float(best["dur"]))
     if sizes:
         b, t = np.array(sizes), np.array(mins)
-        bw = float(b.sum() / t.sum() * 1e9)
+        spread = float(b.std() / b.mean()) if b.mean() > 0 else 0.0
+        setup, slope, r2 = _lstsq(b, t) if len(b) >= 3 and spread > 0.1 else (0.0, 0.0, 0.0)
+        if slope > 0:
+            # sizes spread enough: latency (per call, the executor's a2a setup) + bandwidth
+            bw, how = 1e9 / slope, "least squares over the calls' sizes"
+            fits.append(Fit("a2a_setup_ns", setup, "ns", f"AllToAll intercept ({how})", r2, len(b)))
+        else:
+            bw, how = float(b.sum() / t.sum() * 1e9), "through the origin: sizes too alike"
+            r2 = r_squared(t, b / bw * 1e9)
         fits.append(
             Fit(
                 "link_bw",
                 bw,
                 "bytes/s",
-                "executor bytes / duration of the fastest rank's AllToAll per call "
-                "(through the origin)",
-                r_squared(t, b / bw * 1e9),
+                f"executor bytes / duration of the fastest rank's AllToAll per call ({how})",
+                r2,
                 len(t),
             )
         )
@@ -623,6 +630,8 @@ def calibrate_torch(trace: Trace, wl: LayerWorkload, base: Hardware, name: str) 
         "tile_sync_ns",
         "dequeue_ns",
     ):
+        if key not in fixed:  # fitted above
+            continue
         fits.append(
             Fit(
                 key,
