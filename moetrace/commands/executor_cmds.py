@@ -393,7 +393,7 @@ def demo(
         "AIC util",
         "exposed comm",
         "cp comm share",
-        "MFU",
+        "MFU (makespan)",
     ):
         table.add_column(col, justify="left" if col == "schedule" else "right")
     for schedule, s in results.items():
@@ -404,7 +404,7 @@ def demo(
             Text(_pct(s["util"].get("aic"))),
             Text(_pct(s["exposed_ratio"])),
             Text(_pct(s["cp_comm_ratio"])),
-            Text(_pct(s["mfu"])),
+            Text(_pct(s["mfu_makespan"])),
         )
     console = Console(width=120)
     console.print(table)

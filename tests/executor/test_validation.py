@@ -147,3 +147,37 @@ def test_docs_sections_are_replaced_in_place(tmp_path: Path) -> None:
     assert "NEW TABLE" in text and "old" not in text
     assert text.index("intro") < text.index("middle") < text.index("NEW TABLE") < text.index("tail")
     assert "`n_aic`" in text
+
+
+def test_validate_json_gives_every_row_as_data(monkeypatch: pytest.MonkeyPatch) -> None:
+    """`moetrace validate --json` on a small case (the real one takes minutes): every row has
+    its claim, reference, value and verdict; the markdown is rendered from the same data."""
+    import json
+
+    from click.testing import CliRunner
+
+    from moetrace.cli import main
+    from moetrace.commands import executor_validate as ev
+
+    monkeypatch.setattr(ev, "CASE", {**ev.CASE, "ranks": 8, "tokens": 256})
+    monkeypatch.setattr(ev, "GRID_RANKS", (8,))
+    monkeypatch.setattr(ev, "GRID_TOKENS", (256,))
+    monkeypatch.setattr(ev, "LOW_LATENCY_US", {8: 126})
+    monkeypatch.setattr(ev, "REFERENCE_BW", {"dispatch": {8: 146}, "combine": {8: 125}})
+    result = CliRunner().invoke(main, ["validate", "--json"], catch_exceptions=False)
+    assert result.exit_code == 0
+    data = json.loads(result.stdout)
+    keys = [row["key"] for row in data["rows"]]
+    for key in ("speedup_vs_baseline", "aic_util_baseline", "exposed_comm_baseline"):
+        assert key in keys
+    assert sum(k.startswith("ablation") for k in keys) == len(ev.ABLATIONS)
+    for row in data["rows"]:
+        assert {"claim", "reference", "value", "text", "verdict"} <= set(row)
+    speedup = next(r for r in data["rows"] if r["key"] == "speedup_vs_baseline")["value"]
+    cell = data["grid"][0]
+    assert cell["ranks"] == 8 and cell["ratio"] == pytest.approx(
+        cell["tile_ns"] / min(cell["dynamic_ns"], cell["chunked2_ns"], cell["chunked4_ns"])
+    )
+    assert speedup == pytest.approx(cell["chunked2_ns"] / cell["tile_ns"], rel=1e-9)
+    markdown = ev.render_validation(lambda _: None, data)
+    assert f"{speedup:.2f}x" in markdown and markdown.startswith(BEGIN)
