@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from moetrace.commands._common import UserError, handle_errors
+from moetrace.commands._common import UserError, handle_errors, load_options
 
 if TYPE_CHECKING:
     import polars as pl
@@ -200,6 +200,7 @@ def _console():  # type: ignore[no-untyped-def]
     metavar="REGEX",
     help="Kernel names that are communication too (repeatable).",
 )
+@load_options
 @handle_errors
 def metrics(
     traces: tuple[str, ...],
@@ -247,6 +248,7 @@ def metrics(
     metavar="REGEX",
     help="Kernel names that are communication too (repeatable).",
 )
+@load_options
 @handle_errors
 def compare(
     a: str,
@@ -300,6 +302,7 @@ def compare(
     show_default=True,
     help="Rows shown in the table (CSV/JSON print all).",
 )
+@load_options
 @handle_errors
 def query(trace: str, sql: str, as_json: bool, as_csv: bool, limit: int) -> None:
     """Run Polars SQL over the tables events, tracks, deps and counters of TRACE.

@@ -89,6 +89,10 @@ class TraceFormatError(ValueError):
             where = f"{where}: {position}"
         super().__init__(f"{where}: {message}")
 
+    def __reduce__(self) -> tuple[Any, ...]:
+        # Rebuilt from its parts: a parallel load raises a worker's error in the parent.
+        return (type(self), (self.path, self.message, self.position))
+
 
 class TraceValidationError(ValueError):
     """A `Trace` breaks an invariant of the model (see `Trace.problems`)."""
