@@ -27,6 +27,20 @@ def real_traces() -> Path:
     return REAL_TRACES
 
 
+# Side files that sit next to real traces but are not traces (run metadata, routing tables).
+NOT_TRACES = frozenset({"run_meta.json"})
+
+
+@pytest.fixture
+def real_trace_files(real_traces: Path) -> list[Path]:
+    """Every Chrome/Kineto/Ascend trace file (.json, .json.gz) under the real-trace folder."""
+    return sorted(
+        p
+        for p in real_traces.rglob("*")
+        if p.name.endswith((".json", ".json.gz")) and p.name not in NOT_TRACES
+    )
+
+
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     """Remove the run's cache directory."""
     shutil.rmtree(_CACHE_HOME, ignore_errors=True)
