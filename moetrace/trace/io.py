@@ -107,13 +107,15 @@ def load(
     flavor: str | None = None,
     cache: bool | None = None,
     jobs: int | None = None,
+    engine: str | None = None,
 ) -> Trace:
     """Load one trace file, several (one rank each, merged), or a directory of traces.
 
     Ranks come from each file (Kineto `distributedInfo.rank`, moetrace's metadata, Ascend
     `rank<N>` in the path); a file that names none gets its position in the list.
     `cache` (default on) reads and writes the columnar cache; several files are read by
-    `jobs` processes (default: the core count), with the same result as one process.
+    `jobs` processes (default: the core count) or, with `engine="ray"`, as Ray tasks, with
+    the same result as one process.
     Raises `TraceFormatError` for bad input.
     """
     files = _expand(paths)
@@ -123,7 +125,7 @@ def load(
     else:
         from moetrace.trace.parallel import read_many
 
-        traces = read_many(files, flavor, cache=use_cache, jobs=jobs)
+        traces = read_many(files, flavor, cache=use_cache, jobs=jobs, engine=engine)
     if len(traces) == 1:
         return traces[0]
     claimed: dict[int, Path] = {}

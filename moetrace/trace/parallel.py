@@ -73,14 +73,19 @@ def _map_ray(func: Callable[[Path], R], paths: Sequence[Path], address: str | No
         ) from None
     if not ray.is_initialized():
         ray.init(address=address, log_to_driver=False, include_dashboard=False)
-    task = ray.remote(func)
+    task: Any = ray.remote(_apply)
     try:
-        return list(ray.get([task.remote(p) for p in paths]))
+        return list(ray.get([task.remote(func, p) for p in paths]))
     except ray.exceptions.RayTaskError as exc:
         cause = exc.cause
         if isinstance(cause, BaseException):
             raise cause from None
         raise
+
+
+def _apply(func: Callable[[Path], R], path: Path) -> R:
+    """`func(path)`: the one Ray task (Ray wraps functions, not partials)."""
+    return func(path)
 
 
 def _read_file(path: Path, flavor: str | None, cache: bool) -> Trace:
