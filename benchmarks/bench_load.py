@@ -66,6 +66,75 @@ def generate(path: Path, n_events: int, seed: int = 7) -> None:
         fh.write("\n]}\n")
 
 
+def _stamp(ns: int) -> str:
+    return f"{ns // 1000}.{ns % 1000:03d}"
+
+
+def generate_many_tracks(path: Path, n_events: int, seed: int = 7) -> None:
+    """An executor/Ascend-like trace: 8 ranks (pids) x 64 cores (tids) = 512 tracks, each a
+    stream of back-to-back tiles with small args; 1 tile in 100 starts before the previous
+    one on its core ends (a partial overlap: it goes to an overflow lane)."""
+    rng = random.Random(seed)
+    base_ns = 1_736_405_443_000_000_000
+    lanes = 8 * 64
+    with open(path, "w") as fh:
+        fh.write('{"traceEvents":[\n')
+        fh.write('{"ph":"M","name":"process_name","pid":0,"tid":0,"args":{"name":"rank 0"}}')
+        clock = [0] * lanes
+        last_end = [0] * lanes
+        for i in range(n_events):
+            lane = rng.randrange(lanes)
+            pid, tid = divmod(lane, 64)
+            dur = rng.randrange(500, 3000)
+            start = clock[lane] + rng.randrange(1, 400)
+            if i % 100 == 99 and last_end[lane] > 200:
+                start = last_end[lane] - rng.randrange(1, 200)  # overlaps the previous tile
+            clock[lane] = max(clock[lane], start + dur)
+            last_end[lane] = start + dur
+            fh.write(
+                f',\n{{"ph":"X","cat":"tile","name":"{NAMES[i % 200]}","pid":{pid},"tid":{tid},'
+                f'"ts":{_stamp(base_ns + start)},"dur":{_stamp(dur)},'
+                f'"args":{{"tile":{i},"expert":{i % 256}}}}}'
+            )
+        fh.write("\n]}\n")
+
+
+def generate_deep(path: Path, n_events: int, seed: int = 7) -> None:
+    """Kineto-like CPU call stacks 10-14 deep on 4 threads: every top-level op holds a tree
+    of nested calls (1-3 children per call), each a few ns inside its parent."""
+    rng = random.Random(seed)
+    base_ns = 1_736_405_443_000_000_000
+    written = 0
+    with open(path, "w") as fh:
+        fh.write('{"schemaVersion":1,"traceEvents":[\n')
+        fh.write('{"ph":"M","name":"process_name","pid":100,"tid":0,"args":{"name":"python"}}')
+        clock = [0] * 4
+        while written < n_events:
+            tid = rng.randrange(4)
+            depth = rng.randrange(10, 15)
+            start = clock[tid] + rng.randrange(1, 1000)
+            span = 1 << (depth + 6)
+            stack = [(0, start, span)]
+            while stack and written < n_events:
+                level, s, d = stack.pop()
+                fh.write(
+                    f',\n{{"ph":"X","cat":"cpu_op","name":"{NAMES[(level * 13 + written) % 150]}",'
+                    f'"pid":100,"tid":{tid + 1},"ts":{_stamp(base_ns + s)},"dur":{_stamp(d)},'
+                    f'"args":{{"External id":{written},"Sequence number":{level}}}}}'
+                )
+                written += 1
+                if level + 1 < depth and d > 8:
+                    k = 1 if level < depth // 2 else rng.randrange(1, 4)
+                    width = (d - 2) // k
+                    for c in range(k):
+                        stack.append((level + 1, s + 1 + c * width, max(width - 1, 1)))
+            clock[tid] = start + span
+        fh.write("\n]}\n")
+
+
+SHAPES = {"few": generate, "many": generate_many_tracks, "deep": generate_deep}
+
+
 # Each loader: (setup, untimed: imports and type definitions, as in a session that has
 # the library loaded already; body, timed: from the file path to the loaded data).
 RUNNERS: dict[str, tuple[str, str]] = {
