@@ -20,7 +20,7 @@ import tempfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_load import generate  # noqa: E402
+from bench_load import generate
 
 TIMER = """
 import sys, time
