@@ -286,9 +286,10 @@ def write_chrome(trace: Trace, out: str | Path | IO[bytes]) -> None:
         path = Path(out)
         if path.name.endswith(".gz"):
             # mtime=0 and no file name in the header: same trace, same bytes.
-            with open(path, "wb") as raw, gzip.GzipFile(
-                filename="", fileobj=raw, mode="wb", compresslevel=5, mtime=0
-            ) as fh:
+            with (
+                open(path, "wb") as raw,
+                gzip.GzipFile(filename="", fileobj=raw, mode="wb", compresslevel=5, mtime=0) as fh,
+            ):
                 _emit(fh, trace, meta_lines, events, stored)  # type: ignore[arg-type]
         else:
             with open(path, "wb") as fh:

@@ -160,9 +160,7 @@ def nesting_depth(
         # ...but a zero-length event at my start that is me or comes after me in order
         # "ended" at my start without being before me: add those back.
         zkey = sk[zero]
-        zcount_at = np.searchsorted(zkey, sk, side="right") - np.searchsorted(
-            zkey, sk, side="left"
-        )
+        zcount_at = np.searchsorted(zkey, sk, side="right") - np.searchsorted(zkey, sk, side="left")
         zpos = np.flatnonzero(zero)
         zcount_at[zpos] -= np.arange(len(zpos)) - np.searchsorted(zkey, zkey, side="left")
         d_sorted += zcount_at

@@ -77,7 +77,7 @@ def test_unsorted_input_sorted_input_same_depths() -> None:
     dur = rng.integers(0, 50, 400)
     depth, bad = nesting_depth(track, ts, dur)
     perm = rng.permutation(400)
-    depth_p, bad_p = nesting_depth(track[perm], ts[perm], dur[perm])
+    depth_p, _ = nesting_depth(track[perm], ts[perm], dur[perm])
     ref_depth, ref_bad = definition_depth(track.tolist(), ts.tolist(), dur.tolist())
     assert depth.tolist() == ref_depth and bad.tolist() == ref_bad
     # A permutation changes only which of two identical slices comes first: depths of
