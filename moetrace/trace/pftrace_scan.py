@@ -28,9 +28,9 @@ class Malformed(ValueError):
 
 @dataclass
 class Fields:
-    """One row per field found: owning message, field number, wire type, the value of
-    varint / fixed fields, and where a length-delimited payload lies (offset, length).
-    Rows are grouped by field number, each group in message order (then file order)."""
+    """Rows of fields: owning message, field number, wire type, the value of varint / fixed
+    fields, and where a length-delimited payload lies (offset, length); in message order
+    (and, within a message, in the order they appear)."""
 
     msg: np.ndarray
     field: np.ndarray
@@ -38,19 +38,6 @@ class Fields:
     value: np.ndarray  # uint64
     off: np.ndarray
     length: np.ndarray
-    groups: dict[int, tuple[int, int]] | None = None  # field -> (first row, end row)
-
-    def select(self, number: int, wire: int | None = None) -> Fields:
-        """The rows of field `number` (of wire type `wire`, when given), in message order
-        (and, within a message, in the order they appear)."""
-        lo, hi = (self.groups or {}).get(number, (0, 0))
-        cols = [
-            c[lo:hi] for c in (self.msg, self.field, self.wire, self.value, self.off, self.length)
-        ]
-        if wire is not None and len(cols[0]) and bool((cols[2] != wire).any()):
-            keep = cols[2] == wire
-            cols = [c[keep] for c in cols]
-        return Fields(cols[0], cols[1], cols[2], cols[3], cols[4], cols[5])
 
     def last(self, n_msgs: int, default: int = 0) -> tuple[np.ndarray, np.ndarray]:
         """(value per message, present mask): the last occurrence wins, as in protobuf."""
@@ -59,6 +46,57 @@ class Fields:
         out[self.msg] = self.value  # rows are in message order: later ones overwrite
         present[self.msg] = True
         return out, present
+
+
+_COLUMNS = 6
+
+
+class Scan:
+    """The fields a `scan` found, kept per field number as pieces (one per lock step, each in
+    message order); `select` joins the pieces of one field number."""
+
+    def __init__(self) -> None:
+        self.pieces: dict[int, list[tuple[np.ndarray, ...]]] = {}
+
+    def add(self, columns: tuple[np.ndarray, ...]) -> None:
+        """One lock step's rows (msg, field, wire, value, off, length), sorted by message."""
+        field = columns[1]
+        if len(field) == 0:
+            return
+        top = int(field.max())
+        if int(field.min()) == top:  # the usual case: every message at the same field
+            self.pieces.setdefault(top, []).append(columns)
+            return
+        order = np.argsort(field.astype(np.uint16) if top < 2**16 else field, kind="stable")
+        ordered = field[order]
+        change = np.flatnonzero(ordered[1:] != ordered[:-1]) + 1
+        bounds = [0, *change.tolist(), len(field)]
+        for lo, hi in itertools.pairwise(bounds):
+            rows = order[lo:hi]
+            self.pieces.setdefault(int(ordered[lo]), []).append(tuple(c[rows] for c in columns))
+
+    def numbers(self) -> list[int]:
+        """The field numbers found."""
+        return sorted(self.pieces)
+
+    def select(self, number: int, wire: int | None = None) -> Fields:
+        """The rows of field `number` (of wire type `wire`, when given), in message order
+        (and, within a message, in the order they appear)."""
+        pieces = self.pieces.get(number, [])
+        if not pieces:
+            empty = np.zeros(0, dtype=np.int64)
+            return Fields(empty, empty, empty.astype(np.int8), empty.astype(_U64), empty, empty)
+        if len(pieces) == 1:
+            cols = list(pieces[0])
+        else:
+            cols = [np.concatenate([p[k] for p in pieces]) for k in range(_COLUMNS)]
+            # Runs sorted by message, one per step: a stable sort (timsort) merges them.
+            order = np.argsort(cols[0], kind="stable")
+            cols = [c[order] for c in cols]
+        if wire is not None and bool((cols[2] != wire).any()):
+            keep = cols[2] == wire
+            cols = [c[keep] for c in cols]
+        return Fields(cols[0], cols[1], cols[2], cols[3], cols[4], cols[5])
 
 
 def varints(buf: np.ndarray, pos: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -90,10 +128,10 @@ def _fixed(buf: np.ndarray, pos: np.ndarray, width: int) -> np.ndarray:
 
 def scan(
     buf: np.ndarray, starts: np.ndarray, ends: np.ndarray, wanted: set[int] | None = None
-) -> Fields:
+) -> Scan:
     """Every field of the messages buf[starts[i]:ends[i]] (only the `wanted` field numbers
     are kept, when given; all are walked). See `Fields`."""
-    parts: list[tuple[np.ndarray, ...]] = []
+    found = Scan()
     idx = np.flatnonzero(ends > starts)
     pos = starts[idx].astype(np.int64)
     limit = len(buf) - PAD
@@ -133,40 +171,18 @@ def scan(
                 raise Malformed(f"wire type {w} (groups are not read)")
         if len(field) and int(field.min()) == 0:
             raise Malformed("field number 0")
-        keep_rows = want[np.minimum(field, len(want) - 1)] if want is not None else slice(None)
-        parts.append(tuple(c[keep_rows] for c in (idx, field, wire, value, off, length)))
+        columns: tuple[np.ndarray, ...] = (idx, field, wire, value, off, length)
+        if want is not None:
+            keep_rows = want[np.minimum(field, len(want) - 1)]
+            if not bool(keep_rows.all()):
+                columns = tuple(c[keep_rows] for c in columns)
+        found.add(columns)
         end = ends[idx]
         if bool((nxt > end).any()):
             raise Malformed("field runs past the end of its message")
         keep = nxt < end
         idx, pos = idx[keep], nxt[keep]
-    if not parts:
-        empty = np.zeros(0, dtype=np.int64)
-        return Fields(
-            empty, empty, empty.astype(np.int8), np.zeros(0, dtype=_U64), empty, empty, {}
-        )
-    cols = [np.concatenate([p[k] for p in parts]) for k in range(6)]
-    # Group by field number (a radix sort when numbers are small), then put each group in
-    # message order: a group is a few runs already sorted by message (one per step), which
-    # a stable sort (timsort) merges in about linear time.
-    numbers = cols[1]
-    small = int(numbers.max(initial=0)) < 2**16
-    order = np.argsort(numbers.astype(np.uint16) if small else numbers, kind="stable")
-    sorted_numbers = numbers[order]
-    change = np.flatnonzero(sorted_numbers[1:] != sorted_numbers[:-1]) + 1
-    bounds = np.concatenate(([0], change, [len(numbers)])).tolist()
-    groups: dict[int, tuple[int, int]] = {}
-    msg = cols[0]
-    for lo, hi in itertools.pairwise(bounds):
-        if hi <= lo:
-            continue
-        part = order[lo:hi]
-        keys = msg[part]
-        if len(parts) > 1 and not bool((keys[1:] >= keys[:-1]).all()):
-            order[lo:hi] = part[np.argsort(keys, kind="stable")]
-        groups[int(sorted_numbers[lo])] = (lo, hi)
-    cols = [c[order] for c in cols]
-    return Fields(cols[0], cols[1], cols[2], cols[3], cols[4], cols[5], groups)
+    return found
 
 
 _SPLITTER: Any = None

@@ -25,7 +25,7 @@ from perfetto.protos.perfetto.trace import perfetto_trace_pb2 as pb
 from moetrace.trace.model import DEP_KINDS, Trace
 from moetrace.trace.pftrace_plan import FLOW_KIND_BITS
 from moetrace.trace.pftrace_read import _Reader, _Tracks, counter_track, finish
-from moetrace.trace.pftrace_scan import PAD, Fields, Malformed, packet_spans, scan
+from moetrace.trace.pftrace_scan import PAD, Fields, Malformed, Scan, packet_spans, scan
 
 _BEGIN, _END, _INSTANT, _COUNTER = 1, 2, 3, 4
 _LEN, _VARINT, _FIXED64 = 2, 0, 1
@@ -145,7 +145,7 @@ def _read(path: Path, data: bytes) -> Trace:
     seq = packets.select(_P_SEQ, _VARINT).last(n_packets)[0][event_packets].astype(np.int64)
     fields = scan(buf, event_field.off, event_field.off + event_field.length, _EVENT_FIELDS)
     for number, wire in _FLOW_WIRES.items():
-        if bool(((fields.field == number) & (fields.wire != wire)).any()):
+        if bool((fields.select(number).wire != wire).any()):
             raise _Unsupported("flow ids of an unexpected wire type")
     n = len(event_packets)
     kind = fields.select(_E_TYPE, _VARINT).last(n)[0].astype(np.int64)
@@ -223,7 +223,7 @@ def _interned(
 def _event_columns(
     data: bytes,
     buf: np.ndarray,
-    fields: Fields,
+    fields: Scan,
     rows: np.ndarray,
     seq: np.ndarray,
     ts: np.ndarray,
@@ -337,14 +337,19 @@ def _notes(
     """id, kind, flops, bytes and args of every event from its debug annotations."""
     k = len(notes.msg)
     parts = scan(buf, notes.off, notes.off + notes.length, _NOTE_FIELDS)
-    if bool(np.isin(parts.field, _D_NESTED).any()):
+    if any(parts.select(number).msg.size for number in _D_NESTED):
         raise _Unsupported("nested debug annotation values")
-    value_rows = np.flatnonzero(np.isin(parts.field, _D_VALUES))
-    if len(value_rows) != k or bool((np.diff(np.sort(parts.msg[value_rows])) == 0).any()):
+    chosen = [parts.select(number) for number in _D_VALUES]
+    cols = [
+        np.concatenate([getattr(c, name) for c in chosen])
+        for name in ("msg", "field", "wire", "value", "off", "length")
+    ]
+    by_note = np.argsort(cols[0], kind="stable")
+    vals = Fields(*(c[by_note] for c in cols))
+    if len(vals.msg) != k or not bool((vals.msg == np.arange(k)).all()):
         raise _Unsupported("a debug annotation without exactly one value")
-    value_rows = value_rows[np.argsort(parts.msg[value_rows], kind="stable")]
-    vfield = parts.field[value_rows]
-    vwire = parts.wire[value_rows]
+    vfield = vals.field
+    vwire = vals.wire
     expected = np.where(vfield == _D_DOUBLE, _FIXED64, np.where(np.isin(vfield, (6, 9)), 2, 0))
     if bool((vwire != expected).any()):
         raise _Unsupported("debug annotation value of an unexpected wire type")
@@ -379,7 +384,7 @@ def _notes(
     id_ok = is_id & np.isin(vfield, (_D_UINT, _D_INT, _D_POINTER))
     given = np.full(m, -1, dtype=np.int64)
     has_id = np.zeros(m, dtype=bool)
-    raw_value = parts.value[value_rows]
+    raw_value = vals.value
     if bool((raw_value[id_ok & (vfield != _D_INT)] >= np.uint64(1 << 63)).any()):
         raise _Unsupported("an id beyond int64")
     id_values = raw_value[id_ok].view(np.int64)  # int64 two's complement for int values
@@ -396,9 +401,7 @@ def _notes(
         raise _Unsupported("a kind that is not a string")
     kind = pl.Series("kind", ["other"] * m, dtype=pl.String)
     if kind_rows.size:
-        texts = _strings(
-            data, parts.off[value_rows[kind_rows]], parts.length[value_rows[kind_rows]]
-        )
+        texts = _strings(data, vals.off[kind_rows], vals.length[kind_rows])
         texts = pl.select(pl.when(texts == "").then(pl.lit("other")).otherwise(texts)).to_series()
         kind = kind.scatter(notes.msg[kind_rows], texts)
     out["kind"] = kind
@@ -418,7 +421,7 @@ def _notes(
     is_args_text = (keys == "args") & np.isin(vfield, (6, 9))
     args: list[str | None] = [None] * m
     text_rows = np.flatnonzero(is_args_text)
-    texts = _strings(data, parts.off[value_rows[text_rows]], parts.length[value_rows[text_rows]])
+    texts = _strings(data, vals.off[text_rows], vals.length[text_rows])
     extra = (
         np.flatnonzero(~np.isin(keys, _KNOWN_NOTES) & ~is_args_text)
         if k
@@ -434,8 +437,8 @@ def _notes(
             data,
             int(vfield[j]),
             int(raw_value[j]),
-            int(parts.off[value_rows[j]]),
-            int(parts.length[value_rows[j]]),
+            int(vals.off[j]),
+            int(vals.length[j]),
         )
     args_series = pl.Series("args", args, dtype=pl.String)
     if text_rows.size:
@@ -513,7 +516,7 @@ def _deps(
 
 
 def _counters(
-    fields: Fields,
+    fields: Scan,
     kind: np.ndarray,
     uuid: np.ndarray,
     ts: np.ndarray,
