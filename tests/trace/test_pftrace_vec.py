@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 from perfetto.protos.perfetto.trace import perfetto_trace_pb2 as pb
 from perfetto.trace_builder.proto_builder import TraceProtoBuilder
+from pftrace_helpers import server_tracks
 
 from moetrace.trace.io import load, write_trace
 from moetrace.trace.model import Trace
@@ -66,16 +67,9 @@ def _foreign(path: Path, *, unbalanced: bool = False) -> Path:
     head.interned_data.event_names.add(iid=1, name="interned op")
     head.interned_data.event_categories.add(iid=1, name="gpu")
     head.interned_data.debug_annotation_names.add(iid=1, name="bytes_moved")
-    proc = packet(0).track_descriptor
-    proc.uuid, proc.process.pid, proc.process.process_name = 10, 42, "server"
-    thread = packet(0).track_descriptor
-    thread.uuid, thread.parent_uuid = 11, 10
-    thread.thread.pid, thread.thread.tid, thread.thread.thread_name = 42, 43, "worker"
+    server_tracks(packet)
     other = packet(0).track_descriptor
     other.uuid, other.name = 20, "custom lane"
-    counter = packet(0).track_descriptor
-    counter.uuid, counter.parent_uuid, counter.name = 12, 10, "queue"
-    counter.counter.SetInParent()
     BEGIN, END, INSTANT = (
         pb.TrackEvent.TYPE_SLICE_BEGIN,
         pb.TrackEvent.TYPE_SLICE_END,
