@@ -14,6 +14,7 @@ end of the header).
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import io
 import os
@@ -40,6 +41,19 @@ _SUFFIX = ".mtcache"
 RACY_WINDOW_NS = 2_000_000_000
 """A file modified less than this before its load (2 s, FAT's mtime granularity) is not cached:
 a rewrite of the same size within one mtime tick would otherwise look unchanged."""
+
+
+DEFAULT_MAX_BYTES = 20 * 10**9
+"""The cache keeps at most this many bytes (override: $MOETRACE_CACHE_MAX_BYTES); past it, the
+least recently used entries go."""
+
+
+def max_bytes() -> int:
+    """The size cap in bytes: $MOETRACE_CACHE_MAX_BYTES, else `DEFAULT_MAX_BYTES`."""
+    try:
+        return int(os.environ.get("MOETRACE_CACHE_MAX_BYTES", DEFAULT_MAX_BYTES))
+    except ValueError:
+        return DEFAULT_MAX_BYTES
 
 
 def cache_dir() -> Path:
@@ -77,7 +91,11 @@ def read_cached(source: Path, flavor: str | None) -> Trace | None:
         identity = _identity(source, flavor)
     except OSError:
         return None
-    return _decode(data, identity)
+    trace = _decode(data, identity)
+    if trace is not None:
+        with contextlib.suppress(OSError):
+            os.utime(entry)  # mark as recently used, for the size cap
+    return trace
 
 
 def _decode(data: bytes, identity: dict[str, Any]) -> Trace | None:
@@ -150,9 +168,28 @@ def write_cached(source: Path, flavor: str | None, trace: Trace, before: os.stat
     parts.extend(blob for _, blob in blobs)
     try:
         _write_atomic(entry_path(source, flavor), parts)
+        _trim(max_bytes())
     except OSError:
         return False
     return True
+
+
+def _trim(limit: int) -> None:
+    """Delete the least recently used entries until the cache holds at most `limit` bytes."""
+    entries = []
+    for p in cache_dir().glob("*" + _SUFFIX):
+        try:
+            st = p.stat()
+        except FileNotFoundError:
+            continue
+        if not p.name.startswith(".tmp-"):
+            entries.append((st.st_mtime_ns, st.st_size, p))
+    total = sum(size for _, size, _ in entries)
+    for _, size, p in sorted(entries):
+        if total <= limit:
+            break
+        p.unlink(missing_ok=True)
+        total -= size
 
 
 def _write_atomic(target: Path, parts: list[bytes]) -> None:

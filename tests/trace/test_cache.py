@@ -219,3 +219,18 @@ def test_cli_no_cache_and_cache_info_clear(tmp_path: Path, own_cache: Path) -> N
     assert result.exit_code == 0 and "removed 1 entries" in result.output
     assert not cache.entry_path(path, None).exists()
     assert "entries:   0" in runner.invoke(main, ["cache", "info"]).output
+
+
+def test_size_cap_drops_least_recently_used(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    paths = [_write_trace(tmp_path / f"t{i}.json", shift=i) for i in range(3)]
+    load(paths[0])
+    size = cache.entry_path(paths[0], None).stat().st_size
+    monkeypatch.setenv("MOETRACE_CACHE_MAX_BYTES", str(2 * size + size // 2))  # room for 2
+    load(paths[1])
+    old = cache.entry_path(paths[0], None).stat().st_mtime_ns
+    os.utime(cache.entry_path(paths[1], None), ns=(old - 10**9, old - 10**9))  # 1 is older
+    load(paths[2])
+    kept = [cache.entry_path(p, None).exists() for p in paths]
+    assert kept == [True, False, True]
