@@ -99,31 +99,47 @@ class Scan:
         return Fields(cols[0], cols[1], cols[2], cols[3], cols[4], cols[5])
 
 
+_LOW7 = [_U64(0x7F << (7 * j)) for j in range(8)]
+_STOPS = _U64(0x8080808080808080)
+
+
+def _words(buf: np.ndarray) -> np.ndarray:
+    """The 8 bytes at every offset of `buf` as a little-endian uint64 (an overlapping view,
+    no copy): one gather reads a whole varint or fixed64."""
+    return np.ndarray(shape=(len(buf) - 7,), dtype="<u8", buffer=buf, strides=(1,))
+
+
 def varints(buf: np.ndarray, pos: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Decode the base-128 varint at each position: (values as uint64, byte counts)."""
     byte = buf[pos]
-    more = byte >= 0x80
-    if not bool(more.any()):  # all one byte: the common case for tags and lengths
+    if not bool((byte >= 0x80).any()):  # all one byte: the common case for tags and lengths
         return byte.astype(_U64), np.ones(len(pos), dtype=np.int64)
-    value = (byte & 0x7F).astype(_U64)
-    size = np.ones(len(pos), dtype=np.int64)
-    active = np.flatnonzero(more)  # only the varints still going are read on
-    for k in range(1, 10):
-        byte = buf[pos[active] + k]
-        value[active] |= (byte & 0x7F).astype(_U64) << _U64(7 * k)
-        size[active] += 1
-        active = active[byte >= 0x80]
-        if len(active) == 0:
-            return value, size
-    raise Malformed("varint longer than 10 bytes")
+    word = _words(buf)[pos]
+    stop = ~word & _STOPS  # the high bit of each byte that ends a varint
+    first = stop & (~stop + _U64(1))  # the lowest one: 2**(8 * size - 1); 0 if size > 8
+    size = np.bitwise_count((first - _U64(1)) & _STOPS).astype(np.int64) + 1
+    word &= (first << _U64(1)) - _U64(1)  # the varint's own bytes (all 8 when longer)
+    value = word & _LOW7[0]
+    for j in range(1, 8):
+        value |= (word >> _U64(j)) & _LOW7[j]
+    long = np.flatnonzero(first == 0)  # 9 or 10 bytes (ns timestamps, negative ints)
+    if len(long):
+        at = pos[long]
+        b8 = buf[at + 8].astype(_U64)
+        b9 = buf[at + 9].astype(_U64)
+        ten = b8 >= _U64(0x80)
+        if bool((ten & (b9 >= _U64(0x80))).any()):
+            raise Malformed("varint longer than 10 bytes")
+        value[long] |= (b8 & _U64(0x7F)) << _U64(56)
+        value[long] |= np.where(ten, (b9 & _U64(1)) << _U64(63), _U64(0))
+        size[long] = 9 + ten
+    return value, size
 
 
 def _fixed(buf: np.ndarray, pos: np.ndarray, width: int) -> np.ndarray:
     """Little-endian fixed-width values at each position, as uint64."""
-    value = np.zeros(len(pos), dtype=_U64)
-    for k in range(width):
-        value |= buf[pos + k].astype(_U64) << _U64(8 * k)
-    return value
+    word = _words(buf)[pos]
+    return word if width == 8 else word & _U64((1 << (8 * width)) - 1)
 
 
 def scan(
