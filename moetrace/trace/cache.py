@@ -19,6 +19,7 @@ import hashlib
 import io
 import os
 import struct
+import sys
 import tempfile
 import time
 import zlib
@@ -29,7 +30,6 @@ from typing import Any
 import msgspec
 import polars as pl
 
-from moetrace import __version__
 from moetrace.trace.model import SCHEMAS, Trace
 
 CACHE_FORMAT_VERSION = 1
@@ -56,6 +56,13 @@ def max_bytes() -> int:
         return DEFAULT_MAX_BYTES
 
 
+def moetrace_version() -> str:
+    """moetrace's version, from the package this module belongs to (always imported before
+    it; looked up, not imported, so trace/ keeps importing only trace/)."""
+    package = sys.modules.get("moetrace")
+    return str(getattr(package, "__version__", "unknown"))
+
+
 def cache_dir() -> Path:
     """The cache directory: `$XDG_CACHE_HOME/moetrace`, else `~/.cache/moetrace`."""
     base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
@@ -75,7 +82,7 @@ def _identity(source: Path, flavor: str | None) -> dict[str, Any]:
     st = source.stat()
     return {
         "cache_version": CACHE_FORMAT_VERSION,
-        "moetrace": __version__,
+        "moetrace": moetrace_version(),
         "path": os.fsdecode(source.resolve()),
         "size": st.st_size,
         "mtime_ns": st.st_mtime_ns,

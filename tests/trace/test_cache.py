@@ -157,7 +157,7 @@ def test_version_bump_invalidates(
     assert cache.read_cached(path, None) is None
     load(path)
     assert len(reads) == 2
-    monkeypatch.setattr(cache, "__version__", "999.0")  # a new moetrace, same layout
+    monkeypatch.setattr(cache, "moetrace_version", lambda: "999.0")  # new moetrace, same layout
     load(path)
     assert len(reads) == 3
 
