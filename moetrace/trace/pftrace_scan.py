@@ -120,7 +120,7 @@ def varints(buf: np.ndarray, pos: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     size = np.bitwise_count((first - _U64(1)) & _STOPS).astype(np.int64) + 1
     word &= (first << _U64(1)) - _U64(1)  # the varint's own bytes (all 8 when longer)
     value = word & _LOW7[0]
-    for j in range(1, 8):
+    for j in range(1, min(int(size.max()), 8)):  # only as many 7-bit groups as there are
         value |= (word >> _U64(j)) & _LOW7[j]
     long = np.flatnonzero(first == 0)  # 9 or 10 bytes (ns timestamps, negative ints)
     if len(long):

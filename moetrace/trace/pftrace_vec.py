@@ -206,6 +206,13 @@ def _interned(
     table: dict[int, dict[int, str]], seq: np.ndarray, iid: np.ndarray, default: str | None
 ) -> pl.Series:
     """Strings of (sequence, iid) pairs from the per-sequence interning tables."""
+    if len(seq) and int(seq.min()) == int(seq.max()):
+        names = table.get(int(seq[0]), {})
+        top = max(names, default=0)
+        if top < 2**20:  # one sequence, small iids: a gather from a dense table
+            dense = pl.Series([names.get(i, default) for i in range(top + 2)], dtype=pl.String)
+            index = np.minimum(iid, np.uint64(top + 1)).astype(np.int64)  # past the end: missing
+            return dense.gather(index)
     keys = [(s, i, name) for s, names in table.items() for i, name in names.items()]
     lookup = pl.DataFrame(
         {
