@@ -23,6 +23,10 @@ R = TypeVar("R")
 
 ENGINES = ("local", "ray")
 
+PARALLEL_MIN_BYTES = 32 * 2**20
+"""Below this many bytes of input, `read_many` reads in this process unless told a number of
+jobs: starting a worker (~1 s of imports) costs more than parsing small files."""
+
 
 def default_jobs() -> int:
     """The number of cores this process may run on."""
@@ -104,6 +108,12 @@ def read_many(
     address: str | None = None,
 ) -> list[Trace]:
     """Read every file (through the cache unless `cache` is False) with `map_files`."""
+    from moetrace.trace.io import LOAD_DEFAULTS
+
+    told = jobs or LOAD_DEFAULTS["jobs"]
+    local = (engine or LOAD_DEFAULTS["engine"]) == "local"
+    if local and not told and sum(p.stat().st_size for p in paths) < PARALLEL_MIN_BYTES:
+        jobs = 1
     func = functools.partial(_read_file, flavor=flavor, cache=cache)
     return map_files(func, paths, jobs=jobs, engine=engine, address=address)
 

@@ -128,3 +128,18 @@ def test_ray_local_cluster_equals_local_engine(rank_files: list[Path]) -> None:
             load([rank_files[0], bad], engine="ray", cache=False)
     finally:
         ray.shutdown()
+
+
+def test_small_inputs_stay_in_process(
+    rank_files: list[Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Without an explicit job count, a few small files are not worth starting workers."""
+    import concurrent.futures
+
+    def no_pool(*args: object, **kwargs: object) -> None:
+        raise AssertionError("a process pool was started")
+
+    monkeypatch.setattr(concurrent.futures, "ProcessPoolExecutor", no_pool)
+    assert load(rank_files, cache=False).frames_equal(load(rank_files, jobs=1, cache=False))
+    with pytest.raises(AssertionError, match="process pool"):
+        load(rank_files, jobs=2, cache=False)
