@@ -20,6 +20,8 @@ from moetrace.analysis.comm import exposed_comm
 from moetrace.analysis.critical_path import Gates, critical_paths, edges, gating
 from moetrace.analysis.cycles import find_cycle
 from moetrace.analysis.idle import GAP_COLUMNS, idle
+from moetrace.analysis.job import attach_job
+from moetrace.analysis.moe import moe_view
 from moetrace.analysis.steps import NO_RANK, Prepared, prepare_steps, with_windows
 from moetrace.analysis.sync_edges import ascend_wait_edges, kineto_sync_edges
 from moetrace.trace.model import Trace
@@ -71,6 +73,22 @@ class Report:
     exposed: pl.DataFrame
     warnings: list[str] = field(default_factory=list)
     meta: dict[str, Any] = field(default_factory=dict)
+    # several ranks (analysis/job.py): matched collectives, stragglers per (rank, step), the
+    # job's critical path (reference clock) and the `job` object of `metrics --json`;
+    # `moe` (analysis/moe.py) is computed on first use
+    collectives: pl.DataFrame = field(default_factory=pl.DataFrame)
+    stragglers: pl.DataFrame = field(default_factory=pl.DataFrame)
+    job_path: pl.DataFrame = field(default_factory=pl.DataFrame)
+    job: dict[str, Any] | None = None
+    trace: Trace | None = field(default=None, repr=False)
+    _moe: pl.DataFrame | None = field(default=None, repr=False)
+
+    @property
+    def moe(self) -> pl.DataFrame:
+        """The MoE view's time per (rank, step, layer, category) of the whole trace."""
+        if self._moe is None:
+            self._moe = moe_view(self.trace).categories if self.trace else pl.DataFrame()
+        return self._moe
 
     def summary(self) -> dict[str, float | None]:
         """Totals over all ranks and steps: ns summed, ratios pooled (Σ num / Σ denominator)."""
@@ -141,12 +159,15 @@ class Report:
             if row["mfu"] is not None:
                 item["mfu"] = _num(row["mfu"])
             per_rank.append(item)
-        return {
+        out = {
             "ranks": per_rank,
             "aggregate": self.aggregate_dicts(),
             "summary": {k: _num(v) for k, v in self.summary().items()},
             "warnings": list(self.warnings),
         }
+        if self.job is not None:
+            out["job"] = self.job
+        return out
 
     def aggregate(self) -> pl.DataFrame:
         """Per step: sum, mean and max over ranks of every ns, ratio and critical-path metric."""
@@ -320,6 +341,8 @@ def analyze(
         warnings=warnings,
         meta={"cpu_mode": prep.cpu_mode, "source": trace.meta.get("source")},
     )
+    report.trace = trace
+    attach_job(report, trace)
     return report
 
 

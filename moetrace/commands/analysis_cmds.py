@@ -223,7 +223,13 @@ def metrics(
     results = _analyze_paths(traces, peak_tflops, comm_patterns)
     _check_computed(results)
     if as_json:
-        doc = {"traces": [{"source": p, **r.to_dict()} for p, r in results]}
+        doc: dict[str, Any] = {"traces": [{"source": p, **r.to_dict()} for p, r in results]}
+        if len(results) == 1 and results[0][1].job is not None:  # several ranks: the job
+            doc["job"] = doc["traces"][0].pop("job")
+        elif len(results) > 1:  # several files: one job of all their ranks
+            from moetrace.commands.job_cmds import job_of_files
+
+            doc["job"] = job_of_files([p for p, _ in results], peak_tflops, comm_patterns)
         click.echo(json.dumps(doc, indent=1))
         return
     if as_csv:
