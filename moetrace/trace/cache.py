@@ -220,6 +220,8 @@ def load_with_cache(
     file is read and (when cacheable) stored for next time."""
     cached = read_cached(source, flavor)
     if cached is not None:
+        if cached.meta.get("source") != [str(source)]:  # the same file, named another way
+            cached = cached.with_meta(source=[str(source)])
         return cached
     before = source.stat()
     trace = read(source, flavor)

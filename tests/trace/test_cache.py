@@ -234,3 +234,16 @@ def test_size_cap_drops_least_recently_used(
     load(paths[2])
     kept = [cache.entry_path(p, None).exists() for p in paths]
     assert kept == [True, False, True]
+
+
+def test_entry_is_shared_by_every_name_of_the_file(
+    tmp_path: Path, reads: list[Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = _write_trace(tmp_path / "t.json")
+    first = load(path)
+    monkeypatch.chdir(tmp_path)
+    again = load("t.json")  # relative name, same file: one entry
+    assert len(reads) == 1
+    assert again.frames_equal(first)
+    assert again.meta["source"] == ["t.json"]  # as this load named it
+    assert first.meta["source"] == [str(path)]
