@@ -382,10 +382,14 @@ def _notes(
                 raise _Unsupported("an annotation name twice on one event")
     elif len(np.unique(notes.msg * len(names) + code)) != k:
         raise _Unsupported("an annotation name twice on one event")
-    keys = np.array(names, dtype=object)[code] if k else np.zeros(0, dtype=object)
+
+    def named(text: str) -> np.ndarray:
+        """Mask of the annotations whose name is `text` (compared as codes, not strings)."""
+        return code == (names.index(text) if text in names else -1)
+
     out: dict[str, Any] = {}
     # id: an integer value (uint, int, pointer) -> given id; anything else -> a new one.
-    is_id = keys == "id"
+    is_id = named("id")
     if bool((is_id & (vfield == _D_BOOL)).any()):
         raise _Unsupported("a boolean id")
     id_ok = is_id & np.isin(vfield, (_D_UINT, _D_INT, _D_POINTER))
@@ -402,7 +406,7 @@ def _notes(
     given[fresh] = next_id + np.arange(len(fresh))
     out["id"] = given
     # kind: a string, or "other".
-    is_kind = keys == "kind"
+    is_kind = named("kind")
     kind_rows = np.flatnonzero(is_kind)
     if kind_rows.size and bool((~np.isin(vfield[kind_rows], (6, 9))).any()):
         raise _Unsupported("a kind that is not a string")
@@ -414,7 +418,7 @@ def _notes(
     out["kind"] = kind
     # flops, bytes: doubles.
     for name in ("flops", "bytes"):
-        sel = np.flatnonzero(keys == name)
+        sel = np.flatnonzero(named(name))
         if sel.size and bool((vfield[sel] != _D_DOUBLE).any()):
             raise _Unsupported(f"a {name} that is not a double")
         column = np.full(m, np.nan)
@@ -425,12 +429,14 @@ def _notes(
         missing = np.flatnonzero(~present)
         out[name] = series.scatter(missing, None) if missing.size else series
     # args: the "args" string; else the other annotations as a JSON object.
-    is_args_text = (keys == "args") & np.isin(vfield, (6, 9))
+    is_args_text = named("args") & np.isin(vfield, (6, 9))
     args: list[str | None] = [None] * m
     text_rows = np.flatnonzero(is_args_text)
     texts = _strings(data, vals.off[text_rows], vals.length[text_rows])
     extra = (
-        np.flatnonzero(~np.isin(keys, _KNOWN_NOTES) & ~is_args_text)
+        np.flatnonzero(
+            ~np.isin(code, [names.index(n) for n in _KNOWN_NOTES if n in names]) & ~is_args_text
+        )
         if k
         else np.zeros(0, dtype=np.int64)
     )
@@ -440,7 +446,7 @@ def _notes(
         owner = int(notes.msg[j])
         if owner in owners_with_text:
             continue
-        extras.setdefault(owner, {})[str(keys[j])] = _scalar(
+        extras.setdefault(owner, {})[str(names[code[j]])] = _scalar(
             data,
             int(vfield[j]),
             int(raw_value[j]),
