@@ -5,18 +5,26 @@ the same scheduled graph (data edges + per-core order), measured in the same run
 - engine only: `engine.longest_path` (numpy, level by level across ranks and tiles) on that graph,
   i.e. the timing step once the per-core orders are fixed;
 - end to end: `simulate()` (routing, graph build, durations, the tile schedule's offline
-  scheduler, the engine with the HBM contention pass, and the trace frames).
+  planner (its candidate plans, each timed by the engine), and the trace frames).
 Per stage (from the progress callbacks): routing, task graph (graph + durations), engine
-(static scheduler, engine, HBM pass), trace (frames).
+(the planner: static scheduler, engine, port re-timing per candidate), trace (frames).
 The verdict (last line) uses the END-TO-END figure: >= 1M tasks/s and >= 10x the heapq loop
 (BENCHMARKS.md targets). Engine and heapq runs are interleaved (load swings on a shared
 machine hit both); the simulate() runs follow them, best of repeats - 1.
+Then one 256-rank tile run (`--big-ranks`, link rate forced to EP128's measured 57 GB/s, since
+the measured tables stop at EP128) in a child process: its wall time and peak RSS (targets:
+< 2 s, < 1 GB). The last line is `end-to-end simulate: N tasks/s` (64 ranks, tile).
 Usage: python benchmarks/bench_simulate.py [--ranks 64] [--tokens 4096] [--repeats 3]
+       [--big-ranks 256] [--big-tokens 4096]
 """
 
 from __future__ import annotations
 
 import argparse
+import json
+import resource
+import subprocess
+import sys
 import time
 
 import numpy as np
@@ -41,7 +49,7 @@ def best_of(repeats: int, func, *args):  # type: ignore[no-untyped-def]
 def stage_times(t0: float, marks: list[tuple[str, float]]) -> dict[str, float]:
     """Seconds per stage of simulate() from its progress callbacks (a stage lasts until the
     next one is announced): routing, task graph (graph + durations), engine (static scheduler,
-    engine, HBM contention pass), trace (trace frames)."""
+    engine and port re-timing per candidate plan), trace (trace frames)."""
     out: dict[str, float] = {}
     prev_name, prev_t = "setup", t0
     for name, t in marks:
@@ -55,7 +63,21 @@ def main() -> None:
     parser.add_argument("--ranks", type=int, default=64)
     parser.add_argument("--tokens", type=int, default=4096)
     parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--big-ranks", type=int, default=256)
+    parser.add_argument("--big-tokens", type=int, default=4096)
+    parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.child:  # the 256-rank run, alone in its process (peak RSS is the process's)
+        t0 = time.perf_counter()
+        trace = simulate(
+            ranks=args.big_ranks,
+            tokens=args.big_tokens,
+            schedule="tile",
+            hw_overrides={"link_bw": 57e9},
+        )
+        took = time.perf_counter() - t0
+        print(json.dumps({"seconds": took, "tasks": trace.meta["executor"]["tasks"]}))
+        return
 
     wl, hw, opts, _ = prepare("deepseek-v3", "ascend-a3", args.ranks, args.tokens, "tile")
     t0 = time.perf_counter()
@@ -132,6 +154,31 @@ def main() -> None:
         f"(verdict on END-TO-END simulate(), tile: {e2e_rate / 1e6:.2f} M tasks/s >= 1M, "
         f"{e2e_ratio:.1f}x >= 10x heapq)",
     )
+    child = subprocess.run(
+        [
+            sys.executable,
+            __file__,
+            "--child",
+            "--big-ranks",
+            str(args.big_ranks),
+            "--big-tokens",
+            str(args.big_tokens),
+        ],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    rss_gb = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss * 1024 / 1e9
+    if child.returncode == 0:
+        big = json.loads(child.stdout.strip().splitlines()[-1])
+        print(
+            f"{args.big_ranks} ranks x {args.big_tokens} tokens, tile: {big['seconds']:.2f} s, "
+            f"{big['tasks']:,} tasks, peak RSS {rss_gb:.2f} GB (targets < 2 s, < 1 GB: "
+            f"{'met' if big['seconds'] < 2 and rss_gb < 1 else 'NOT met'})"
+        )
+    else:
+        print(f"{args.big_ranks}-rank run failed: {child.stderr.strip().splitlines()[-1:]}")
+    print(f"end-to-end simulate: {e2e_rate:,.0f} tasks/s")
 
 
 if __name__ == "__main__":

@@ -67,6 +67,12 @@ def _simulation_options(func: Callable[..., Any]) -> Callable[..., Any]:
         click.option("--no-l2", is_flag=True, help="Tile ablation: intermediates through HBM."),
         click.option("--dynamic", is_flag=True, help="Tile ablation: run-time ready queue."),
         click.option(
+            "--order",
+            default="auto",
+            show_default=True,
+            help="Tile transfer order: auto (planner picks)|arrival|expert.",
+        ),
+        click.option(
             "--hw",
             "hw_pairs",
             multiple=True,
@@ -108,6 +114,7 @@ def _params(kw: dict[str, Any], overrides: dict[str, Any]) -> dict[str, Any]:
         "one_sided": not kw["no_one_sided"],
         "l2": not kw["no_l2"],
         "dynamic": kw["dynamic"],
+        "order": kw["order"],
     }
 
 
@@ -130,11 +137,18 @@ def _check_params(params: dict[str, Any]) -> None:
 )
 @click.option("--force", is_flag=True, help="Overwrite the output file.")
 @click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON.")
+@click.option(
+    "--seeds",
+    default=1,
+    show_default=True,
+    help="Also run seeds SEED..SEED+N-1 and report the spread of makespan and MFU.",
+)
 @handle_errors
 def run(
     output: str | None,
     force: bool,
     as_json: bool,
+    seeds: int,
     hw_pairs: tuple[str, ...],
     hw_file: str | None,
     **kw: Any,
@@ -145,10 +159,16 @@ def run(
     out = check_output_path(output, force) if output else None
     if output and out is None:
         raise UserError("-o -: writing a trace to stdout is not supported here; give a file name")
+    if seeds < 1:
+        raise UserError(f"--seeds {seeds}: expected a count >= 1")
     trace = run_simulation(params)
     if out is not None:
         trace.write(out, force=force)
     summary = summarize(trace)
+    for warning in trace.meta["executor"].get("warnings", []):
+        click.echo(f"moetrace: warning: {warning}", err=True)
+    if seeds > 1:
+        summary["seeds"] = seed_spread(params, seeds)
     if as_json:
         click.echo(json.dumps(summary, indent=2, sort_keys=True))
         return
@@ -167,9 +187,53 @@ def run(
     )
     click.echo(f"  exposed comm {_pct(summary['exposed_ratio'])} of comm time")
     click.echo(f"  cp comm      {_pct(summary['cp_comm_ratio'])} of comm time on the critical path")
-    click.echo(f"  MFU          {_pct(summary['mfu'])}")
+    click.echo(
+        f"  MFU          {_pct(summary['mfu_makespan'])} over the layer's makespan"
+        f" ({_pct(summary['mfu'])} over each rank's busy window)"
+    )
+    floors = summary["floors_ns"]
+    click.echo(
+        "  floors       "
+        + "  ".join(f"{k} {v / 1e6:.3f} ms" for k, v in floors.items())
+        + "  (no schedule can beat these)"
+    )
+    if "seeds" in summary:
+        sp = summary["seeds"]
+        ms = sp["makespan_ms"]
+        click.echo(
+            f"  over {sp['n']} seeds  makespan {ms['min']:.3f}..{ms['max']:.3f}"
+            f" ms (mean {ms['mean']:.3f}, sd {ms['sd']:.3f}); "
+            f"MFU {_pct(sp['mfu']['min'])}..{_pct(sp['mfu']['max'])}"
+        )
     if out is not None:
         click.echo(f"  trace        {out}")
+
+
+def seed_spread(params: dict[str, Any], n: int) -> dict[str, Any]:
+    """Makespan (ms) and MFU over the makespan for seeds seed..seed+n-1: min, max, mean, sd."""
+    import statistics
+
+    from moetrace.executor.floors import floors
+    from moetrace.executor.run import simulate_run
+
+    spans, mfus = [], []
+    with executor_errors():
+        for k in range(n):
+            p = {**params, "seed": params["seed"] + k}
+            result = simulate_run(**p)
+            f = floors(result)
+            spans.append(result.makespan_ns / 1e6)
+            mfus.append(f["flops"] / (f["peak_flops"] * result.makespan_ns * 1e-9))
+
+    def stats(xs: list[float]) -> dict[str, float]:
+        return {
+            "min": min(xs),
+            "max": max(xs),
+            "mean": statistics.fmean(xs),
+            "sd": statistics.stdev(xs) if len(xs) > 1 else 0.0,
+        }
+
+    return {"n": n, "first_seed": params["seed"], "makespan_ms": stats(spans), "mfu": stats(mfus)}
 
 
 def _split(value: str) -> list[str]:
@@ -329,7 +393,7 @@ def demo(
         "AIC util",
         "exposed comm",
         "cp comm share",
-        "MFU",
+        "MFU (makespan)",
     ):
         table.add_column(col, justify="left" if col == "schedule" else "right")
     for schedule, s in results.items():
@@ -340,7 +404,7 @@ def demo(
             Text(_pct(s["util"].get("aic"))),
             Text(_pct(s["exposed_ratio"])),
             Text(_pct(s["cp_comm_ratio"])),
-            Text(_pct(s["mfu"])),
+            Text(_pct(s["mfu_makespan"])),
         )
     console = Console(width=120)
     console.print(table)
@@ -366,13 +430,22 @@ def demo(
 @click.option(
     "--print", "print_only", is_flag=True, help="Print the table instead of updating the docs."
 )
+@click.option("--json", "as_json", is_flag=True, help="Print every row as JSON (docs untouched).")
 @handle_errors
-def validate(docs_path: str, print_only: bool) -> None:
+def validate(docs_path: str, print_only: bool, as_json: bool) -> None:
     """Regenerate the executor's validation table (EXECUTOR.md) into docs/executor.md."""
-    from moetrace.commands.executor_validate import render_validation, update_docs
+    from moetrace.commands.executor_validate import (
+        collect_validation,
+        render_validation,
+        update_docs,
+    )
 
     with executor_errors():
-        markdown = render_validation(lambda msg: click.echo(msg, err=True))
+        data = collect_validation(lambda msg: click.echo(msg, err=True))
+    if as_json:
+        click.echo(json.dumps(data, indent=2, default=str))
+        return
+    markdown = render_validation(lambda msg: None, data)
     if print_only:
         click.echo(markdown)
         return

@@ -63,6 +63,14 @@ def summarize(trace: Trace) -> dict[str, Any]:
         "exposed_ratio": summary.get("exposed_ratio"),
         "cp_comm_ratio": summary.get("cp_comm_ratio"),
         "mfu": summary.get("mfu"),
+        # MFU over the layer's makespan on every rank: all ranks' GEMM FLOPs / (peak x makespan)
+        "mfu_makespan": ex.get("mfu_makespan"),
+        # what no schedule can beat (executor/floors.py), so anyone can check a run against physics
+        "floors_ns": ex.get("floors_ns"),
+        "flops": ex.get("flops"),
+        "peak_flops": ex.get("peak_flops"),
+        "hbm_bytes": ex.get("hbm_bytes"),
+        "warnings": ex.get("warnings", []),
         # sums over ranks (ns), for derived figures such as "util if part of the comm were hidden"
         "window_ns": summary.get("window_ns"),
         "comm_ns": summary.get("comm_ns"),

@@ -99,16 +99,6 @@ def _load(files: tuple[str, ...]) -> Any:
     return trace
 
 
-def job_of_files(
-    files: list[str], peak_tflops: float | None, comm_patterns: tuple[str, ...]
-) -> dict[str, Any] | None:
-    """The `job` object of `metrics --json` for several files loaded as one job."""
-    from moetrace.analysis.report import analyze
-    from moetrace.trace.io import load
-
-    return analyze(load(files), peak_tflops=peak_tflops, comm_patterns=comm_patterns).job
-
-
 @click.command("collectives")
 @click.argument("files", nargs=-1, required=True, type=click.Path())
 @click.option("--json", "as_json", is_flag=True, help="Print JSON (ns, bytes, GB/s).")

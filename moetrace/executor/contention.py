@@ -1,13 +1,9 @@
-"""Shared HBM bandwidth: stretch the memory time of tasks by the oversubscription they run in.
+"""HBM demand over time, and the packed integer sort the executor uses everywhere.
 
-Every core streams HBM at most at `hbm_core_rate`, and all of a device's traffic together at
-most at `hbm_bw`. A task's durations are first computed uncontended; after the schedule is timed,
-the device's HBM demand over time is the sum of each running task's average rate (its HBM bytes
-over its duration), including the transfers' DMA reads (sender) and writes (receiver). Where the
-demand exceeds `hbm_bw`, every task running then gets the same fraction `hbm_bw / demand` of its
-rate (processor sharing), so its HBM time is multiplied by the mean oversubscription over its
-interval. This is one correction step (the timings are then recomputed with the same per-core
-orders), not an iteration to a fixed point: `residual_oversubscription` reports what is left.
+HBM bandwidth is shared inside the schedule (`schedules.hbm_rates`: each party's rate is fixed
+before scheduling so that no instant can exceed `hbm_bw`), not corrected afterwards.
+`demand_profile` sums the running tasks' rates over time per rank: the tests use it to check
+that claim on every run (tests/executor/test_physics.py).
 """
 
 from __future__ import annotations
@@ -62,30 +58,3 @@ def demand_profile(
     pos = np.empty(2 * m, dtype=np.int64)
     pos[order] = np.arange(2 * m)
     return b_rank[order], b_time[order], demand, pos
-
-
-def mean_oversubscription(
-    rank: np.ndarray,
-    start: np.ndarray,
-    end: np.ndarray,
-    rate: np.ndarray,
-    capacity: float,
-    query: np.ndarray,
-) -> np.ndarray:
-    """Mean of max(1, demand / capacity) over each interval `query` selects (time-weighted)."""
-    s_rank, s_time, demand, pos = demand_profile(rank, start, end, rate)
-    over = np.maximum(1.0, demand / capacity)
-    span = np.zeros(s_time.size)
-    same = s_rank[1:] == s_rank[:-1]
-    span[:-1] = np.where(same, s_time[1:] - s_time[:-1], 0)
-    integral = np.zeros(s_time.size + 1)
-    np.cumsum(over * span, out=integral[1:])
-    m = start.size
-    q = np.flatnonzero(query)
-    lo, hi = pos[q], pos[q + m]
-    # boundaries tied at one (rank, time) are joined by zero-length spans: same integral
-    length = (end[q] - start[q]).astype(np.float64)
-    out = np.ones(m)
-    ok = length > 0
-    out[q[ok]] = (integral[hi[ok]] - integral[lo[ok]]) / length[ok]
-    return np.maximum(out, 1.0)

@@ -15,7 +15,6 @@ the reference in tests and as the baseline in benchmarks/bench_simulate.py.
 from __future__ import annotations
 
 import heapq
-from dataclasses import replace
 
 import numpy as np
 
@@ -201,24 +200,40 @@ def run_dynamic(t: Timed, layout: dict[int, tuple[int, int]]) -> tuple[np.ndarra
     return list_schedule(t, layout, by_stage=False)
 
 
+def arrival_order_ports(
+    t: Timed, lane: np.ndarray, start: np.ndarray, rounds: int = 2
+) -> tuple[np.ndarray, np.ndarray]:
+    """(start, lane) after letting every link port take its transfers in the order their data
+    became ready in the previous timing (a receiver takes what arrives first), cores keeping
+    their order; repeated `rounds` times, the best makespan kept.
+
+    Cannot deadlock: with potential (ready time for port tasks, start for the others; ties by
+    id, which grows along every data edge) every data edge and every lane edge goes up."""
+    port = np.isin(t.pool, [POOL_TX, POOL_RX])
+    best_start, best_span = start, int((start + t.dur).max())
+    for _ in range(rounds):
+        ready = np.zeros(t.n, dtype=np.int64)
+        np.maximum.at(ready, t.dst, start[t.src] + t.dur[t.src] + t.w)
+        key = np.where(port, ready, start)
+        a, b = lane_chain(lane, key)
+        w = np.concatenate([t.w, np.zeros(a.size, dtype=np.int64)])
+        start = longest_path(t.n, t.dur, np.r_[t.src, a], np.r_[t.dst, b], w)
+        span = int((start + t.dur).max())
+        if span < best_span:
+            best_start, best_span = start, span
+    return best_start, lane
+
+
 def run_schedule(
     t: Timed, layout: dict[int, tuple[int, int]], dynamic: bool = False
 ) -> tuple[np.ndarray, np.ndarray, Timed]:
-    """(start ns, lane, timed with contended durations): the schedule's per-core orders are
-    fixed with uncontended durations (what an offline scheduler or a run-time queue sees), then
-    the run is re-timed with every tile's HBM time stretched by the HBM oversubscription it met
-    (`Timed.with_contention`); lanes and orders stay the same."""
-    levels: list[Level] = []
+    """(start ns, lane, timed) of the schedule's per-core orders. The durations already hold
+    every shared resource's share (HBM: `schedules.hbm_rates`), so one timing is the run."""
     if dynamic:
-        start0, lane = run_dynamic(t, layout)
-        a, b = lane_chain(lane, start0)
-        src = np.concatenate([t.src, a])
-        dst = np.concatenate([t.dst, b])
-        w = np.concatenate([t.w, np.zeros(a.size, dtype=np.int64)])
-    else:
-        lane, src, dst, w = static_graph(t, layout)
-        start0 = longest_path(t.n, t.dur, src, dst, w, levels=levels)
-    dur = t.with_contention(start0)
-    # same graph, new durations: reuse the first sweep's levels (no sort, no in-degree count)
-    start = replay_levels(t.n, dur, w, levels) if levels else longest_path(t.n, dur, src, dst, w)
-    return start, lane, replace(t, dur=dur, free_dur=t.dur)
+        start, lane = run_dynamic(t, layout)
+        return start, lane, t
+    lane, src, dst, w = static_graph(t, layout)
+    start = longest_path(t.n, t.dur, src, dst, w)
+    if t.list_scheduled:  # tile: the ports serve transfers in arrival order
+        start, lane = arrival_order_ports(t, lane, start)
+    return start, lane, t

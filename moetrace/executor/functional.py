@@ -86,8 +86,57 @@ def _csr(keys: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray]:
     return order, ptr
 
 
+class PlacementError(AssertionError):
+    """A task ran where its data or its expert is not: the run is not a valid EP execution."""
+
+
+def placement_errors(run: Run) -> list[str]:
+    """What breaks placement (empty when sound), checked on the scheduled run itself:
+    - every data edge joins two tasks of one rank, except a transfer's TX -> RX;
+    - every expert task (GEMM1, SwiGLU, GEMM2) is on the rank that holds its expert;
+    - every task runs on a lane (core or port) of its own rank."""
+    cols, t = run.graph.cols, run.timed
+    rank, typ = cols["rank"], cols["type"]
+    src, dst = run.graph.edge_src, run.graph.edge_dst
+    hop = ((typ[src] == T["dispatch_tx"]) & (typ[dst] == T["dispatch_rx"])) | (
+        (typ[src] == T["combine_tx"]) & (typ[dst] == T["combine_rx"])
+    )
+    out = []
+    cross = (rank[src] != rank[dst]) & ~hop
+    if cross.any():
+        e = int(np.flatnonzero(cross)[0])
+        out.append(
+            f"{int(cross.sum())} data edge(s) cross ranks outside a transfer, e.g. "
+            f"task {int(src[e])} (rank {int(rank[src[e]])}) -> task {int(dst[e])} "
+            f"(rank {int(rank[dst[e]])})"
+        )
+    expert_task = np.isin(typ, [T["gemm1"], T["swiglu"], T["gemm2"]])
+    holder = run.graph.expert_rank[np.where(expert_task, cols["expert"], 0)]
+    wrong = expert_task & (rank != holder)
+    if wrong.any():
+        i = int(np.flatnonzero(wrong)[0])
+        out.append(
+            f"{int(wrong.sum())} expert task(s) off their expert's rank, e.g. task {i} of "
+            f"expert {int(cols['expert'][i])} on rank {int(rank[i])}, held by {int(holder[i])}"
+        )
+    n = run.graph.n
+    lane_rank = run.lane[:n] // t.lanes_per_rank
+    off = lane_rank != rank
+    if off.any():
+        i = int(np.flatnonzero(off)[0])
+        out.append(
+            f"{int(off.sum())} task(s) on another rank's lane, e.g. task {i} of rank "
+            f"{int(rank[i])} on a lane of rank {int(lane_rank[i])}"
+        )
+    return out
+
+
 def execute(run: Run, w: Weights, start: np.ndarray | None = None) -> np.ndarray:
-    """The layer output computed by the task graph in simulated order (NaN-initialised)."""
+    """The layer output computed by the task graph in simulated order (NaN-initialised), after
+    checking that every task ran where its data and its expert are (`placement_errors`)."""
+    errors = placement_errors(run)
+    if errors:
+        raise PlacementError("; ".join(errors))
     g, t, wl = run.graph, run.timed, run.workload
     start = run.start if start is None else start
     rows = g.rows

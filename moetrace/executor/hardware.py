@@ -47,6 +47,7 @@ class Hardware:
     aiv_copy_bw: float  # bytes/s one AIV can push (one-sided write injection)
     gemm_eff: float  # achieved / peak for whole grouped GEMM kernels
     tile_gemm_eff: float  # achieved / peak for streamed GEMM tiles
+    a2a_setup_ns: float  # per all-to-all call and rank: count/notify exchange before any data
 
     @property
     def core_peak_flops(self) -> float:
@@ -66,12 +67,18 @@ class Hardware:
     def link_rate(self, what: str, ep: int) -> float:
         """Per-rank bandwidth (bytes/s) of `what` ('dispatch' or 'combine') at EP degree `ep`.
 
-        `link_bw` > 0 wins; otherwise the measured table is interpolated in log2(EP) and clamped
-        at its ends.
+        `link_bw` > 0 wins; otherwise the measured table is interpolated in log2(EP). Above the
+        table's largest EP there is no measurement: refused (`ExecutorInputError`), never
+        extrapolated; below its smallest EP the smallest EP's rate is used (`link_warnings`).
         """
         if self.link_bw > 0:
             return self.link_bw
         table = self.dispatch_bw if what == "dispatch" else self.combine_bw
+        if ep > table[-1][0]:
+            raise ExecutorInputError(
+                f"hardware {self.name}: EP{ep} is beyond its measured {what} bandwidth table "
+                f"(EP{table[0][0]}..EP{table[-1][0]}); give --hw link_bw=BYTES_PER_S to run it"
+            )
         xs = [math.log2(e) for e, _ in table]
         ys = [b for _, b in table]
         x = math.log2(max(ep, 1))
@@ -92,148 +99,72 @@ class Hardware:
         return out
 
 
-SIM = "sim.md §1a"
-FIELDS: dict[str, tuple[str, str]] = {
-    "n_aic": (
-        "cores",
-        f"{SIM}: 24 Cube per die (ATC --aicore_num; Ascend910_9392 ini ai_core_cnt=24)",
-    ),
-    "n_aiv": ("cores", f"{SIM}: 48 Vector per die (vector_core_cnt=48), 1:2 with AIC"),
-    "clock_hz": ("Hz", f"{SIM}: cube_freq 1800 MHz (910B2 ini; A3 serving-sim config)"),
-    "cube_flops_per_cycle": ("FLOP/cycle/AIC", f"{SIM}: 16x16x16 fp16 MAC/cycle -> 8192 FLOP"),
-    "vector_flops_per_cycle": ("FLOP/cycle/AIV", f"{SIM}: 256 flop/cycle (22 TFLOPS per 48 AIV)"),
-    "hbm_bytes": ("bytes", f"{SIM}: 64 GB per die (128 GB per 910C)"),
-    "hbm_bw": ("bytes/s", f"{SIM}: 1.6 TB/s per die (3.2 TB/s per 910C)"),
-    "hbm_core_rate": (
-        "bytes/s",
-        f"{SIM}: ddr_rate 32 B/cycle/core -> 58 GB/s (910B1 ini; A3 assumed same)",
-    ),
-    "l2_bytes": ("bytes", f"{SIM}: l2_size 192 MiB (910B2 ini; 192 MB/die in sim config)"),
-    "l2_core_rate": ("bytes/s", f"{SIM}: l2_rate 110 B/cycle/core -> 198 GB/s (910B1 ini)"),
-    "dispatch_bw": (
-        "bytes/s by EP",
-        f"{SIM}: DeepEP-Ascend measured dispatch (INT8) 146/107/102/81/57 GB/s at EP8..128 "
-        "(sgl-kernel-npu README)",
-    ),
-    "combine_bw": (
-        "bytes/s by EP",
-        f"{SIM}: DeepEP-Ascend measured combine (BF16) 125/103/95/91/81 GB/s at EP8..128 "
-        "(sgl-kernel-npu README)",
-    ),
-    "link_bw": ("bytes/s", "0 = use the measured tables; set to force one rate"),
-    "link_latency_ns": ("ns", f"{SIM}: '<1 µs inter-node latency' (CloudMatrix384 summary); 1 µs"),
-    "launch_ns": ("ns", f"assumed: raw launch not found; {SIM} suggests 5-30 µs; 20 µs"),
-    "collective_ns": ("ns", "assumed: HCCL notify record/wait orchestration, 50 µs (sim.md §5)"),
-    "tile_sync_ns": (
-        "ns",
-        "assumed: per-tile event-counter sync, 2 µs (sim.md §5 back-of-envelope)",
-    ),
-    "dequeue_ns": ("ns", "assumed: dynamic ready queue pop (global atomic + flag poll), 1 µs"),
-    "comm_aiv": ("cores", "assumed: 16 AIV drive one-sided writes (sim.md §5)"),
-    "aiv_copy_bw": ("bytes/s", "assumed: 10 GB/s injected per AIV (sim.md §5); 16 AIV > link"),
-    "gemm_eff": ("ratio", "assumed: 0.75 for whole grouped GEMMs (sim.md §5 η_big)"),
-    "tile_gemm_eff": ("ratio", "assumed: 0.70 for streamed tiles (sim.md §5 η_tile)"),
-}
+PRESET_DIR = Path(__file__).with_name("presets")
+_ENTRY_KEYS = {"value", "unit", "source"}
 
-GB = 1e9
-_A3_DISPATCH: BandwidthTable = (
-    (8, 146 * GB),
-    (16, 107 * GB),
-    (32, 102 * GB),
-    (64, 81 * GB),
-    (128, 57 * GB),
-)
-_A3_COMBINE: BandwidthTable = (
-    (8, 125 * GB),
-    (16, 103 * GB),
-    (32, 95 * GB),
-    (64, 91 * GB),
-    (128, 81 * GB),
-)
-# DeepEP V1 on H800: intranode EP8 153/158 GB/s, internode EP16/32/64 ≈ 43/58/51 GB/s (sim.md §1b).
-_H_DISPATCH: BandwidthTable = ((8, 153 * GB), (16, 43 * GB), (32, 58 * GB), (64, 51 * GB))
-_H_COMBINE: BandwidthTable = ((8, 158 * GB), (16, 43 * GB), (32, 58 * GB), (64, 51 * GB))
 
-_ASCEND_COMMON: dict[str, Any] = dict(
-    n_aic=24,
-    n_aiv=48,
-    clock_hz=1.8e9,
-    cube_flops_per_cycle=8192.0,
-    vector_flops_per_cycle=256.0,
-    hbm_bytes=64e9,
-    hbm_bw=1.6e12,
-    hbm_core_rate=58e9,
-    l2_bytes=192 * 2**20,
-    l2_core_rate=198e9,
-    dispatch_bw=_A3_DISPATCH,
-    combine_bw=_A3_COMBINE,
-    link_bw=0.0,
-    link_latency_ns=1000.0,
-    launch_ns=20_000.0,
-    collective_ns=50_000.0,
-    tile_sync_ns=2000.0,
-    dequeue_ns=1000.0,
-    comm_aiv=16,
-    aiv_copy_bw=10 * GB,
-    gemm_eff=0.75,
-    tile_gemm_eff=0.70,
-)
+def _field_names() -> list[str]:
+    return [f.name for f in dataclasses.fields(Hardware) if f.name != "name"]
 
-PRESETS: dict[str, Hardware] = {
-    "ascend-a3": Hardware(name="ascend-a3", **_ASCEND_COMMON),
-    # 910B2: same die as one A3 die for cores/clock/HBM; link tables are A3's (no A2 table found).
-    "ascend-910b": Hardware(name="ascend-910b", **_ASCEND_COMMON),
-    # Ascend 950 (partial data): 28 AIC / 56 AIV measured on 950PR; 950DT HBM 4.0 TB/s; 2 GHz (u).
-    "ascend-950": Hardware(
-        name="ascend-950",
-        **{
-            **_ASCEND_COMMON,
-            "n_aic": 28,
-            "n_aiv": 56,
-            "clock_hz": 2.0e9,
-            "hbm_bytes": 144e9,
-            "hbm_bw": 4.0e12,
-        },
-    ),
-    # H100 SXM: 132 SMs; 989 TFLOPS BF16 dense -> 3746 FLOP/cycle/SM at 2.0 GHz boost (derived).
-    "h100": Hardware(
-        name="h100",
-        n_aic=132,
-        n_aiv=132,
-        clock_hz=2.0e9,
-        cube_flops_per_cycle=989e12 / 132 / 2.0e9,
-        vector_flops_per_cycle=256.0,
-        hbm_bytes=80e9,
-        hbm_bw=3.35e12,
-        hbm_core_rate=3.35e12 / 132 * 1.5,
-        l2_bytes=50e6,
-        l2_core_rate=5.5e12 / 132,
-        dispatch_bw=_H_DISPATCH,
-        combine_bw=_H_COMBINE,
-        link_bw=0.0,
-        link_latency_ns=2000.0,
-        launch_ns=5000.0,
-        collective_ns=20_000.0,
-        tile_sync_ns=1000.0,
-        dequeue_ns=500.0,
-        comm_aiv=20,
-        aiv_copy_bw=10 * GB,
-        gemm_eff=0.75,
-        tile_gemm_eff=0.70,
-    ),
-}
-PRESETS["h200"] = dataclasses.replace(PRESETS["h100"], name="h200", hbm_bytes=141e9, hbm_bw=4.8e12)
 
-GPU_FIELDS: dict[str, str] = {
-    "h100": "sim.md §1b: 132 SMs, 989 TFLOPS BF16 dense, 80 GB 3.35 TB/s, 50 MB L2; "
-    "DeepEP V1 H800 bandwidths; "
-    "n_aiv, per-core rates, latency, launch (4-6 µs) partly assumed",
-    "h200": "as h100 with 141 GB HBM3e at 4.8 TB/s (sim.md §1b)",
-    "ascend-950": "sim.md §1a: 28 AIC / 56 AIV (950PR), 950DT 144 GB 4.0 TB/s, 2 GHz (u); "
-    "rest as A3 (assumed)",
-    "ascend-910b": "sim.md §1a: 910B2 24/48 cores, 1.8 GHz, 64 GB 1.6 TB/s, 192 MiB L2; "
-    "link tables A3's (assumed)",
-}
+def load_preset(path: str | Path) -> tuple[Hardware, dict[str, tuple[str, str]], str]:
+    """(profile, {field: (unit, source)}, description) of one preset TOML file.
+
+    Schema: `name`, `description`, and a `[fields.KEY]` table with `value`, `unit` and
+    `source` (a citation, or text starting "assumed"/"derived" saying why) for every field
+    of `Hardware`; nothing more, nothing missing. Values are checked like user overrides."""
+    p = Path(path)
+    try:
+        data = tomllib.loads(p.read_text())
+    except (OSError, tomllib.TOMLDecodeError) as exc:
+        raise ExecutorInputError(f"{p}: cannot read hardware preset: {exc}") from None
+    fields = data.get("fields")
+    if not isinstance(data.get("name"), str) or not isinstance(fields, dict):
+        raise ExecutorInputError(f"{p}: a preset needs `name` and [fields.*] tables")
+    names = _field_names()
+    missing = [k for k in names if k not in fields]
+    unknown = [k for k in fields if k not in names]
+    if missing or unknown:
+        raise ExecutorInputError(f"{p}: fields missing {missing or '-'}, unknown {unknown or '-'}")
+    meta: dict[str, tuple[str, str]] = {}
+    values: dict[str, Any] = {}
+    for key in names:
+        entry = fields[key]
+        if not isinstance(entry, dict) or set(entry) != _ENTRY_KEYS:
+            raise ExecutorInputError(f"{p}: [fields.{key}] needs exactly value, unit, source")
+        unit, source = entry["unit"], entry["source"]
+        if not (isinstance(unit, str) and unit and isinstance(source, str) and source):
+            raise ExecutorInputError(f"{p}: [fields.{key}] needs a non-empty unit and source")
+        meta[key] = (unit, source)
+        values[key] = entry["value"]
+    hw = _build(str(data["name"]), values, str(p))
+    return hw, meta, str(data.get("description", ""))
+
+
+def _build(name: str, values: dict[str, Any], where: str) -> Hardware:
+    """A checked `Hardware` from raw values (tables as lists of [EP, bytes/s] pairs)."""
+    kinds = {f.name: f.type for f in dataclasses.fields(Hardware)}
+    coerced: dict[str, Any] = {}
+    for key, value in values.items():
+        kind = str(kinds[key])
+        current: Any = () if "BandwidthTable" in kind else 0 if kind == "int" else 0.0
+        coerced[key] = _coerce(key, value, current)
+    hw = Hardware(name=name, **coerced)
+    try:
+        check_hardware(hw)
+    except ExecutorInputError as exc:
+        raise ExecutorInputError(f"{where}: {exc}") from None
+    return hw
+
+
+def _load_all() -> tuple[
+    dict[str, Hardware], dict[str, dict[str, tuple[str, str]]], dict[str, str]
+]:
+    presets, metas, descriptions = {}, {}, {}
+    for path in sorted(PRESET_DIR.glob("*.toml")):
+        hw, meta, text = load_preset(path)
+        presets[hw.name], metas[hw.name], descriptions[hw.name] = hw, meta, text
+    return presets, metas, descriptions
 
 
 def _table(name: str, value: Any) -> BandwidthTable:
@@ -304,6 +235,15 @@ def get_hardware(name: str | Hardware, overrides: dict[str, Any] | None = None) 
                 f"unknown hardware {name!r} (known: {', '.join(sorted(PRESETS))})"
             )
         hw = PRESETS[name]
+    return apply_overrides(hw, overrides or {})
+
+
+def apply_overrides(hw: Hardware, overrides: dict[str, Any]) -> Hardware:
+    """`hw` with `--hw key=value` / `--hw-file` overrides applied and the result checked.
+
+    The one place user hardware values are parsed and range-checked (the CLI's parse layer can
+    call it too): unknown keys, non-numbers, non-finite or out-of-range values each give one
+    line naming the field, the value and the allowed range (`ExecutorInputError`)."""
     if not overrides:
         return hw
     current = dataclasses.asdict(hw)
@@ -317,34 +257,69 @@ def get_hardware(name: str | Hardware, overrides: dict[str, Any] | None = None) 
     return hw
 
 
+def link_warnings(hw: Hardware, ep: int) -> list[str]:
+    """Where a run relies on a rate the link tables do not measure (below their smallest EP)."""
+    if hw.link_bw > 0:
+        return []
+    out = []
+    for what, table in (("dispatch", hw.dispatch_bw), ("combine", hw.combine_bw)):
+        if ep < table[0][0]:
+            out.append(
+                f"EP{ep} is below {hw.name}'s measured {what} table (from EP{table[0][0]}): "
+                f"using EP{table[0][0]}'s {table[0][1] / 1e9:.0f} GB/s"
+            )
+    return out
+
+
+_POSITIVE = (
+    "clock_hz",
+    "cube_flops_per_cycle",
+    "vector_flops_per_cycle",
+    "hbm_bw",
+    "hbm_core_rate",
+    "l2_core_rate",
+    "aiv_copy_bw",
+    "hbm_bytes",
+)
+_NON_NEGATIVE = (
+    "link_bw",
+    "link_latency_ns",
+    "launch_ns",
+    "collective_ns",
+    "tile_sync_ns",
+    "dequeue_ns",
+    "l2_bytes",
+    "a2a_setup_ns",
+)
+
+
 def check_hardware(hw: Hardware) -> None:
-    """Reject profiles that cannot run anything (zero cores, non-positive rates)."""
-    if hw.n_aic < 1 or hw.n_aiv < 1:
-        raise ExecutorInputError(f"hardware {hw.name}: needs at least one AIC and one AIV core")
+    """Reject profiles that cannot run anything: one line naming the field, value and range."""
+    for key in _POSITIVE + _NON_NEGATIVE + ("gemm_eff", "tile_gemm_eff"):
+        value = getattr(hw, key)
+        if not math.isfinite(value):
+            raise ExecutorInputError(f"hardware field {key!r}: {value!r} is not finite")
+    if hw.n_aic < 1 or hw.n_aiv < 2:
+        raise ExecutorInputError(
+            f"hardware field 'n_aic'/'n_aiv': {hw.n_aic}/{hw.n_aiv}: needs n_aic >= 1, n_aiv >= 2"
+        )
     if hw.comm_aiv < 1 or hw.comm_aiv >= hw.n_aiv:
-        raise ExecutorInputError(f"hardware {hw.name}: comm_aiv must be in 1..n_aiv-1")
-    for key in (
-        "clock_hz",
-        "cube_flops_per_cycle",
-        "vector_flops_per_cycle",
-        "hbm_bw",
-        "hbm_core_rate",
-        "l2_core_rate",
-        "aiv_copy_bw",
-        "gemm_eff",
-        "tile_gemm_eff",
-        "hbm_bytes",
-    ):
+        raise ExecutorInputError(
+            f"hardware field 'comm_aiv': {hw.comm_aiv}: must be in 1..n_aiv-1 ({hw.n_aiv - 1})"
+        )
+    for key in _POSITIVE:
         if getattr(hw, key) <= 0:
-            raise ExecutorInputError(f"hardware {hw.name}: {key} must be > 0")
-    for key in (
-        "link_bw",
-        "link_latency_ns",
-        "launch_ns",
-        "collective_ns",
-        "tile_sync_ns",
-        "dequeue_ns",
-        "l2_bytes",
-    ):
+            raise ExecutorInputError(f"hardware field {key!r}: {getattr(hw, key)!r} must be > 0")
+    for key in _NON_NEGATIVE:
         if getattr(hw, key) < 0:
-            raise ExecutorInputError(f"hardware {hw.name}: {key} must be >= 0")
+            raise ExecutorInputError(f"hardware field {key!r}: {getattr(hw, key)!r} must be >= 0")
+    for key in ("gemm_eff", "tile_gemm_eff"):
+        if not 0 < getattr(hw, key) <= 1:
+            raise ExecutorInputError(
+                f"hardware field {key!r}: {getattr(hw, key)!r} must be in (0, 1] (achieved / peak)"
+            )
+
+
+PRESETS, PRESET_FIELDS, DESCRIPTIONS = _load_all()
+FIELDS: dict[str, tuple[str, str]] = PRESET_FIELDS["ascend-a3"]
+"""Unit and source of every field of the default profile (docs/executor.md renders it)."""

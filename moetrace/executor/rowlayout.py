@@ -107,4 +107,3 @@ class RowLayout:
         epos = in_cell + self.buffer_base.ravel()[cell]
         row_tile = self.first_rt[expert * chunks + chunk] + epos // tr
         return RowMap(src, token, slot, expert, dst, src * nu + u, comm_tile, row_tile)
-

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+import itertools
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -10,7 +12,9 @@ import numpy as np
 
 from moetrace.executor.engine import run_schedule
 from moetrace.executor.errors import ExecutorInputError
-from moetrace.executor.hardware import Hardware, get_hardware
+from moetrace.executor.floors import floors
+from moetrace.executor.hardware import Hardware, get_hardware, link_warnings
+from moetrace.executor.listsched import list_schedule
 from moetrace.executor.schedules import ScheduleOptions, Timed, lane_layout, schedule
 from moetrace.executor.tiles import TaskGraph, build_graph
 from moetrace.executor.workload import DTYPE_BYTES, Workload, make_workload, place, route
@@ -18,6 +22,11 @@ from moetrace.trace.model import Trace
 
 Progress = Callable[[str, float], None]
 MAX_TASKS = 6_000_000
+# tile: weight of the AIC pool's bytes when the planner splits HBM between AIC and vector AIV
+# (below 1 favours the HBM-bound vector work: permute, unpermute); fewer on large graphs
+HBM_BIASES = (0.25, 0.5, 1.0)
+HBM_BIASES_LARGE = (1.0,)
+EVENT_PLAN_LIMIT = 200_000  # tasks: above this the event-loop plans cost more than they are worth
 _OPTIONS = {
     "one_sided",
     "l2",
@@ -29,6 +38,7 @@ _OPTIONS = {
     "n_tile",
     "progress",
     "max_tasks",
+    "order",
 }
 
 
@@ -43,6 +53,7 @@ class Run:
     timed: Timed
     start: np.ndarray
     lane: np.ndarray
+    plan: str = ""  # which candidate plan the planner kept (tile: order/per-core scheduler)
 
     @property
     def makespan_ns(self) -> int:
@@ -118,8 +129,11 @@ def prepare(
         one_sided=bool(options.get("one_sided", True)),
         l2=bool(options.get("l2", True)),
         dynamic=bool(options.get("dynamic", False)),
+        order=str(options.get("order", "auto")),
     )
     opts.check()
+    for what in ("dispatch", "combine"):
+        hw.link_rate(what, wl.ranks)  # refuses an EP beyond the measured link tables
     if opts.schedule == "tile" and opts.l2:
         tile_bytes = wl.tile_rows * 3 * wl.shape.intermediate * 2.0
         if hw.l2_bytes < tile_bytes:
@@ -155,11 +169,39 @@ def execute(
         two_sided=opts.schedule == "tile" and not opts.one_sided,
         assign=assign,
     )
-    timed = schedule(graph, wl, hw, opts)
     say("engine", 0.4)
     layout = lane_layout(hw, opts)
-    start, lane, timed = run_schedule(timed, layout, opts.dynamic)
-    return Run(wl, hw, opts, graph, timed, start, lane)
+    best: Run | None = None
+    # the tile planner times each of its candidate plans offline and keeps the fastest: two
+    # transfer orders (arrival rotation, expert-major) x per-core orders (the vectorised static
+    # scheduler; on graphs small enough for the Python event loop also the stage-priority and
+    # the FIFO list schedules, frozen into static orders)
+    tile = opts.schedule == "tile"
+    orders = (
+        ("arrival", "expert")
+        if tile and opts.order == "auto"
+        else ("arrival" if opts.order == "auto" else opts.order,)
+    )
+    small = graph.n <= EVENT_PLAN_LIMIT
+    biases = (HBM_BIASES if small else HBM_BIASES_LARGE) if tile else (1.0,)
+    for order, bias in itertools.product(orders, biases):
+        cand = dataclasses.replace(opts, order=order, aic_hbm_bias=bias)
+        timed = schedule(graph, wl, hw, cand)
+        plans: list[tuple[str, np.ndarray, np.ndarray]] = []
+        if cand.dynamic:
+            plans.append(("fifo queue", *list_schedule(timed, layout, by_stage=False)))
+        else:
+            start, lane, timed = run_schedule(timed, layout)
+            plans.append(("static", start, lane))
+            if tile and timed.n <= EVENT_PLAN_LIMIT:
+                plans.append(("stage priority", *list_schedule(timed, layout, by_stage=True)))
+                plans.append(("fifo", *list_schedule(timed, layout, by_stage=False)))
+        for name, start, lane in plans:
+            run = Run(wl, hw, cand, graph, timed, start, lane, f"{order}/{name}/hbm-bias {bias:g}")
+            if best is None or run.makespan_ns < best.makespan_ns:
+                best = run
+    assert best is not None
+    return best
 
 
 def to_trace(run: Run) -> Trace:
@@ -177,15 +219,21 @@ def to_trace(run: Run) -> Trace:
             "one_sided": opts.one_sided,
             "l2": opts.l2,
             "dynamic": opts.dynamic,
+            "order": opts.order,
+            "plan": run.plan,
         },
         "l2_intermediates": run.timed.l2_intermediates,
         "dispatch_bw": hw.link_rate("dispatch", wl.ranks),
         "combine_bw": hw.link_rate("combine", wl.ranks),
+        "warnings": link_warnings(hw, wl.ranks),
         "tasks": run.timed.n_graph,
         "launches": run.timed.n - run.timed.n_graph,
         "tokens_per_s": wl.ranks * wl.tokens / (makespan * 1e-9),
         "makespan_ns": makespan,
+        **floors(run),
     }
+    # MFU over the layer's makespan on every rank (not each rank's own busy window)
+    meta["mfu_makespan"] = meta["flops"] / (meta["peak_flops"] * makespan * 1e-9)
     return build_trace(run.graph, run.timed, run.start, run.lane, hw, opts, meta)
 
 

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from moetrace.executor.contention import lex_order
 from moetrace.executor.errors import ExecutorInputError
 from moetrace.executor.hardware import Hardware
 from moetrace.executor.tiles import AIC_TYPES, TYPES, T, TaskGraph
@@ -42,12 +43,16 @@ class ScheduleOptions:
     one_sided: bool = True
     l2: bool = True
     dynamic: bool = False
+    order: str = "arrival"  # tile: "arrival" (transfers in rotation order) or "expert"-major
+    aic_hbm_bias: float = 1.0  # tile: weight of the AIC pool's bytes when HBM is split (plan)
 
     def check(self) -> None:
         if self.schedule not in SCHEDULES:
             raise ExecutorInputError(
                 f"unknown schedule {self.schedule!r} (known: {', '.join(SCHEDULES)})"
             )
+        if self.order not in ("auto", "arrival", "expert"):
+            raise ExecutorInputError(f"unknown order {self.order!r} (known: auto, arrival, expert)")
         if self.chunks < 1:
             raise ExecutorInputError(f"chunks must be >= 1 (got {self.chunks})")
         if self.schedule != "tile" and (not self.one_sided or not self.l2 or self.dynamic):
@@ -76,27 +81,131 @@ class Timed:
     hbm_bytes: np.ndarray
     l2_bytes: np.ndarray
     list_scheduled: bool  # tile: per-core orders from the offline scheduler (staticsched.py)
-    hbm_ns: np.ndarray  # uncontended HBM time of compute tiles (ns, float; 0 elsewhere)
-    other_ns: np.ndarray  # L2 time (ns, float)
-    flop_ns: np.ndarray  # compute time at the core's rate (ns, float)
-    extra_ns: np.ndarray  # per-task sync + dequeue (ns) of compute tiles
     traffic_bytes: np.ndarray  # bytes each task moves through its rank's HBM (demand)
     hbm_bw: float  # device HBM bandwidth (bytes/s) shared by everything running
-    free_dur: np.ndarray | None = None  # uncontended durations once `dur` holds contended ones
+    flops: np.ndarray  # FLOPs of every task (0 for transfers and launches)
+    is_aic: np.ndarray  # task runs on a cube core (its FLOPs count towards MFU)
+    port_rate_bytes: np.ndarray  # bytes/s of transfers on their port (0 elsewhere)
+    remote: np.ndarray  # transfer between two ranks (not a rank-local copy)
 
-    def with_contention(self, start: np.ndarray) -> np.ndarray:
-        """Durations (int64 ns) with every compute tile's HBM time stretched by the mean HBM
-        oversubscription of its rank while it ran at `start` (see executor/contention.py)."""
-        from moetrace.executor.contention import mean_oversubscription
 
-        end = start + self.dur
-        rate = self.traffic_bytes / self.dur  # bytes/ns
-        over = mean_oversubscription(
-            self.rank, start, end, rate, self.hbm_bw * 1e-9, self.hbm_ns > 0
-        )
-        mem = self.hbm_ns * over + self.other_ns
-        stretched = _ns(self.extra_ns + np.maximum(self.flop_ns, mem))
-        return np.where(self.hbm_ns > 0, stretched, self.dur)
+@dataclass(frozen=True)
+class HbmShares:
+    """Per-rank HBM rates (bytes/s): one AIC's, one vector AIV's, one link port's DMA."""
+
+    aic: np.ndarray
+    vec: np.ndarray
+    port: float
+
+
+def water_fill(
+    cap: float, want: np.ndarray, weight: np.ndarray, cap_per_row: np.ndarray | None = None
+) -> np.ndarray:
+    """Split `cap` over columns (per row) in proportion to `weight`, never above `want`; what a
+    capped column leaves goes to the others in the same proportion (water filling)."""
+    share = np.zeros_like(want)
+    free = np.ones(want.shape, dtype=bool)
+    left = np.full(want.shape[0], cap) if cap_per_row is None else cap_per_row.astype(float)
+    for _ in range(want.shape[1]):
+        w = np.where(free, weight, 0.0)
+        total = w.sum(axis=1, keepdims=True)
+        offer = np.divide(w * left[:, None], total, out=np.zeros_like(w), where=total > 0)
+        capped = free & (offer >= want - share)
+        if not capped.any():
+            share += offer
+            break
+        grant = np.where(capped, want - share, 0.0)
+        share += grant
+        left -= grant.sum(axis=1)
+        free &= ~capped
+    return share
+
+
+def hbm_rates(
+    wl: Workload,
+    hw: Hardware,
+    opts: ScheduleOptions,
+    rank: np.ndarray,
+    hbm: np.ndarray,
+    is_aic: np.ndarray,
+    is_vec: np.ndarray,
+    port_bytes: np.ndarray,
+) -> HbmShares:
+    """How `hbm_bw` is shared, decided before scheduling so that no instant can exceed it.
+
+    Where transfers overlap compute (chunked, tile) the link ports get a part in proportion to
+    their share of the rank's HBM bytes (their DMA reads and writes), used up to the two ports'
+    rate and never lent back. The rest is the compute budget: operator kernels run one at a
+    time on the compute stream, so the running pool may use all of it (sequential: all of
+    `hbm_bw`, its collectives run alone); in the tile kernel the AIC and the vector AIV pools
+    split it in proportion to their HBM bytes, each capped at what its cores can stream, the
+    rest going to the other (`water_fill`). Each core then streams at its pool's
+    share over its cores. The shares of parties that can run together sum to at most
+    `hbm_bw`, so the HBM floor holds by construction; the price is that bandwidth one party
+    leaves idle is not lent to another (conservative when their phases do not overlap).
+    """
+    ep = wl.ranks
+    cap = hw.hbm_bw
+    core = hw.hbm_core_rate
+    fastest = max(hw.link_rate("dispatch", ep), hw.link_rate("combine", ep))
+    n_vec = hw.n_aiv - hw.comm_aiv if opts.schedule == "tile" else hw.n_aiv
+    b_aic = np.bincount(rank[is_aic], weights=hbm[is_aic], minlength=ep)
+    b_vec = np.bincount(rank[is_vec], weights=hbm[is_vec], minlength=ep)
+    b_port = np.bincount(rank, weights=port_bytes, minlength=ep)
+    want_aic, want_vec, want_port = hw.n_aic * core, n_vec * core, 2 * fastest
+    # the ports' part is set aside first, in proportion to bytes and never above their use;
+    # it is not lent back to compute, so a faster link never takes bandwidth from the cores
+    if opts.schedule == "sequential":
+        port_part = np.zeros(ep)  # collectives run alone: they get all of it while they run
+        share_port = np.full(ep, min(cap, want_port))
+    else:
+        shared = b_port / np.maximum(b_port + b_aic + b_vec, 1.0)
+        share_port = np.minimum(want_port, cap * shared)
+        port_part = cap * shared
+    budget = cap - port_part
+    if opts.schedule == "tile":
+        wants = np.column_stack([np.full(ep, want_aic), np.full(ep, want_vec)])
+        weight = np.column_stack([opts.aic_hbm_bias * b_aic + 1.0, b_vec + 1.0])
+        split = water_fill(0.0, wants, weight, budget)
+        share_aic, share_vec = split[:, 0], split[:, 1]
+    else:  # one pool at a time on the compute stream
+        share_aic, share_vec = np.minimum(budget, want_aic), np.minimum(budget, want_vec)
+    port = float(share_port.min()) / 2  # one rate for every port (TX and RX alike)
+    return HbmShares(
+        np.minimum(core, share_aic / hw.n_aic), np.minimum(core, share_vec / n_vec), port
+    )
+
+
+def weight_hbm_fraction(
+    wl: Workload, hw: Hardware, opts: ScheduleOptions, w_hbm: np.ndarray, is_gemm: np.ndarray
+) -> np.ndarray:
+    """Share of each GEMM tile's weight bytes read from HBM (the rest hit L2).
+
+    The graph's `w_hbm` assumes an expert's weights are read from HBM once and then stay in
+    L2 for its other row tiles. That holds only while the weights the schedule keeps live fit:
+    operator kernels (grouped GEMMs) walk the experts one after another, so one expert's
+    matrix is live; the tile schedule interleaves the row tiles of all local experts as their
+    rows arrive, so all of them are. With a live set S and an L2 of `l2_bytes` (minus the
+    intermediates it holds), a fraction f = min(1, L2 / S) of the weight reads can hit
+    (LRU over a cyclic walk keeps about that share resident); the rest re-read the weights
+    from HBM on every row tile. `--no-l2`: every read goes to HBM.
+    """
+    sh = wl.shape
+    if opts.schedule == "tile" and not opts.l2:
+        return np.where(is_gemm, 1.0, w_hbm)
+    one_expert = 2.0 * sh.hidden * sh.intermediate * 2  # W1 (gate|up), the larger matrix
+    # expert-major tile order: the expert being computed and the next one starting
+    live_experts = (
+        1
+        if opts.schedule != "tile"
+        else min(2 if opts.order == "expert" else wl.experts_per_rank, wl.experts_per_rank)
+    )
+    live = 1.5 * one_expert * live_experts
+    room = hw.l2_bytes
+    if opts.schedule == "tile" and opts.l2:
+        room -= min(room / 2, hw.n_aic * wl.tile_rows * 3 * sh.intermediate * 2.0)
+    hit = min(1.0, max(room, 0.0) / live)
+    return np.where(is_gemm, hit * w_hbm + (1 - hit), w_hbm)
 
 
 def lane_layout(hw: Hardware, opts: ScheduleOptions) -> dict[int, tuple[int, int]]:
@@ -125,8 +234,30 @@ def _member(typ: np.ndarray, codes: list[int]) -> np.ndarray:
     return table[typ]
 
 
+def _setup_ns(
+    is_tx: np.ndarray,
+    is_dispatch: np.ndarray,
+    rank: np.ndarray,
+    chunk: np.ndarray,
+    seq: np.ndarray,
+    setup_ns: float,
+) -> np.ndarray:
+    """Per all-to-all call (rank, dispatch or combine, chunk): `setup_ns` on its first transfer's
+    TX (the count/notify exchange before any data moves; small messages are dominated by it)."""
+    out = np.zeros(rank.size)
+    if setup_ns <= 0 or not is_tx.any():
+        return out
+    ids = np.flatnonzero(is_tx)
+    call = (rank[ids] * 2 + is_dispatch[ids]) * (int(chunk.max()) + 1) + chunk[ids]
+    order = lex_order(seq[ids], call)
+    first = order[np.r_[True, call[order][1:] != call[order][:-1]]]
+    out[ids[first]] = setup_ns
+    return out
+
+
 def _ns(x: np.ndarray) -> np.ndarray:
-    return np.maximum(1, np.rint(x)).astype(np.int64)
+    """Whole ns, rounded up: a task never moves its bytes faster than its rate allows."""
+    return np.maximum(1, np.ceil(x - 1e-6)).astype(np.int64)
 
 
 def schedule(graph: TaskGraph, wl: Workload, hw: Hardware, opts: ScheduleOptions) -> Timed:
@@ -148,11 +279,20 @@ def schedule(graph: TaskGraph, wl: Workload, hw: Hardware, opts: ScheduleOptions
     inter_o = _member(typ, list(OUT_INTERMEDIATE))
     a_hbm = np.where(inter_a, 0.0 if l2_inter else 1.0, c["a_hbm"])
     o_hbm = np.where(inter_o, 0.0 if l2_inter else 1.0, 1.0)
-    hbm = c["a_bytes"] * a_hbm + c["w_bytes"] * c["w_hbm"] + c["out_bytes"] * o_hbm
+    is_expert_gemm = _member(typ, [T["gemm1"], T["gemm2"]])
+    w_hbm = weight_hbm_fraction(wl, hw, opts, c["w_hbm"], is_expert_gemm)
+    if tile and not opts.l2:  # --no-l2: no operand is served from L2, every read goes to HBM
+        a_hbm = np.ones_like(a_hbm)
+    hbm = c["a_bytes"] * a_hbm + c["w_bytes"] * w_hbm + c["out_bytes"] * o_hbm
     l2 = c["a_bytes"] + c["w_bytes"] + c["out_bytes"] - hbm
-    # uncontended: each core streams HBM at its own rate; the device-wide limit (hbm_bw shared
-    # by whatever runs at the same time) is applied after timing, by executor/contention.py
-    hbm_ns = np.where(is_aic | is_vec, hbm / hw.hbm_core_rate * 1e9, 0.0)
+    # HBM bandwidth is shared inside the schedule: every core streams at most at the rate its
+    # pool's share of `hbm_bw` allows (see `hbm_rates`), so no instant can exceed `hbm_bw`
+    is_port = _member(typ, [T["dispatch_tx"], T["dispatch_rx"], T["combine_tx"], T["combine_rx"]])
+    shares = hbm_rates(
+        wl, hw, opts, rank, hbm, is_aic, is_vec, np.where(is_port, c["comm_bytes"], 0.0)
+    )
+    core_rate = np.where(is_aic, shares.aic[rank], shares.vec[rank])
+    hbm_ns = np.where(is_aic | is_vec, hbm / core_rate * 1e9, 0.0)
     l2_ns = l2 / hw.l2_core_rate * 1e9
     eff = hw.tile_gemm_eff if tile else hw.gemm_eff
     flop_rate = np.where(is_aic, hw.core_peak_flops * eff, hw.vector_core_flops)
@@ -166,11 +306,13 @@ def schedule(graph: TaskGraph, wl: Workload, hw: Hardware, opts: ScheduleOptions
     is_dispatch = _member(typ, [T["dispatch_tx"], T["dispatch_rx"]])
     ep = wl.ranks
     link_rate = np.where(is_dispatch, hw.link_rate("dispatch", ep), hw.link_rate("combine", ep))
-    link_rate = np.where(local, hw.hbm_bw / 2, link_rate)
+    # a port's DMA reads (TX) or writes (RX) HBM at its rate: capped by the transfers' HBM share
+    link_rate = np.where(local, shares.port, np.minimum(link_rate, shares.port))
     dur_f = np.where(is_tx | is_rx, c["comm_bytes"] / link_rate * 1e9, work_ns + extra)
     copy_ns = c["comm_bytes"] / hw.aiv_copy_bw * 1e9
     dur_f = np.where(is_issue, copy_ns + extra, dur_f)
     dur_f = np.where(is_done, hw.tile_sync_ns, dur_f)
+    dur_f += _setup_ns(is_tx, is_dispatch, rank, c["chunk"], graph.seq, hw.a2a_setup_ns)
     dur = _ns(dur_f)
 
     src, dst = graph.edge_src, graph.edge_dst
@@ -187,7 +329,7 @@ def schedule(graph: TaskGraph, wl: Workload, hw: Hardware, opts: ScheduleOptions
 
     pool = np.where(is_aic, POOL_AIC, np.where(is_vec, POOL_AIV, POOL_AIVC))
     pool = np.where(is_tx, POOL_TX, np.where(is_rx, POOL_RX, np.where(is_done, POOL_STEP, pool)))
-    seq = graph.seq.copy()
+    seq = (graph.seq_expert if tile and opts.order == "expert" else graph.seq).copy()
 
     launch = _launches(graph, wl, hw, opts, n)
     l_rank, l_dur, l_pool, l_seq, l_op, e_src, e_dst = launch
@@ -212,12 +354,12 @@ def schedule(graph: TaskGraph, wl: Workload, hw: Hardware, opts: ScheduleOptions
         hbm_bytes=np.concatenate([hbm, np.zeros(l_rank.size)]),
         l2_bytes=np.concatenate([l2, np.zeros(l_rank.size)]),
         list_scheduled=tile,
-        hbm_ns=np.concatenate([hbm_ns, zeros]),
-        other_ns=np.concatenate([l2_ns, zeros]),
-        flop_ns=np.concatenate([flop_ns, zeros]),
-        extra_ns=np.concatenate([np.where(hbm_ns > 0, extra, 0.0), zeros]),
         traffic_bytes=np.concatenate([traffic, zeros]),
         hbm_bw=hw.hbm_bw,
+        flops=np.concatenate([c["flops"], zeros]),
+        is_aic=np.concatenate([is_aic, np.zeros(l_rank.size, dtype=bool)]),
+        port_rate_bytes=np.concatenate([np.where(is_tx | is_rx, link_rate, 0.0), zeros]),
+        remote=np.concatenate([(is_tx | is_rx) & ~local, np.zeros(l_rank.size, dtype=bool)]),
     )
 
 

@@ -77,6 +77,7 @@ class TaskGraph:
     edge_src: np.ndarray
     edge_dst: np.ndarray
     seq: np.ndarray  # ordering hint for link lanes: (phase, chunk, round, tile)
+    seq_expert: np.ndarray  # the same, expert-major: (phase, chunk, local expert, round, tile)
     make_rows: Callable[[], RowMap]  # the per-row map, computed on demand
     assign: np.ndarray
     expert_rank: np.ndarray
@@ -213,6 +214,12 @@ def build_graph(
     rnd = (c_dst - c_src) % ep
     dispatch_seq = ((0 * chunks + c_chunk) * ep + rnd) * maxq + c_q
     combine_seq = ((1 * chunks + c_chunk) * ep + rnd) * maxq + c_q
+    # expert-major alternative: every sender sends its rows of each destination's first local
+    # expert before any of its second, so experts complete one after another on the receiver
+    c_local = _local_expert_of_tiles(cnt, by_dst, c_src, c_dst, c_chunk, c_q * tr, ep)
+    n_local = max(1, e_ // ep)
+    expert_key = ((c_chunk * n_local + c_local) * ep + rnd) * maxq + c_q
+    phase_span = chunks * n_local * ep * maxq
     # columns shared by every per-comm-tile task (permute, unpermute): sender, receiver, tile
     comm_tile: dict[str, Any] = dict(rank=c_src, peer=c_dst, tile=c_q, chunk=c_chunk, rows=c_rows)
     # permute: one task per dispatch tile, gathering its rows of x into the send buffer
@@ -381,8 +388,54 @@ def build_graph(
 
     cols = {name: np.concatenate(b.parts[name]) for name in _COLS + _FCOLS}
     seq = np.concatenate(b.parts["seq"])
+    seq_expert = seq.copy()
+    for name in ("permute", "dispatch_issue", "dispatch_tx", "dispatch_rx"):
+        if name in ids:
+            seq_expert[ids[name]] = expert_key
+    for name in ("combine_issue", "combine_tx", "combine_rx", "unpermute"):
+        if name in ids:
+            seq_expert[ids[name]] = phase_span + expert_key
     es = np.concatenate([e[0] for e in b.edges])
     ed = np.concatenate([e[1] for e in b.edges])
     return TaskGraph(
-        cols, es, ed, seq, make_rows, assign, expert_rank, nu, chunks, aiv_comm, two_sided, ids
+        cols,
+        es,
+        ed,
+        seq,
+        seq_expert,
+        make_rows,
+        assign,
+        expert_rank,
+        nu,
+        chunks,
+        aiv_comm,
+        two_sided,
+        ids,
     )
+
+
+def _local_expert_of_tiles(
+    cnt: np.ndarray,
+    by_dst: np.ndarray,
+    src: np.ndarray,
+    dst: np.ndarray,
+    chunk: np.ndarray,
+    first_row: np.ndarray,
+    ep: int,
+) -> np.ndarray:
+    """Local expert index (on its destination) of the first row of every dispatch tile.
+
+    cnt: rows per (source, chunk, expert); streams list a destination's experts in `by_dst`
+    order, so a tile's first row falls in the cell found by one searchsorted per tile over the
+    cumulative counts of its (source, chunk) row, offset to its destination's first expert."""
+    ranks, chunks, experts = cnt.shape
+    incl = np.cumsum(cnt[:, :, by_dst], axis=2)  # (src, chunk, experts in by_dst order)
+    before = incl - cnt[:, :, by_dst]
+    per_rank = max(1, experts // ep)
+    dst_first = np.arange(ranks) * per_rank  # by_dst lists each rank's experts contiguously
+    row = src * chunks + chunk
+    big = int(incl[..., -1].max(initial=0)) + 1
+    flat = incl.reshape(ranks * chunks, experts) + (np.arange(ranks * chunks) * big)[:, None]
+    pos = before.reshape(ranks * chunks, experts)[row, dst_first[dst]] + first_row
+    k = np.searchsorted(flat.ravel(), pos + row * big, side="right") - row * experts
+    return np.clip(k - dst_first[dst], 0, per_rank - 1)

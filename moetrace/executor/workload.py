@@ -44,6 +44,13 @@ SHAPES: dict[str, MoEShape] = {
     ),
 }
 
+# The skew to use when "what routers produce" is wanted (validation, docs): zipf:0.2 over 256
+# experts with top-8 gives a per-batch max/mean expert load of about 2.4 (EP8, 4096 tokens).
+# Assumed: load-balanced routers (auxiliary loss or DeepSeek's bias) keep the hottest expert
+# within a small multiple of the mean per batch; zipf:1.0 (hottest expert 25x the mean) is a
+# stress case, not a router.
+ROUTER_SKEW = "zipf:0.2"
+
 DTYPE_BYTES = {"bf16": 2, "fp16": 2, "fp8": 1, "int8": 1}
 DEFAULT_DISPATCH = {"deepseek-v3": "int8"}  # DeepEP runs DeepSeek with 8-bit dispatch, BF16 combine
 

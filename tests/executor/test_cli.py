@@ -36,6 +36,32 @@ def test_run_json_has_the_promised_fields(tmp_path: Path) -> None:
     assert 0 < data["util"]["aic"] <= 1
     assert data["tokens_per_s"] == pytest.approx(4 * 128 / (data["makespan_ns"] * 1e-9))
     assert 0 < data["mfu"] < 1
+    # physics: FLOPs by hand (DeepSeek-V3: 4 ranks x 128 tokens x top-8 rows, 3 GEMMs of H x I,
+    # plus the gate GEMM H x 256), peak = 4 ranks x 24 AIC x 8192 FLOP/cycle x 1.91 GHz
+    rows = 4 * 128 * 8
+    flops = rows * 2 * 3 * 7168 * 2048 + 4 * 128 * 2 * 7168 * 256
+    assert data["flops"] == pytest.approx(flops, rel=1e-9)
+    assert data["peak_flops"] == pytest.approx(4 * 24 * 8192 * 1.91e9)
+    assert data["mfu_makespan"] == pytest.approx(
+        flops / (data["peak_flops"] * data["makespan_ns"] * 1e-9)
+    )
+    assert set(data["floors_ns"]) == {"compute", "hbm", "link"}
+    assert all(data["makespan_ns"] >= v > 0 for v in data["floors_ns"].values())
+    assert data["hbm_bytes"] > 0
+
+
+def test_run_seeds_reports_the_spread() -> None:
+    code, out, _ = _run(["run", *SMALL, "--routing", "zipf:1.0", "--seeds", "3", "--json"])
+    assert code == 0
+    spread = json.loads(out)["seeds"]
+    assert spread["n"] == 3
+    singles = []
+    for seed in range(3):
+        _, one, _ = _run(["run", *SMALL, "--routing", "zipf:1.0", "--seed", str(seed), "--json"])
+        singles.append(json.loads(one)["makespan_ns"] / 1e6)
+    assert spread["makespan_ms"]["min"] == pytest.approx(min(singles))
+    assert spread["makespan_ms"]["max"] == pytest.approx(max(singles))
+    assert spread["makespan_ms"]["max"] > spread["makespan_ms"]["min"]  # seeds do differ
 
 
 def test_run_writes_a_trace_and_refuses_to_clobber(tmp_path: Path) -> None:
@@ -74,7 +100,8 @@ def test_hw_file_is_read(tmp_path: Path) -> None:
         (["--ranks", "3"], "must divide"),
         (["--ranks", "x"], "expected an integer"),
         (["--hw", "hbm_bytes=1e6"], "HBM"),
-        (["--ranks", "256", "--tokens", "1000000"], "too large"),
+        (["--ranks", "128", "--tokens", "1000000"], "too large"),
+        (["--ranks", "256"], "EP256 is beyond"),
     ],
 )
 def test_bad_input_exits_2_with_one_line(args: list[str], needle: str, tmp_path: Path) -> None:

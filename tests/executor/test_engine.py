@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 import heapq
 
 import networkx as nx
@@ -12,6 +11,7 @@ import pytest
 from moetrace.executor.engine import (
     CycleError,
     heap_longest_path,
+    lane_chain,
     list_schedule,
     longest_path,
     run_static,
@@ -66,15 +66,23 @@ def test_cycle_is_reported() -> None:
 @pytest.mark.parametrize("schedule", ["sequential", "chunked", "tile"])
 def test_static_replay_matches_heap_loop(schedule: str) -> None:
     """The numpy engine and a plain heapq event loop give the same start of every task."""
-    run = simulate_run(ranks=4, tokens=256, schedule=schedule)
+    run = simulate_run(ranks=4, tokens=256, schedule=schedule, order="arrival")
     t = run.timed
-    # the per-core orders are fixed with the uncontended durations, the run timed with the
-    # contended ones (HBM sharing): replay both steps
-    assert t.free_dur is not None
-    free = dataclasses.replace(t, dur=t.free_dur)
-    lane, src, dst, w = static_graph(free, lane_layout(run.hardware, run.options))
-    assert np.array_equal(run.start, heap_longest_path(t.n, t.dur, src, dst, w))
-    assert np.array_equal(run.lane, lane)
+    lane, src, dst, w = static_graph(t, lane_layout(run.hardware, run.options))
+    static = heap_longest_path(t.n, t.dur, src, dst, w)
+    # the planner keeps the best of its candidate plans (tile: ports then re-served in
+    # arrival order): the plain static one can only be worse
+    assert run.makespan_ns <= int((static + t.dur).max())
+    if schedule != "tile":  # operator schedules: exactly the static replay
+        assert np.array_equal(run.start, static)
+        assert np.array_equal(run.lane, lane)
+    # whatever plan won, replaying its per-lane order with the heap loop gives its starts
+    a, b = lane_chain(run.lane, run.start)
+    replay = heap_longest_path(
+        t.n, t.dur, np.r_[t.src, a], np.r_[t.dst, b], np.r_[t.w, np.zeros(a.size, dtype=np.int64)]
+    )
+    assert np.array_equal(replay, run.start)
+    lane = run.lane
     # one core runs one task at a time
     order = np.lexsort((run.start, lane))
     same = lane[order][1:] == lane[order][:-1]
@@ -121,18 +129,18 @@ def test_ordered_list_schedule_matches_a_heap_per_pool(seed: int) -> None:
 def test_static_tile_orders_are_as_good_as_an_event_driven_list_scheduler(
     tokens: int, routing: str
 ) -> None:
-    """The vectorised offline scheduler against the Python event loop it replaced (priority
-    list scheduling, latest pipeline stage first), both timed uncontended."""
+    """The planner (best of its candidate plans) against the Python event loop the vectorised
+    scheduler replaced (priority list scheduling, latest pipeline stage first) and against
+    the vectorised static scheduler alone (which can be up to ~7% worse: EP4, 1024 tokens)."""
     run = simulate_run(ranks=4, tokens=tokens, schedule="tile", routing=routing)
-    assert run.timed.free_dur is not None
-    free = dataclasses.replace(run.timed, dur=run.timed.free_dur)
+    free = run.timed
     layout = lane_layout(run.hardware, run.options)
     ref_start, _ = list_schedule(free, layout, by_stage=True)
-    start, lane = run_static(free, layout)
-    assert np.array_equal(run.lane, lane)
-    ours = int((start + free.dur).max())
+    start, _ = run_static(free, layout)
+    ours = run.makespan_ns
     ref = int((ref_start + free.dur).max())
-    assert ours <= 1.05 * ref
+    assert ours <= ref
+    assert ours <= int((start + free.dur).max())
 
 
 def test_every_dependency_is_respected() -> None:

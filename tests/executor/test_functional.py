@@ -8,7 +8,13 @@ import numpy as np
 import pytest
 
 from moetrace.executor.engine import run_schedule
-from moetrace.executor.functional import execute, make_weights, reference
+from moetrace.executor.functional import (
+    PlacementError,
+    execute,
+    make_weights,
+    placement_errors,
+    reference,
+)
 from moetrace.executor.run import Run, simulate_run
 from moetrace.executor.schedules import lane_layout
 from moetrace.executor.tiles import T
@@ -56,8 +62,7 @@ def _without(run: Run, cuts: list[tuple[str, str]]) -> Run:
         hit = (t.type[t.src] == T[src_type]) & (t.type[t.dst] == T[dst_type])
         assert hit.any()
         drop |= hit
-    assert t.free_dur is not None
-    cut = dataclasses.replace(t, src=t.src[~drop], dst=t.dst[~drop], w=t.w[~drop], dur=t.free_dur)
+    cut = dataclasses.replace(t, src=t.src[~drop], dst=t.dst[~drop], w=t.w[~drop])
     layout = lane_layout(run.hardware, run.options)
     start, lane, timed = run_schedule(cut, layout, run.options.dynamic)
     return dataclasses.replace(run, timed=timed, start=start, lane=lane)
@@ -91,3 +96,43 @@ def test_a_removed_dependency_breaks_the_result(schedule: str, cuts: list[tuple[
     np.testing.assert_allclose(execute(run, w), want, rtol=1e-9, atol=1e-9)
     broken = execute(_without(run, cuts), w)
     assert not np.allclose(broken, want, equal_nan=False)
+
+
+def _moved(run: Run, task: int, to_rank: int, lane_too: bool = True) -> Run:
+    """The run with one task moved to another rank (its rank column and, optionally, its lane)."""
+    cols = dict(run.graph.cols)
+    cols["rank"] = cols["rank"].copy()
+    cols["rank"][task] = to_rank
+    graph = dataclasses.replace(run.graph, cols=cols)
+    lane = run.lane.copy()
+    if lane_too:
+        per = run.timed.lanes_per_rank
+        lane[task] = to_rank * per + lane[task] % per
+    return dataclasses.replace(run, graph=graph, lane=lane)
+
+
+@pytest.mark.parametrize("schedule", ["sequential", "chunked", "tile"])
+def test_placement_holds_for_every_schedule(schedule: str) -> None:
+    run = simulate_run(**BASE, schedule=schedule, routing="zipf:1.2", placement="balanced")
+    assert placement_errors(run) == []
+    # the expert GEMMs really are spread over ranks (the check is not vacuous)
+    gemm = run.graph.cols["type"] == T["gemm1"]
+    assert np.unique(run.graph.cols["rank"][gemm]).size == run.workload.ranks
+
+
+@pytest.mark.parametrize("kind", ["gemm1", "gemm2"])
+def test_moving_one_gemm_to_another_rank_fails_the_proof(kind: str) -> None:
+    run = simulate_run(**BASE, schedule="tile")
+    task = int(run.graph.ids[kind][3])
+    home = int(run.graph.cols["rank"][task])
+    moved = _moved(run, task, (home + 1) % run.workload.ranks)
+    errors = placement_errors(moved)
+    assert any("off their expert's rank" in e for e in errors)
+    assert any("data edge(s) cross ranks" in e for e in errors)
+    with pytest.raises(PlacementError):
+        execute(moved, make_weights(moved, seed=1))
+    # only its core moved (a core of another rank runs it): caught as well
+    core_only = dataclasses.replace(
+        run, lane=_moved(run, task, (home + 1) % run.workload.ranks).lane
+    )
+    assert any("another rank's lane" in e for e in placement_errors(core_only))

@@ -67,7 +67,7 @@ def test_trace_is_valid_and_shaped_as_promised(small_trace) -> None:  # type: ig
     assert cross > 0
     meta = trace.meta
     assert meta["format"] == "executor" and meta["flavor"] == "moetrace"
-    assert meta["peak_flops"] == pytest.approx(24 * 8192 * 1.8e9)
+    assert meta["peak_flops"] == pytest.approx(24 * 8192 * 1.91e9)  # 752 TF per 910C / 2 dies
     ex = meta["executor"]
     assert ex["schedule"]["name"] == schedule
     assert ex["tasks"] > 0 and ex["tokens_per_s"] == pytest.approx(8 * 256 / (makespan * 1e-9))
@@ -125,7 +125,8 @@ def test_skewed_routing_makes_stragglers() -> None:
         (dict(placement="random"), "unknown placement"),
         (dict(hw_overrides={"hbm_bytes": 1e6}), "HBM"),
         (dict(hw_overrides={"l2_bytes": 1e5}), "L2 of"),
-        (dict(ranks=256, tokens=1 << 20), "too large"),
+        (dict(ranks=128, tokens=1 << 20), "too large"),
+        (dict(ranks=256, tokens=128), "EP256 is beyond"),
         (dict(schedule="sequential", dynamic=True), "tile schedule only"),
         (dict(frobnicate=True), "unknown option"),
     ],
@@ -187,6 +188,9 @@ def test_bandwidth_tables_can_be_overridden() -> None:
     hw = get_hardware("ascend-a3", {"dispatch_bw": "8:50e9,64:25e9"})
     assert hw.link_rate("dispatch", 8) == 50e9 and hw.link_rate("dispatch", 64) == 25e9
     assert hw.link_rate("dispatch", 16) == pytest.approx(50e9 - (50e9 - 25e9) / 3)
-    assert get_hardware("ascend-a3", {"combine_bw": [[8, 1e9]]}).link_rate("combine", 128) == 1e9
+    one_point = get_hardware("ascend-a3", {"combine_bw": [[8, 1e9]]})
+    assert one_point.link_rate("combine", 8) == 1e9
+    with pytest.raises(ExecutorInputError, match="beyond its measured combine"):
+        one_point.link_rate("combine", 128)  # no measurement there: refused, not extrapolated
     with pytest.raises(ExecutorInputError, match="EP:bytes_per_s"):
         get_hardware("ascend-a3", {"dispatch_bw": "fast"})

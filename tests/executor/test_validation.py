@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from moetrace.commands.executor_validate import (
@@ -19,38 +20,72 @@ from moetrace.commands.executor_validate import (
     render_hardware,
     update_docs,
 )
-from moetrace.executor.hardware import FIELDS, PRESETS
+from moetrace.executor.hardware import FIELDS, PRESET_FIELDS, PRESETS
 from moetrace.executor.run import simulate, simulate_run
+from moetrace.executor.tiles import T
 
 MID = dict(ranks=8, tokens=4096)  # compute-bound GEMMs, as in the full case
 
 
 @pytest.mark.slow
-def test_tile_vs_sequential_speedup_is_in_the_published_range() -> None:
-    seq = simulate_run(schedule="sequential")
+def test_the_chunked_baseline_reproduces_the_papers_baseline_and_tile_beats_it() -> None:
+    """HyperParallel-MoE's baseline (67% AIC utilisation, 39% of the all-to-all exposed) is the
+    2-micro-batch chunked schedule with default parameters; nothing is fitted to it. Tile beats
+    it, by less than the paper's 1.49-1.58x (docs/executor.md explains why)."""
+    from moetrace.commands.executor_common import summarize
+
+    base = summarize(simulate(schedule="chunked", chunks=2))
+    assert base["util"]["aic"] == pytest.approx(0.67, abs=0.05)
+    assert base["exposed_ratio"] == pytest.approx(0.39, abs=0.05)
     tile = simulate_run(schedule="tile")
-    speedup = seq.makespan_ns / tile.makespan_ns
-    assert 1.35 <= speedup <= 1.75
+    assert 1.1 < base["makespan_ns"] / tile.makespan_ns < 1.49
 
 
-@pytest.mark.parametrize("ablation", [dict(one_sided=False), dict(dynamic=True)])
+@pytest.mark.parametrize(
+    "ablation",
+    [dict(one_sided=False), dict(dynamic=True), dict(l2=False), dict(order="arrival")],
+)
 def test_each_ablation_costs_time(ablation: dict) -> None:
     tile = simulate_run(schedule="tile", **MID)
     ablated = simulate_run(schedule="tile", **MID, **ablation)
     assert ablated.makespan_ns > 1.005 * tile.makespan_ns
 
 
-def test_l2_intermediates_cost_time_only_where_hbm_is_the_bottleneck() -> None:
-    """With compute-bound GEMMs (A3, 1.6 TB/s) the extra HBM round trips of --no-l2 fit in the
-    idle bandwidth; on a die with a quarter of A3's HBM bandwidth they slow the layer down."""
+def test_no_l2_sends_every_read_to_hbm_and_costs_time() -> None:
+    """--no-l2: activations, intermediates and weights all come from HBM (no operand byte of an
+    expert GEMM is served by L2), and with DeepSeek's 88 MB experts that costs time."""
     tile = simulate_run(schedule="tile", **MID)
     no_l2 = simulate_run(schedule="tile", **MID, l2=False)
-    assert no_l2.makespan_ns >= tile.makespan_ns
-    assert no_l2.timed.hbm_bytes.sum() > tile.timed.hbm_bytes.sum()
-    slow = {"hbm_bw": 0.4e12}
-    tile = simulate_run(schedule="tile", **MID, hw_overrides=slow)
-    no_l2 = simulate_run(schedule="tile", **MID, l2=False, hw_overrides=slow)
+    t = no_l2.timed
+    gemm = np.isin(t.type, [T["gemm1"], T["gemm2"]])
+    assert np.all(t.l2_bytes[gemm] == 0)
+    assert no_l2.timed.hbm_bytes.sum() > 2 * tile.timed.hbm_bytes.sum()
     assert no_l2.makespan_ns > 1.05 * tile.makespan_ns
+
+
+def test_l2_working_set_decides_weight_reuse() -> None:
+    """Interleaving all local experts (arrival order) keeps more weights live than the 192 MiB
+    L2 holds at EP8 (32 experts x 88 MB): the GEMMs re-read weights from HBM on most row tiles.
+    Expert-major order keeps two experts live (176 MB, just under the 163 MB left beside the
+    intermediates: 93% of the reads can hit), so each expert's weights are read from HBM less
+    than twice."""
+    sh = simulate_run(schedule="tile", ranks=2, tokens=128).workload.shape
+    weights_once = 3.0 * sh.hidden * sh.intermediate * 2 * sh.experts  # every expert read once
+    reads = {}
+    for order in ("arrival", "expert"):
+        run = simulate_run(schedule="tile", **MID, order=order)
+        t = run.timed
+        gemm = np.isin(t.type, [T["gemm1"], T["gemm2"]])
+        w = run.graph.cols["w_bytes"][: t.n_graph][gemm[: t.n_graph]]
+        w_l2 = (
+            t.l2_bytes[gemm]
+            - (run.graph.cols["a_bytes"] + run.graph.cols["out_bytes"])[: t.n_graph][
+                gemm[: t.n_graph]
+            ]
+        )
+        reads[order] = float((w - np.maximum(w_l2, 0)).sum())  # weight bytes from HBM
+    assert weights_once * 0.99 < reads["expert"] < 2 * weights_once
+    assert reads["arrival"] > 3 * weights_once
 
 
 def test_tile_beats_chunked_beats_nothing_at_full_overlap_potential() -> None:
@@ -92,9 +127,13 @@ def test_a_slower_link_lowers_the_measured_bandwidth() -> None:
 def test_every_hardware_field_has_a_unit_and_a_source() -> None:
     fields = set(PRESETS["ascend-a3"].to_dict()) - {"name", "peak_flops"}
     assert fields == set(FIELDS)
-    for unit, source in FIELDS.values():
-        assert unit and source
-        assert "sim.md" in source or "assumed" in source or "0 =" in source
+    for name, fields in PRESET_FIELDS.items():
+        assert set(fields) == set(FIELDS), name
+        for unit, source in fields.values():
+            assert unit and source
+            assert any(
+                w in source for w in ("sim.md", "assumed", "0 =", "seed", "derived", "fitted")
+            )
     table = render_hardware()
     assert all(f"`{key}`" in table for key in FIELDS)
 
@@ -108,3 +147,37 @@ def test_docs_sections_are_replaced_in_place(tmp_path: Path) -> None:
     assert "NEW TABLE" in text and "old" not in text
     assert text.index("intro") < text.index("middle") < text.index("NEW TABLE") < text.index("tail")
     assert "`n_aic`" in text
+
+
+def test_validate_json_gives_every_row_as_data(monkeypatch: pytest.MonkeyPatch) -> None:
+    """`moetrace validate --json` on a small case (the real one takes minutes): every row has
+    its claim, reference, value and verdict; the markdown is rendered from the same data."""
+    import json
+
+    from click.testing import CliRunner
+
+    from moetrace.cli import main
+    from moetrace.commands import executor_validate as ev
+
+    monkeypatch.setattr(ev, "CASE", {**ev.CASE, "ranks": 8, "tokens": 256})
+    monkeypatch.setattr(ev, "GRID_RANKS", (8,))
+    monkeypatch.setattr(ev, "GRID_TOKENS", (256,))
+    monkeypatch.setattr(ev, "LOW_LATENCY_US", {8: 126})
+    monkeypatch.setattr(ev, "REFERENCE_BW", {"dispatch": {8: 146}, "combine": {8: 125}})
+    result = CliRunner().invoke(main, ["validate", "--json"], catch_exceptions=False)
+    assert result.exit_code == 0
+    data = json.loads(result.stdout)
+    keys = [row["key"] for row in data["rows"]]
+    for key in ("speedup_vs_baseline", "aic_util_baseline", "exposed_comm_baseline"):
+        assert key in keys
+    assert sum(k.startswith("ablation") for k in keys) == len(ev.ABLATIONS)
+    for row in data["rows"]:
+        assert {"claim", "reference", "value", "text", "verdict"} <= set(row)
+    speedup = next(r for r in data["rows"] if r["key"] == "speedup_vs_baseline")["value"]
+    cell = data["grid"][0]
+    assert cell["ranks"] == 8 and cell["ratio"] == pytest.approx(
+        cell["tile_ns"] / min(cell["dynamic_ns"], cell["chunked2_ns"], cell["chunked4_ns"])
+    )
+    assert speedup == pytest.approx(cell["chunked2_ns"] / cell["tile_ns"], rel=1e-9)
+    markdown = ev.render_validation(lambda _: None, data)
+    assert f"{speedup:.2f}x" in markdown and markdown.startswith(BEGIN)

@@ -1,0 +1,70 @@
+"""Does the tile schedule lose to its own ablation or to the chunked schedules? A grid.
+
+For each (EP, tokens per rank, link bandwidth factor): makespan of tile (the planner's best
+plan), `--dynamic` (its run-time-queue ablation) and chunked with 2 and 4 micro-batches, and
+the ratio tile / best rival (> 1.02: tile loses by more than 2%). The link factor scales the
+measured DeepEP-Ascend rate of that EP degree (mean of dispatch and combine), forced with
+`link_bw`. Balanced routing, DeepSeek-V3 on ascend-a3. Prints one row per cell and a summary.
+Usage: python benchmarks/bench_tile_grid.py [--ranks 8,32,128] [--tokens 512,4096]
+       [--link 0.25,1,2]   (the issue's full grid: --ranks 8,16,32,64,128
+       --tokens 512,1024,4096,16384 --link 0.25,0.5,1,2; slow: hours on a shared machine)
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+
+from moetrace.executor.hardware import PRESETS
+from moetrace.executor.run import simulate_run
+
+RIVALS = {
+    "dynamic": {"schedule": "tile", "dynamic": True},
+    "chunked2": {"schedule": "chunked", "chunks": 2},
+    "chunked4": {"schedule": "chunked", "chunks": 4},
+}
+
+
+def _list(text: str, kind: type) -> list:  # type: ignore[type-arg]
+    return [kind(x) for x in text.split(",") if x.strip()]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--ranks", default="8,32,128")
+    parser.add_argument("--tokens", default="512,4096")
+    parser.add_argument("--link", default="0.25,1,2")
+    args = parser.parse_args()
+    hw = PRESETS["ascend-a3"]
+    t0 = time.perf_counter()
+    ratios = []
+    print(
+        "| EP | tokens | link | tile ms | dynamic ms | chunked x2 ms | chunked x4 ms | tile/best |"
+    )
+    print("|---|---|---|---|---|---|---|---|")
+    for ep in _list(args.ranks, int):
+        base = (hw.link_rate("dispatch", ep) + hw.link_rate("combine", ep)) / 2
+        for tokens in _list(args.tokens, int):
+            for factor in _list(args.link, float):
+                common = dict(ranks=ep, tokens=tokens, hw_overrides={"link_bw": factor * base})
+                tile = simulate_run(schedule="tile", **common)
+                spans = {k: simulate_run(**v, **common).makespan_ns for k, v in RIVALS.items()}
+                ratio = tile.makespan_ns / min(spans.values())
+                ratios.append(ratio)
+                cells = " | ".join(f"{spans[k] / 1e6:.2f}" for k in RIVALS)
+                flag = " loses" if ratio > 1.02 else ""
+                print(
+                    f"| {ep} | {tokens} | {factor:g}x | {tile.makespan_ns / 1e6:.2f} | {cells} "
+                    f"| {ratio:.3f}{flag} |",
+                    flush=True,
+                )
+    losing = sum(r > 1.02 for r in ratios)
+    print(
+        f"cells: {len(ratios)}; tile within 2% of the best rival or better in "
+        f"{len(ratios) - losing}, loses by more in {losing} (worst {max(ratios):.3f}x); "
+        f"{time.perf_counter() - t0:.0f} s"
+    )
+
+
+if __name__ == "__main__":
+    main()
