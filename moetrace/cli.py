@@ -16,6 +16,7 @@ _COMMAND_MODULES = (
     "view_cmd",
     "job_cmds",
     "whatif_cmds",
+    "cache_cmds",
 )
 
 CONTEXT_SETTINGS = {"help_option_names": ["-h", "--help"], "max_content_width": 100}

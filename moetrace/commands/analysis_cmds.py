@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from moetrace.commands._common import UserError, handle_errors
+from moetrace.commands._common import UserError, handle_errors, load_options
 
 if TYPE_CHECKING:
     import polars as pl
@@ -296,6 +296,7 @@ def _window_options(func: Any) -> Any:
     "the ops that launched them at capture time (time per captured op).",
 )
 @_window_options
+@load_options
 @handle_errors
 def metrics(
     traces: tuple[str, ...],
@@ -459,6 +460,7 @@ def _captured_ops(report: Report, capture: str) -> dict[str, Any]:
     metavar="step|trace|annotation:NAME[#K]",
     help="Windows of both sides (see `moetrace metrics --help`).",
 )
+@load_options
 @handle_errors
 def compare(
     a: str,
@@ -515,6 +517,7 @@ def compare(
     show_default=True,
     help="Rows shown in the table (CSV/JSON print all).",
 )
+@load_options
 @handle_errors
 def query(trace: tuple[str, ...], sql: str, as_json: bool, as_csv: bool, limit: int) -> None:
     """Run Polars SQL over the tables events, tracks, deps and counters of TRACE (files and

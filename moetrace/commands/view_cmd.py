@@ -6,12 +6,13 @@ from pathlib import Path
 
 import click
 
-from moetrace.commands._common import UserError, handle_errors
+from moetrace.commands._common import UserError, handle_errors, load_options
 
 
 @click.command("view")
 @click.argument("paths", nargs=-1, required=True, type=click.Path(path_type=Path))
 @click.option("--no-metrics", is_flag=True, help="Do not run the analysis (faster on huge traces).")
+@load_options
 @handle_errors
 def view(paths: tuple[Path, ...], no_metrics: bool) -> None:
     """Browse traces in the terminal: timeline, critical path, idle gaps, exposed comm.
