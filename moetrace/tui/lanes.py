@@ -9,6 +9,7 @@ Polars/numpy (no Textual), so it is unit-testable and cheap to rebuild.
 from __future__ import annotations
 
 import itertools
+import re
 
 import numpy as np
 import polars as pl
@@ -182,6 +183,14 @@ class LaneModel:
         device = [t for t in self.tracks if t.unit in DEVICE_UNITS]
         return device or self.tracks
 
+    def group_lanes(self, key: tuple[object, ...]) -> list[Lane]:
+        """The lanes of a rank or unit group (braille rows: of their ranks), top first."""
+        if key and key[0] == "braille":
+            return [lane for k in key[1:] if isinstance(k, tuple) for lane in self.group_lanes(k)]
+        if key and key[0] in ("rank", "unit"):
+            return [lane for info in self._group_tracks(key) for lane in info.lanes]
+        return []
+
     def summary_scale(self, key: tuple[object, ...]) -> int:
         """How many tracks a summary averages over."""
         if key[0] == "all":
@@ -216,9 +225,15 @@ class LaneModel:
         return pack_braille(rows) if dense else rows
 
     def _rows(self, collapsed: set[tuple[object, ...]], lane_filter: str) -> list[Row]:
-        needle = lane_filter.lower()
+        needle = lane_filter.lower().strip()
+        exact = re.fullmatch(r"rank\s*(-?\d+)", needle)
+        only_rank = int(exact.group(1)) if exact else None
+        if exact:
+            needle = ""  # 'rank 3' is rank 3 exactly, not 30-39
         out: list[Row] = []
         for rank in self.ranks:
+            if exact and rank != only_rank:
+                continue
             rank_label = "no rank" if rank is None else f"rank {rank}"
             rkey = ("rank", rank)
             if rkey in collapsed and not needle:  # nothing below it is visible

@@ -157,6 +157,38 @@ def test_view_missing_file_exits_2_with_one_line(tmp_path: Path) -> None:
     assert "Traceback" not in result.output
 
 
+def test_view_without_a_terminal_refuses_in_one_line(tmp_path: Path) -> None:
+    """CliRunner's stdin/stdout are not ttys: the viewer must not start (it would spin)."""
+    import subprocess
+    import sys
+
+    from moetrace.cli import main
+
+    trace = tmp_path / "t.json"
+    trace.write_text('{"traceEvents": []}')
+    result = CliRunner().invoke(main, ["view", str(trace)])
+    assert result.exit_code == 2
+    assert result.output.strip().count("\n") == 0 and "needs a terminal" in result.output
+    # The same from a real process with stdin from /dev/null, stdout a pipe.
+    proc = subprocess.run(
+        [sys.executable, "-c", "from moetrace.cli import main; main()", "view", str(trace)],
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert proc.returncode == 2 and proc.stdout == ""
+    assert proc.stderr.strip().count("\n") == 0 and "needs a terminal" in proc.stderr
+
+
+async def test_title_names_the_job_and_the_files(tmp_path: Path) -> None:
+    from moetrace.tui.app import job_name
+
+    paths = [tmp_path / "job7" / f"rank{r}.json" for r in range(3)]
+    assert job_name(paths) == "job7/ (3 files)"
+    assert job_name(paths[:1]) == "rank0.json"
+
+
 async def test_loads_several_files_one_rank_each(tmp_path: Path, small_trace: Trace) -> None:
     pytest.importorskip("moetrace.trace.io")
     paths = []
@@ -184,24 +216,51 @@ async def test_loading_shows_progress_then_the_trace(
     import moetrace.trace.io as io
 
     release = threading.Event()
+    path = tmp_path / "x.json"
+    path.write_bytes(b"[" + b" " * 999 + b"]")
 
     def slow_load(paths: Any, **kw: Any) -> Trace:
-        release.wait(10)
+        with open(path, "rb", buffering=0) as fh:  # read 400 of 1001 bytes, then wait
+            fh.read(400)
+            release.wait(10)
         return small_trace
 
     monkeypatch.setattr(io, "load", slow_load)
-    app = MoetraceApp(paths=[tmp_path / "x.json"])
+    app = MoetraceApp(paths=[path])
     async with app.run_test(size=(140, 36)) as pilot:
-        await pilot.pause()
-        assert app.timeline.loading and "loading x.json" in static_text(app, "#status")
-        assert [w.name for w in app.workers] == ["load"]
+        await pilot.pause(0.6)  # the progress timer ticks every 0.25 s
+        status = static_text(app, "#status")
+        assert "40% of 0.0 MB" in status and "ETA" in status  # 400 of 1001 bytes read
+        assert "x.json" in app.title and app.trace is None
+        assert "q or Ctrl+C quits" in app.timeline.render_line(2).text
         release.set()
         await settle(app, pilot)
-        assert not app.timeline.loading and app.trace is small_trace
+        assert app.trace is small_trace and app.load_progress is None
         assert app.focused is app.timeline
         await pilot.press("j", "j", "full_stop")
         assert app.timeline.selected == 0
         assert "AIC 0" in lane_text(app.timeline, ("lane", 0, 0))
+
+
+@pytest.mark.parametrize("key", ["ctrl+c", "q"])
+async def test_quit_during_a_load_does_not_wait_for_it(
+    small_trace: Trace, monkeypatch: Any, tmp_path: Path, key: str
+) -> None:
+    """Ctrl+C (and q) end the app while the load still runs; the load is left behind."""
+    import moetrace.trace.io as io
+
+    release = threading.Event()
+    monkeypatch.setattr(io, "load", lambda paths, **kw: release.wait(30) and small_trace)
+    app = MoetraceApp(paths=[tmp_path / "x.json"])
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.pause()
+        await pilot.press(key)
+        await pilot.pause()
+        assert app._exit  # the app is closing although the load has not returned
+        from moetrace.tui.loading import busy
+
+        assert busy()
+    release.set()
 
 
 async def test_metrics_pane_shows_the_analyzer_totals(small_trace: Trace) -> None:
@@ -212,7 +271,14 @@ async def test_metrics_pane_shows_the_analyzer_totals(small_trace: Trace) -> Non
         body = static_text(app, "#metrics-body")
         totals = app.report.summary()
         assert (
-            f"exposed comm {fmt_ns(totals['exposed_comm_ns'])} ({fmt_pct(totals['exposed_ratio'])})"
+            f"sum over ranks·steps {fmt_ns(totals['exposed_comm_ns'])}"
+            f" = {fmt_pct(totals['exposed_ratio'])} of all comm time"
+        ) in body
+        ranks = app.report.ranks
+        worst = ranks.sort("exposed_comm_ns", descending=True).row(0, named=True)
+        assert (
+            f"max per rank·step {fmt_ns(worst['exposed_comm_ns'])} (rank {worst['rank']}, "
             in body
         )
+        assert "CPcov = critical-path span ÷ window" in " ".join(body.split())  # legend
         assert f"aic {fmt_pct(totals['util:aic'])}" in body

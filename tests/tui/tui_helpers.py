@@ -19,9 +19,23 @@ async def running(app: MoetraceApp, size: tuple[int, int] = (140, 36)) -> AsyncI
 
 
 async def settle(app: MoetraceApp, pilot: Any) -> None:
+    """Wait for Textual's workers and the viewer's load/analysis threads, then their
+    messages."""
     await pilot.pause()
+    await wait_background(app)
+    await pilot.pause()
+
+
+async def wait_background(app: MoetraceApp) -> None:
+    """Until no worker or load/analysis daemon thread runs (they post their results)."""
+    import asyncio
+
+    from moetrace.tui.loading import busy
+
     await app.workers.wait_for_complete()
-    await pilot.pause()
+    while busy():
+        await asyncio.sleep(0.01)
+    await app.workers.wait_for_complete()
 
 
 def lane_text(timeline: TimelineView, key: tuple[object, ...]) -> str:

@@ -35,7 +35,7 @@ from ..binning import (
 from ..format import fmt_ns
 from ..lanes import LaneModel, Row
 from ..overlays import Overlays
-from .layout import FIXED_ROWS, LABEL_WIDTH
+from .layout import FIXED_ROWS, LABEL_WIDTH, label_width_for
 from .overlay_paint import apply_overlays
 from .render import (
     BRAILLE_STYLE,
@@ -157,6 +157,9 @@ class TimelineView(
         self._lanes_width = 1
         self._pending_summaries: set[tuple[object, ...]] = set()
         self._first_paint_callbacks: list[Callable[[], object]] = []
+        self.placeholder = ""  # shown instead of lanes while there is no trace (load progress)
+        self._label_need = LABEL_WIDTH
+        self._zoom_log: list[tuple[float, float]] = []  # (time, |log zoom|) of recent key zooms
         self.lane_paints = 0  # lane rows drawn so far (the benchmark waits on it)
         self.last_paint = 0.0  # perf_counter() of the last lane row drawn
         if model is not None:
@@ -186,6 +189,10 @@ class TimelineView(
         self.cursor_row = (
             keys.index(current) if current in keys else min(self.cursor_row, max(len(keys) - 1, 0))
         )
+        self._label_need = max(
+            (len(r.label) + 2 * r.indent + 3 for r in self.rows), default=LABEL_WIDTH
+        )
+        self._width_for = None
         self.generation += 1
         self.virtual_size = Size(0, len(self.rows) + FIXED_ROWS)
         self.refresh()
@@ -205,11 +212,22 @@ class TimelineView(
     @property
     def lanes_width(self) -> int:
         """Cells available for time (the gutter and scrollbar excluded), cached per size."""
+        self._fit_widths()
+        return self._lanes_width
+
+    @property
+    def label_width(self) -> int:
+        """Cells of the lane-label gutter: wide enough for the labels, ≤ 30% of the view."""
+        self._fit_widths()
+        return self._label_width
+
+    def _fit_widths(self) -> None:
         size = (self.size, self.show_vertical_scrollbar)
         if size != self._width_for:
             self._width_for = size
-            self._lanes_width = max(self.scrollable_content_region.width - LABEL_WIDTH, 1)
-        return self._lanes_width
+            content = self.scrollable_content_region.width
+            self._label_width = label_width_for(content, self._label_need)
+            self._lanes_width = max(content - self._label_width, 1)
 
     @property
     def cell_ns(self) -> float:
@@ -236,6 +254,9 @@ class TimelineView(
     def render_line(self, y: int) -> Strip:
         width = self.lanes_width
         if self.model is None:
+            if y == FIXED_ROWS and self.placeholder:
+                text = self.placeholder[: self.size.width].ljust(self.size.width)
+                return Strip([Segment(text, PENDING_STYLE)], self.size.width)
             return Strip.blank(self.size.width)
         if y == 0:
             return self._overview_strip(width)
@@ -243,7 +264,7 @@ class TimelineView(
             return self._ruler_strip(width)
         row_index = y - FIXED_ROWS + int(self.scroll_offset.y)
         if row_index >= len(self.rows):
-            return Strip.blank(LABEL_WIDTH + width)
+            return Strip.blank(self.label_width + width)
         strip = self._row_strip(row_index, width)
         if self.lane_paints == 0 and self._first_paint_callbacks:
             for callback in self._first_paint_callbacks:
@@ -262,7 +283,7 @@ class TimelineView(
         index = self.summary_index(("all",))
         if index is None:
             return Strip.join(
-                [label_strip("overview", 0, LABEL_WIDTH, GROUP_STYLE), _pending(width)]
+                [label_strip("overview", 0, self.label_width, GROUP_STYLE), _pending(width)]
             )
         binned = bin_lane(
             index, 0.0, self.model.span, width, scale=self.model.summary_scale(("all",))
@@ -273,7 +294,7 @@ class TimelineView(
         keys[max(c0, 0) : max(c1, 0)] |= VIEWPORT
         strip = Strip.join(
             [
-                label_strip("overview", 0, LABEL_WIDTH, GROUP_STYLE),
+                label_strip("overview", 0, self.label_width, GROUP_STYLE),
                 cells_strip(binned.glyphs, keys, None, True),
             ]
         )
@@ -286,7 +307,7 @@ class TimelineView(
         marks.update({self.column_of(m): "▼" for m in self.marks})
         ruler = overlay_marks(ruler, marks, MARK_STYLE)
         span = f"{fmt_ns(self.t1 - self.t0)} view"
-        return Strip.join([label_strip(span, 0, LABEL_WIDTH, LABEL_STYLE), ruler])
+        return Strip.join([label_strip(span, 0, self.label_width, LABEL_STYLE), ruler])
 
     def _row_binned(self, row: Row, width: int) -> Binned | None:
         assert self.model is not None
@@ -327,9 +348,9 @@ class TimelineView(
         binned = self._row_binned(row, width)
         if binned is None:  # summary still being built: a placeholder, not cached
             label = label_segment(
-                row.label, row.indent, LABEL_WIDTH, GROUP_STYLE, "▾ " if row.expanded else "▸ "
+                row.label, row.indent, self.label_width, GROUP_STYLE, "▾ " if row.expanded else "▸ "
             )
-            return Strip([label, *_pending(width)], LABEL_WIDTH + width)
+            return Strip([label, *_pending(width)], self.label_width + width)
         glyphs, keys = binned.glyphs.copy(), binned.keys.copy()
         self._apply_overlays(row, glyphs, keys, width)
         sel, cursor, area, _, is_cursor_row = deco
@@ -343,10 +364,10 @@ class TimelineView(
         style = (
             CURSOR_LABEL if is_cursor_row else (GROUP_STYLE if row.kind != "lane" else LABEL_STYLE)
         )
-        label = label_segment(row.label, row.indent, LABEL_WIDTH, style, marker)
+        label = label_segment(row.label, row.indent, self.label_width, style, marker)
         strip = Strip(
             [label, *cells_segments(glyphs, keys, row.unit, row.kind != "lane")],
-            LABEL_WIDTH + width,
+            self.label_width + width,
         )
         self._strips[key] = strip
         return strip
@@ -358,8 +379,8 @@ class TimelineView(
         parts = [(index, 1.0) for index in indexes if index is not None]
         text = braille_text(parts, self.t0, self.t1, width)
         style = CURSOR_LABEL if deco.is_cursor_row else GROUP_STYLE
-        label = label_segment(row.label, 0, LABEL_WIDTH, style, "⣿ ")
-        strip = Strip([label, Segment(text, BRAILLE_STYLE)], LABEL_WIDTH + width)
+        label = label_segment(row.label, 0, self.label_width, style, "⣿ ")
+        strip = Strip([label, Segment(text, BRAILLE_STYLE)], self.label_width + width)
         return strip, len(parts) == len(keys)
 
     def _apply_overlays(self, row: Row, glyphs: np.ndarray, keys: np.ndarray, width: int) -> None:
@@ -368,14 +389,18 @@ class TimelineView(
                 self.overlay_data, self.active_overlays, row, glyphs, keys, self.t0, self.t1, width
             )
 
-    def select_at_cursor(self) -> None:
-        """Select the event nearest the cursor within its cell on the cursor lane."""
+    def select_at_cursor(self) -> bool:
+        """Select the event nearest the cursor within its cell on the cursor row; on a rank
+        or unit row, on the first of its lanes with an event there. False if none."""
         row = self.rows[self.cursor_row] if self.rows else None
-        if row is None or row.lane is None:
-            return
+        if row is None or self.model is None:
+            return False
         cell = self.cell_ns
         c = self.column_of(self.cursor_t)
         lo, hi = self.t0 + c * cell, self.t0 + (c + 1) * cell
-        k = nearest_event(row.lane.index, lo, hi, self.cursor_t)
-        if k is not None and row.lane.index.ids is not None:
-            self.select_event(int(row.lane.index.ids[k]), move_view=False)
+        lanes = [row.lane] if row.lane is not None else self.model.group_lanes(row.key)
+        for lane in lanes:
+            k = nearest_event(lane.index, lo, hi, self.cursor_t)
+            if k is not None and lane.index.ids is not None:
+                return self.select_event(int(lane.index.ids[k]), move_view=False)
+        return False
