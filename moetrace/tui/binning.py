@@ -32,6 +32,7 @@ SELECTED = 0x100
 CURSOR = 0x200
 AREA = 0x400
 VIEWPORT = 0x800
+NAME = 0x1000  # the body of a slice wide enough to carry its name: drawn as a filled box
 
 
 def _take(values: np.ndarray, order: np.ndarray | None) -> np.ndarray:
@@ -204,6 +205,38 @@ def bin_lane(
         keys[lonely] = 1
     keys[merged] |= MERGED
     return Binned(glyphs.astype(np.int8, copy=False), keys)
+
+
+def name_boxes(
+    index: IntervalIndex, t0: float, t1: float, width: int, min_cells: int = 4
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Slices of a disjoint lane whose whole cells in [t0, t1) number ≥ `min_cells`:
+    (positions in start order, first whole column, end column exclusive). Vectorised over
+    the slices in view; the caller writes each one's name inside its box."""
+    empty = np.empty(0, dtype=np.int64)
+    if width <= 0 or not t1 > t0 or len(index.starts) == 0:
+        return empty, empty, empty
+    a = int(np.searchsorted(index.ends, t0, side="right"))
+    b = int(np.searchsorted(index.starts, t1, side="left"))
+    if b <= a:
+        return empty, empty, empty
+    cell = (t1 - t0) / width
+    first = np.ceil((index.starts[a:b] - t0) / cell - 1e-9).clip(0, width).astype(np.int64)
+    last = np.floor((index.ends[a:b] - t0) / cell + 1e-9).clip(0, width).astype(np.int64)
+    fit = last - first >= min_cells
+    return np.flatnonzero(fit) + a, first[fit], last[fit]
+
+
+def fit_name(name: str, cells: int) -> str:
+    """`name` in exactly `cells` cells: centred if it fits, else cut with '…'. Characters
+    wider than one cell become '?' so columns stay aligned."""
+    from rich.cells import cell_len
+
+    if cell_len(name) != len(name):
+        name = "".join(c if cell_len(c) == 1 else "?" for c in name)
+    if len(name) > cells:
+        name = name[: max(cells - 1, 0)] + "…"
+    return name.center(cells)
 
 
 def overlay_cells(index: IntervalIndex | None, t0: float, t1: float, width: int) -> np.ndarray:

@@ -89,7 +89,9 @@ class LaneModel:
                 pl.col("ts"),
                 pl.col("dur"),
                 pl.col("kind").to_physical().alias("kind_code"),
+                pl.col("name"),
             ).sort(["track", "depth", "ts"])
+            self._ev_names = ev["name"]
             track = ev["track"].to_numpy().astype(np.int64)
             depth = ev["depth"].to_numpy().astype(np.int64)
             start = (ev["ts"].to_numpy() - self.origin).astype(np.float64)
@@ -117,6 +119,7 @@ class LaneModel:
             self._ev_start, self._ev_end = start, end
         else:
             self._ids_sorted = np.empty(0, dtype=np.uint32)
+            self._ev_names = pl.Series("name", [], dtype=pl.String)
         for info in self.tracks:
             if not info.lanes:
                 lane = Lane(info.track, 0, info.rank, info.unit, info.label, None)
@@ -132,6 +135,15 @@ class LaneModel:
         row = int(self._id_order[k])
         lane = self.lanes[(int(self._ev_track[row]), int(self._ev_depth[row]))]
         return lane, float(self._ev_start[row]), float(self._ev_end[row])
+
+    def names_of(self, event_ids: np.ndarray) -> list[str]:
+        """Event names (control characters escaped) for known event ids, in order."""
+        ids = np.asarray(event_ids, dtype=np.int64)
+        if len(ids) == 0 or len(self._ids_sorted) == 0:
+            return []
+        k = np.clip(np.searchsorted(self._ids_sorted, ids), 0, len(self._ids_sorted) - 1)
+        rows = self._id_order[k]
+        return [safe_text(n) for n in self._ev_names.gather(rows).cast(pl.String).to_list()]
 
     def lanes_of(self, event_ids: np.ndarray) -> np.ndarray:
         """(track, depth) per event id as an (n, 2) int64 array; (-1, -1) for unknown ids."""

@@ -367,3 +367,25 @@ async def test_bindings_can_be_remapped_by_id(small_trace: Trace) -> None:
         width = app.timeline.t1 - app.timeline.t0
         await pilot.press("e")
         assert np.isclose(app.timeline.t1 - app.timeline.t0, 0.8 * width)
+
+
+async def test_slice_names_are_drawn_inside_wide_slices(small_trace: Trace) -> None:
+    app = MoetraceApp(small_trace, metrics=False)
+    async with running(app, size=(160, 30)) as pilot:
+        tl = app.timeline
+        ev = small_trace.events.filter(pl.col("track") == 0).sort("ts")
+        target = ev.row(3, named=True)
+        s = target["ts"] - tl.model.origin
+        e = s + target["dur"]
+        tl.set_view(s - (e - s), e + (e - s))  # the slice fills the middle third
+        await pilot.pause()
+        text = lane_text(tl, ("lane", 0, 0))[tl.label_width :]
+        cell = tl.cell_ns
+        first, last = int(np.ceil((s - tl.t0) / cell)), int(np.floor((e - tl.t0) / cell))
+        body = text[first:last]
+        assert body.strip() == target["name"]  # e.g. "matmul_3", centred in its box
+        assert text[first - 1] in "▐▕█ " and text[last] in "▌▏█ "
+        # Zoomed out to the whole trace the slices are too thin: no names, only glyphs.
+        await pilot.press("0")
+        text = lane_text(tl, ("lane", 0, 0))[tl.label_width :]
+        assert "matmul" not in text

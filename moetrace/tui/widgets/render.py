@@ -24,6 +24,7 @@ from ..binning import (
     GAP,
     GLYPH_ARRAY,
     KIND_MASK,
+    NAME,
     SELECTED,
     VIEWPORT,
     runs,
@@ -93,16 +94,21 @@ def cell_style(unit: str | None, summary: bool, key: int) -> Style:
             colour = EXPOSED_COLOUR
     if key & SELECTED:
         colour, bold = "#ffffff", True
+    if key & NAME and colour is not None:
+        # A slice carrying its name: a filled box in its colour, the name in black on it.
+        colour, bg = "#000000", colour
     style = Style(color=colour, bgcolor=bg, bold=bold, reverse=bool(key & CURSOR))
     _style_cache[cache_key] = style
     return style
 
 
 def cells_segments(
-    glyphs: np.ndarray, keys: np.ndarray, unit: str | None, summary: bool
+    glyphs: np.ndarray, keys: np.ndarray, unit: str | None, summary: bool, text: str | None = None
 ) -> list[Segment]:
-    """One Segment per run of equal style: the cells of a lane."""
-    text = "".join(GLYPH_ARRAY[glyphs].tolist())
+    """One Segment per run of equal style: the cells of a lane (`text`: its characters when
+    slice names were written over the glyphs)."""
+    if text is None:
+        text = "".join(GLYPH_ARRAY[glyphs].tolist())
     return [Segment(text[a:b], cell_style(unit, summary, key)) for a, b, key in runs(keys)]
 
 

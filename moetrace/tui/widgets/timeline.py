@@ -25,11 +25,15 @@ from textual.strip import Strip
 from ..binning import (
     AREA,
     CURSOR,
+    GLYPH_ARRAY,
+    NAME,
     SELECTED,
     VIEWPORT,
     Binned,
     bin_lane,
     braille_text,
+    fit_name,
+    name_boxes,
     nearest_event,
 )
 from ..format import fmt_ns
@@ -353,6 +357,7 @@ class TimelineView(
             return Strip([label, *_pending(width)], self.label_width + width)
         glyphs, keys = binned.glyphs.copy(), binned.keys.copy()
         self._apply_overlays(row, glyphs, keys, width)
+        text = self._slice_names(row, glyphs, keys, width)
         sel, cursor, area, _, is_cursor_row = deco
         if sel is not None:
             keys[max(sel[0], 0) : min(sel[1] + 1, width)] |= SELECTED
@@ -366,11 +371,31 @@ class TimelineView(
         )
         label = label_segment(row.label, row.indent, self.label_width, style, marker)
         strip = Strip(
-            [label, *cells_segments(glyphs, keys, row.unit, row.kind != "lane")],
+            [label, *cells_segments(glyphs, keys, row.unit, row.kind != "lane", text)],
             self.label_width + width,
         )
         self._strips[key] = strip
         return strip
+
+    def _slice_names(
+        self, row: Row, glyphs: np.ndarray, keys: np.ndarray, width: int
+    ) -> str | None:
+        """Write the names of slices at least 4 cells wide inside them (cut with '…'); marks
+        their cells NAME so they draw as filled boxes. None when no slice is that wide."""
+        if row.lane is None or self.model is None:
+            return None
+        index = row.lane.index
+        if index.ids is None:
+            return None
+        where, first, last = name_boxes(index, self.t0, self.t1, width)
+        if len(where) == 0:
+            return None
+        chars = GLYPH_ARRAY[glyphs].tolist()
+        names = self.model.names_of(index.ids[where])
+        for name, a, b in zip(names, first.tolist(), last.tolist(), strict=True):
+            chars[a:b] = list(fit_name(name, b - a))
+            keys[a:b] |= NAME
+        return "".join(chars)
 
     def _braille_strip(self, row: Row, width: int, deco: Decorations) -> tuple[Strip, bool]:
         assert self.model is not None
