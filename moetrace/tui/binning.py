@@ -16,10 +16,12 @@ import numpy as np
 
 # Glyph codes -> characters. Bars ▁…▇ (and █) show the busy fraction of merged cells;
 # half blocks ▌▐ show sub-cell edges of a single event; slivers ▏▕ events thinner than half.
-GLYPHS = " ▏▕▌▐█▁▂▃▄▅▆▇│·─"
+# Overlays change glyphs as well as colours, so they read without colour (NO_COLOR):
+# critical path ▓ (its waits ═), exposed comm ▒, idle gaps ·.
+GLYPHS = " ▏▕▌▐█▁▂▃▄▅▆▇│·═▓▒"
 IDLE, SLIVER_L, SLIVER_R, HALF_L, HALF_R, FULL = 0, 1, 2, 3, 4, 5
 BAR_BASE = 5  # BAR_BASE + level for level 1..7 -> ▁…▇; level 8 -> █ (FULL)
-INSTANT, GAP_DOT, WAIT_LINE = 13, 14, 15
+INSTANT, GAP_DOT, WAIT_LINE, CRITICAL_FULL, EXPOSED_FULL = 13, 14, 15, 16, 17
 GLYPH_ARRAY = np.array(list(GLYPHS), dtype="<U1")
 
 # Style flag bits or-ed onto a cell's base kind code (0 = idle, 1 + kind index otherwise).

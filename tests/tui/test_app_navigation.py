@@ -389,3 +389,43 @@ async def test_slice_names_are_drawn_inside_wide_slices(small_trace: Trace) -> N
         await pilot.press("0")
         text = lane_text(tl, ("lane", 0, 0))[tl.label_width :]
         assert "matmul" not in text
+
+
+async def test_overlays_differ_by_glyph_not_only_colour(
+    small_trace: Trace, monkeypatch: Any
+) -> None:
+    """Under NO_COLOR: ▓ only where a critical-path event is, ▒ only on exposed comm, ·
+    only in idle gaps; each overlay shows at least one such cell on the trace."""
+    monkeypatch.setenv("NO_COLOR", "1")
+    app = MoetraceApp(small_trace)
+    async with running(app, size=(200, 40)) as pilot:
+        assert app.no_color
+        tl = app.timeline
+        report, origin = app.report, tl.model.origin
+        edges = np.linspace(tl.t0, tl.t1, tl.lanes_width + 1)
+
+        def covered(starts: np.ndarray, ends: np.ndarray, col: int) -> bool:
+            return bool(np.any((starts < edges[col + 1]) & (ends > edges[col])))
+
+        seen = {"▓": 0, "▒": 0, "·": 0}
+        await pilot.press("c", "x", "i")
+        for row in [r for r in tl.rows if r.kind == "lane" and r.lane.depth == 0]:
+            track = row.lane.track
+            cells = lane_text(tl, row.key)[tl.label_width :]
+            cp = report.critical_path.filter(pl.col("segment") == "event").join(
+                small_trace.events.select(pl.col("id").alias("event_id"), "track"), on="event_id"
+            )
+            cp = cp.filter(pl.col("track") == track)
+            exp = report.exposed.filter(pl.col("rank") == row.rank)
+            gaps = report.gaps.filter(pl.col("track") == track)
+            for col, ch in enumerate(cells):
+                if ch == "▓":
+                    assert covered(cp["start_ns"].to_numpy() - origin, cp["end_ns"].to_numpy() - origin, col)
+                if ch == "▒":
+                    assert row.unit == "link"
+                    assert covered(exp["start_ns"].to_numpy() - origin, exp["end_ns"].to_numpy() - origin, col)
+                if ch == "·":
+                    assert covered(gaps["start_ns"].to_numpy() - origin, gaps["end_ns"].to_numpy() - origin, col)
+                if ch in seen:
+                    seen[ch] += 1
+        assert all(seen.values()), seen

@@ -272,13 +272,78 @@ async def test_metrics_pane_shows_the_analyzer_totals(small_trace: Trace) -> Non
         totals = app.report.summary()
         assert (
             f"sum over ranks·steps {fmt_ns(totals['exposed_comm_ns'])}"
-            f" = {fmt_pct(totals['exposed_ratio'])} of all comm time"
+            f" = {fmt_pct(totals['exposed_ratio'])} of comm"
         ) in body
         ranks = app.report.ranks
         worst = ranks.sort("exposed_comm_ns", descending=True).row(0, named=True)
         assert (
-            f"max per rank·step {fmt_ns(worst['exposed_comm_ns'])} (rank {worst['rank']}, "
+            f"max per rank·step {fmt_ns(worst['exposed_comm_ns'])} (r{worst['rank']} "
             in body
         )
         assert "CPcov = critical-path span ÷ window" in " ".join(body.split())  # legend
         assert f"aic {fmt_pct(totals['util:aic'])}" in body
+
+
+async def test_metrics_pane_lists_every_rank_sorted_by_the_chosen_key() -> None:
+    from moetrace.tui.synthetic import synthetic_trace
+
+    trace = synthetic_trace(ranks=24, events_per_lane=8, seed=3)
+    app = MoetraceApp(trace)
+    async with running(app, size=(200, 50)) as pilot:
+        ranks = app.report.ranks
+
+        def listed() -> list[int]:
+            lines = static_text(app, "#metrics-body").splitlines()
+            head = next(i for i, line in enumerate(lines) if line.split()[:2] == ["rank", "compute"])
+            out = []
+            for line in lines[head + 1 :]:
+                if not line.strip() or not line.split()[0].isdigit() or "rows (rank" in line:
+                    break
+                out.append(int(line.split()[0]))
+            return out
+
+        by_exposed = ranks.sort(["exposed_comm_ns", "rank"], descending=[True, False])
+        assert listed() == by_exposed["rank"].to_list()  # all 24, not the first 16
+        assert "24 rows (rank × step), by exposed comm" in static_text(app, "#metrics-body")
+        await pilot.press("o")
+        by_idle = ranks.sort(["free_ns", "rank"], descending=[True, False])
+        assert listed() == by_idle["rank"].to_list()
+        await pilot.press("o")
+        by_compute = ranks.sort(["compute_ns", "rank"], descending=[True, False])
+        assert listed() == by_compute["rank"].to_list()
+        await pilot.press("o")
+        assert listed() == sorted(ranks["rank"].to_list())
+
+
+async def test_no_metrics_says_so_instead_of_still_computing(small_trace: Trace) -> None:
+    app = MoetraceApp(small_trace, metrics=False)
+    async with running(app) as pilot:
+        await pilot.press("c")
+        await pilot.pause()
+        messages = [n.message for n in app._notifications]
+        assert any("--no-metrics" in m for m in messages)
+        assert not any("still being computed" in m for m in messages)
+        assert "--no-metrics" in static_text(app, "#metrics-body")
+
+
+async def test_goto_rank_is_exact_and_filter_keeps_the_position() -> None:
+    from moetrace.tui.synthetic import synthetic_trace
+
+    trace = synthetic_trace(ranks=40, events_per_lane=4, seed=2)
+    app = MoetraceApp(trace, metrics=False)
+    async with running(app, size=(120, 30)) as pilot:
+        tl = app.timeline
+        await pilot.press("colon", *"rank 3", "enter")
+        row = tl.rows[tl.cursor_row]
+        assert row.kind == "rank" and row.rank == 3
+        await pilot.press("colon", *"rank 33", "enter")
+        assert tl.rows[tl.cursor_row].rank == 33
+        assert 33 - int(tl.scroll_offset.y) < tl.visible_lane_rows  # scrolled into view
+        # Filter 'rank 3' keeps rank 3 only (not 30-39); clearing it returns to rank 33's row?
+        await pilot.press("backslash", *"rank 3", "enter")
+        assert {r.rank for r in tl.rows} == {3}
+        await pilot.press("backslash", *["backspace"] * 6, "enter")
+        assert tl.rows[tl.cursor_row].rank == 3  # the position is kept: still on rank 3
+        assert 0 <= tl.cursor_row - int(tl.scroll_offset.y) < tl.visible_lane_rows
+        await pilot.press("colon", *"100us", "enter")
+        assert abs(tl.cursor_t - 100e3) < tl.cell_ns and tl.t0 < 100e3 < tl.t1

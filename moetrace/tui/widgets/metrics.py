@@ -60,13 +60,16 @@ def ranks_table(report: Any, sort_key: int = 0) -> Table | None:
         return None
     title, _, _ = SORT_KEYS[sort_key % len(SORT_KEYS)]
     table = Table(box=None, pad_edge=False, expand=False, header_style="bold", title_justify="left")
-    for col in ("rank", "step", "compute", "exp.comm", "exp%", "idle", "CPcov", "CPcomm"):
+    steps = "step" in ranks.columns and ranks["step"].n_unique() > 1
+    for col in ("rank", *(["step"] if steps else []), "compute", "exp.comm", "exp%", "idle"):
+        table.add_column(col, justify="right", no_wrap=True)
+    for col in ("CPcov", "CPcomm"):
         table.add_column(col, justify="right", no_wrap=True)
     shown = sorted_ranks(ranks, sort_key).head(MAX_RANK_ROWS)
     for row in shown.iter_rows(named=True):
         table.add_row(
             Text(str(_get(row, "rank"))),
-            Text(str(_get(row, "step"))),
+            *([Text(str(_get(row, "step")))] if steps else []),
             Text(fmt_ns(_get(row, "compute_ns"))),
             Text(fmt_ns(_get(row, "exposed_comm_ns"))),
             Text(fmt_pct(_get(row, "exposed_ratio"))),
@@ -74,7 +77,7 @@ def ranks_table(report: Any, sort_key: int = 0) -> Table | None:
             Text(fmt_pct(_get(row, "cp_coverage"))),
             Text(fmt_pct(_get(row, "cp_comm_ratio"))),
         )
-    table.caption = f"{ranks.height} rows (rank × step), sorted by {title} · o: sort by …"
+    table.caption = f"{ranks.height} rows (rank × step), by {title} (o: sort)"
     if ranks.height > MAX_RANK_ROWS:
         table.caption += f" · first {MAX_RANK_ROWS} shown"
     return table
@@ -131,19 +134,19 @@ def totals_text(report: Any) -> Text | None:
         if ranks is None or ranks.height == 0 or column not in ranks.columns:
             return "–"
         top = ranks.sort(column, descending=True, nulls_last=True).row(0, named=True)
-        return f"{fmt_ns(top[column])} (rank {top['rank']}, step {top['step']})"
+        return f"{fmt_ns(top[column])} (r{top['rank']} s{top['step']})"
 
     units = "  ".join(f"{k[5:]} {fmt_pct(v)}" for k, v in s.items() if k.startswith("util:"))
     lines = [
-        f"job span (first start → last end, all ranks): {fmt_ns(s.get('makespan_ns'))}",
-        f"exposed comm  max per rank·step {worst('exposed_comm_ns')}",
-        f"              sum over ranks·steps {fmt_ns(s.get('exposed_comm_ns'))}"
-        f" = {fmt_pct(s.get('exposed_ratio'))} of all comm time",
-        f"idle          max per rank·step {worst('free_ns')}",
-        f"              sum over ranks·steps {fmt_ns(s.get('free_ns'))}",
-        f"critical path covers {fmt_pct(s.get('cp_coverage'))} of the windows (pooled);"
-        f" {fmt_pct(s.get('cp_comm_ratio'))} of comm time is on it",
-        f"utilisation (busy ÷ lanes × window, pooled over ranks): {units}",
+        f"job span (first start → last end): {fmt_ns(s.get('makespan_ns'))}",
+        f"exposed comm: max per rank·step {worst('exposed_comm_ns')}",
+        f"  sum over ranks·steps {fmt_ns(s.get('exposed_comm_ns'))}"
+        f" = {fmt_pct(s.get('exposed_ratio'))} of comm",
+        f"idle: max per rank·step {worst('free_ns')}",
+        f"  sum over ranks·steps {fmt_ns(s.get('free_ns'))}",
+        f"critical path: covers {fmt_pct(s.get('cp_coverage'))} of the windows,",
+        f"  holds {fmt_pct(s.get('cp_comm_ratio'))} of comm time (pooled over ranks)",
+        f"util (busy ÷ lanes·window, pooled): {units}",
     ]
     mfu = s.get("mfu")
     if mfu is not None:
@@ -185,6 +188,7 @@ class MetricsPane(VerticalScroll):
     DEFAULT_CSS = """
     MetricsPane { height: 1fr; border: round $primary 50%; }
     MetricsPane > Static { width: auto; }
+    MetricsPane { overflow-x: auto; }
     """
 
     def __init__(self, *, id: str | None = None) -> None:

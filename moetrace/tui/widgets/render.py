@@ -87,17 +87,20 @@ def cell_style(unit: str | None, summary: bool, key: int) -> Style:
     if key & VIEWPORT:
         bg = VIEWPORT_BG
     if key & EXPOSED:
-        # Exposed comm: red cells; when also on the critical path, gold on red.
-        if key & CRITICAL:
-            bg = EXPOSED_BG
-        else:
+        # Exposed comm: a red background (gold on red when also on the critical path).
+        bg = EXPOSED_BG
+        if not key & CRITICAL:
             colour = EXPOSED_COLOUR
     if key & SELECTED:
         colour, bold = "#ffffff", True
+    underline = False
     if key & NAME and colour is not None:
-        # A slice carrying its name: a filled box in its colour, the name in black on it.
-        colour, bg = "#000000", colour
-    style = Style(color=colour, bgcolor=bg, bold=bold, reverse=bool(key & CURSOR))
+        # A slice carrying its name: a filled box in its colour, the name in black on it;
+        # on the critical path also underlined (tells it apart without colour).
+        colour, bg, underline = "#000000", colour, bool(key & CRITICAL)
+    style = Style(
+        color=colour, bgcolor=bg, bold=bold, underline=underline, reverse=bool(key & CURSOR)
+    )
     _style_cache[cache_key] = style
     return style
 

@@ -15,6 +15,7 @@ from typing import ClassVar, NamedTuple
 
 import numpy as np
 from rich.segment import Segment
+from rich.style import Style
 from textual.binding import Binding, BindingType
 from textual.cache import LRUCache
 from textual.geometry import Size
@@ -24,7 +25,9 @@ from textual.strip import Strip
 
 from ..binning import (
     AREA,
+    CRITICAL,
     CURSOR,
+    EXPOSED,
     GLYPH_ARRAY,
     NAME,
     SELECTED,
@@ -60,6 +63,7 @@ from .timeline_nav import TimelineNavigation
 from .timeline_summaries import TimelineSummaries
 
 COMM_CODE = 2  # 1 + index of "comm" in EVENT_KINDS
+BLANK_STYLE = Style()  # not None: Textual's NO_COLOR filter needs a style on every segment
 
 
 def _pending(width: int) -> Strip:
@@ -261,14 +265,14 @@ class TimelineView(
             if y == FIXED_ROWS and self.placeholder:
                 text = self.placeholder[: self.size.width].ljust(self.size.width)
                 return Strip([Segment(text, PENDING_STYLE)], self.size.width)
-            return Strip.blank(self.size.width)
+            return Strip.blank(self.size.width, BLANK_STYLE)
         if y == 0:
             return self._overview_strip(width)
         if y == 1:
             return self._ruler_strip(width)
         row_index = y - FIXED_ROWS + int(self.scroll_offset.y)
         if row_index >= len(self.rows):
-            return Strip.blank(self.label_width + width)
+            return Strip.blank(self.label_width + width, BLANK_STYLE)
         strip = self._row_strip(row_index, width)
         if self.lane_paints == 0 and self._first_paint_callbacks:
             for callback in self._first_paint_callbacks:
@@ -393,7 +397,15 @@ class TimelineView(
         chars = GLYPH_ARRAY[glyphs].tolist()
         names = self.model.names_of(index.ids[where])
         for name, a, b in zip(names, first.tolist(), last.tolist(), strict=True):
-            chars[a:b] = list(fit_name(name, b - a))
+            # Overlays show in the box's padding (at least its ends): ▒ exposed, ▓ critical.
+            fill = "▒" if keys[a] & EXPOSED else "▓" if keys[a] & CRITICAL else ""
+            if fill:
+                body = fit_name(name, b - a - 2).strip(" ")
+                pad = (b - a - len(body)) // 2
+                text = fill * pad + body + fill * (b - a - pad - len(body))
+            else:
+                text = fit_name(name, b - a)
+            chars[a:b] = list(text)
             keys[a:b] |= NAME
         return "".join(chars)
 
