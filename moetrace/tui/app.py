@@ -46,8 +46,11 @@ class LoadFailed(Message):
 
 
 class MetricsReady(Message):
-    def __init__(self, report: Any, scope: str, whole: bool, request: int = 0) -> None:
+    def __init__(
+        self, report: Any, scope: str, whole: bool, request: int = 0, overlays: Any = None
+    ) -> None:
         self.report, self.scope, self.whole, self.request = report, scope, whole, request
+        self.overlays = overlays
         super().__init__()
 
 
@@ -180,6 +183,12 @@ class MoetraceApp(ViewerActions, App[None]):
         self.load_progress = LoadProgress(files)
         self._show_progress()
         self._progress_timer = self.set_interval(0.25, self._show_progress)
+        # Start reading once the first frame is on screen: the reader holds the GIL in long
+        # stretches and would otherwise delay it.
+        self.call_after_refresh(lambda: self.set_timer(0.02, self._start_load))
+
+    def _start_load(self) -> None:
+        """The load itself, in a daemon thread that posts TraceLoaded or LoadFailed."""
 
         def job() -> None:
             try:
@@ -265,14 +274,14 @@ class MoetraceApp(ViewerActions, App[None]):
         if trace is None:
             return
         try:
-            from moetrace.analysis.report import analyze
+            from .loading import analyze_off_interface
 
             kwargs: dict[str, Any] = {}
             if time_range is not None:
                 kwargs["time_range"] = time_range
             if ranks is not None:
                 kwargs["ranks"] = ranks
-            report = analyze(trace, **kwargs)
+            report = analyze_off_interface(trace, kwargs)
         except Exception as exc:
             self.post_message(MetricsFailed(f"{type(exc).__name__}: {exc}"))
             return
@@ -287,7 +296,11 @@ class MoetraceApp(ViewerActions, App[None]):
                     f", ranks {ranks[0]}–{ranks[-1]}" if len(ranks) > 1 else f", rank {ranks[0]}"
                 )
         whole = time_range is None and ranks is None
-        self.post_message(MetricsReady(report, scope, whole, request))
+        overlays = None
+        if whole and self.model is not None:
+            # Indexing the overlays takes ~0.5 s at 256 ranks: here, not in the interface.
+            overlays = build_overlays(report, self.model)
+        self.post_message(MetricsReady(report, scope, whole, request, overlays))
 
     def on_metrics_ready(self, message: MetricsReady) -> None:
         if message.request != self._metrics_request and not message.whole:
@@ -296,7 +309,7 @@ class MoetraceApp(ViewerActions, App[None]):
         if message.whole:
             self.report = message.report
             if self.model is not None:
-                self.overlays = build_overlays(message.report, self.model)
+                self.overlays = message.overlays or build_overlays(message.report, self.model)
                 self.timeline.set_overlays(self.overlays)
             self.steps = step_windows(message.report)
             if len(self.steps) > 1:

@@ -16,8 +16,14 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 _jobs: list[threading.Thread] = []
+_processes: list[Any] = []  # analysis processes still running (ended when the viewer quits)
+
+# Above this many events the analysis runs in its own process: in a thread it holds the GIL
+# for seconds at a time and keys would wait for it (bench_tui: 1 key in 4 s at 256 ranks).
+PROCESS_ANALYSIS_EVENTS = 100_000
 
 
 def expand_paths(paths: list[Path]) -> list[Path]:
@@ -114,6 +120,57 @@ def run_in_background(name: str, job: Callable[[], None]) -> threading.Thread:
     return thread
 
 
+def analysis_process_main() -> None:
+    """In the analysis process: read a pickled (trace, kwargs) from stdin, write a pickled
+    ("ok", report) or ("error", text) to stdout."""
+    import pickle
+
+    trace, kwargs = pickle.load(sys.stdin.buffer)
+    try:
+        from moetrace.analysis.report import analyze
+
+        result: tuple[str, Any] = ("ok", analyze(trace, **kwargs))
+    except Exception as exc:  # reported in the metrics pane
+        result = ("error", f"{type(exc).__name__}: {exc}")
+    pickle.dump(result, sys.stdout.buffer, protocol=pickle.HIGHEST_PROTOCOL)
+    sys.stdout.buffer.flush()
+
+
+def analyze_off_interface(trace: Any, kwargs: dict[str, Any]) -> Any:
+    """`analyze(trace, **kwargs)`; big traces in a child Python process so the interface
+    keeps the GIL. Call it from a background thread. Raises RuntimeError on failure."""
+    if trace.events.height < PROCESS_ANALYSIS_EVENTS:
+        from moetrace.analysis.report import analyze
+
+        return analyze(trace, **kwargs)
+    import pickle
+    import subprocess
+
+    # A plain child process (not multiprocessing: spawn would re-run the caller's __main__,
+    # fork would inherit Polars' thread pool).
+    process = subprocess.Popen(
+        [sys.executable, "-c", "from moetrace.tui.loading import analysis_process_main as m; m()"],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+    )
+    _processes.append(process)
+    try:
+        assert process.stdin is not None and process.stdout is not None
+        try:
+            pickle.dump((trace, kwargs), process.stdin, protocol=pickle.HIGHEST_PROTOCOL)
+            process.stdin.close()
+            status, payload = pickle.load(process.stdout)
+        except (EOFError, BrokenPipeError, pickle.UnpicklingError):
+            raise RuntimeError("the analysis process ended without a result") from None
+    finally:
+        process.wait()
+        _processes.remove(process)
+    if status != "ok":
+        raise RuntimeError(payload)
+    return payload
+
+
 def busy() -> bool:
     """Whether a load or analysis thread is still running."""
     return any(t.is_alive() for t in _jobs)
@@ -122,6 +179,9 @@ def busy() -> bool:
 def abandon_background_jobs(status: int = 0) -> None:
     """After the viewer closed: if a load/analysis is still running, end the process now
     (flushing stdout/stderr first) instead of waiting for it."""
+    for process in list(_processes):
+        if process.poll() is None:
+            process.kill()
     if busy():
         for stream in (sys.stdout, sys.stderr):
             try:

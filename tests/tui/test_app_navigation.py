@@ -130,6 +130,9 @@ async def test_held_zoom_is_rate_limited(small_trace: Trace) -> None:
         await pilot.press(*["w"] * 10)
         assert width / (tl.t1 - tl.t0) <= MAX_ZOOM_PER_S * (1 + 1e-9)
         assert width / (tl.t1 - tl.t0) > 1.2
+        zoomed = tl.t1 - tl.t0
+        await pilot.press("s")  # the other way is never held back
+        assert np.isclose((tl.t1 - tl.t0) / zoomed, 1 / 0.8)
 
 
 async def test_cursor_never_leaves_the_trace(small_trace: Trace) -> None:

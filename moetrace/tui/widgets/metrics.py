@@ -53,37 +53,48 @@ def sorted_ranks(ranks: pl.DataFrame, sort_key: int) -> pl.DataFrame:
     return ranks.sort(keys, descending=[descending] + [False] * (len(keys) - 1), nulls_last=True)
 
 
-def ranks_table(report: Any, sort_key: int = 0) -> Table | None:
+def text_table(headers: list[str], rows: list[list[str]], caption: str = "") -> Text:
+    """Right-aligned columns as plain Text: a Rich Table of 256 ranks takes ~0.3 s to lay
+    out on every repaint, this a few ms."""
+    widths = [max([len(h)] + [len(r[i]) for r in rows]) for i, h in enumerate(headers)]
+    out = Text(" ".join(h.rjust(w) for h, w in zip(headers, widths, strict=True)) + "\n")
+    out.stylize("bold", 0, len(out) - 1)
+    out.append("\n".join(" ".join(c.rjust(w) for c, w in zip(r, widths, strict=True)) for r in rows))
+    if caption:
+        out.append("\n" + caption, style="dim")
+    return out
+
+
+def ranks_table(report: Any, sort_key: int = 0) -> Text | None:
     """Per rank/step: compute, exposed comm and its share, idle, critical-path coverage."""
     ranks = _frame(report, "ranks")
     if ranks is None or ranks.height == 0:
         return None
     title, _, _ = SORT_KEYS[sort_key % len(SORT_KEYS)]
-    table = Table(box=None, pad_edge=False, expand=False, header_style="bold", title_justify="left")
     steps = "step" in ranks.columns and ranks["step"].n_unique() > 1
-    for col in ("rank", *(["step"] if steps else []), "compute", "exp.comm", "exp%", "idle"):
-        table.add_column(col, justify="right", no_wrap=True)
-    for col in ("CPcov", "CPcomm"):
-        table.add_column(col, justify="right", no_wrap=True)
+    headers = ["rank", *(["step"] if steps else []), "compute", "exp.comm", "exp%", "idle"]
+    headers += ["CPcov", "CPcomm"]
     shown = sorted_ranks(ranks, sort_key).head(MAX_RANK_ROWS)
-    for row in shown.iter_rows(named=True):
-        table.add_row(
-            Text(str(_get(row, "rank"))),
-            *([Text(str(_get(row, "step")))] if steps else []),
-            Text(fmt_ns(_get(row, "compute_ns"))),
-            Text(fmt_ns(_get(row, "exposed_comm_ns"))),
-            Text(fmt_pct(_get(row, "exposed_ratio"))),
-            Text(fmt_ns(_get(row, "free_ns"))),
-            Text(fmt_pct(_get(row, "cp_coverage"))),
-            Text(fmt_pct(_get(row, "cp_comm_ratio"))),
-        )
-    table.caption = f"{ranks.height} rows (rank × step), by {title} (o: sort)"
+    rows = [
+        [
+            str(_get(row, "rank")),
+            *([str(_get(row, "step"))] if steps else []),
+            fmt_ns(_get(row, "compute_ns")),
+            fmt_ns(_get(row, "exposed_comm_ns")),
+            fmt_pct(_get(row, "exposed_ratio")),
+            fmt_ns(_get(row, "free_ns")),
+            fmt_pct(_get(row, "cp_coverage")),
+            fmt_pct(_get(row, "cp_comm_ratio")),
+        ]
+        for row in shown.iter_rows(named=True)
+    ]
+    caption = f"{ranks.height} rows (rank × step), by {title} (o: sort)"
     if ranks.height > MAX_RANK_ROWS:
-        table.caption += f" · first {MAX_RANK_ROWS} shown"
-    return table
+        caption += f" · first {MAX_RANK_ROWS} shown"
+    return text_table(headers, rows, caption)
 
 
-def units_table(report: Any) -> Table | None:
+def units_table(report: Any) -> Text | None:
     """Utilisation per rank (rows) and unit (columns), as the analyzer computed it."""
     units = _frame(report, "units")
     if units is None or units.height == 0:
@@ -91,13 +102,11 @@ def units_table(report: Any) -> Table | None:
     keys = [k for k in ("rank", "step") if k in units.columns]
     wide = units.pivot(on="unit", index=keys, values="util", aggregate_function="first").sort(keys)
     unit_cols = [c for c in wide.columns if c not in keys]
-    table = Table(box=None, pad_edge=False, header_style="bold")
-    for col in [*keys, *unit_cols]:
-        table.add_column(col if col in keys else f"{col}", justify="right", no_wrap=True)
-    for row in wide.head(MAX_RANK_ROWS).iter_rows(named=True):  # per rank (and step)
-        cells = [Text(str(row[k])) for k in keys] + [Text(fmt_pct(row[c])) for c in unit_cols]
-        table.add_row(*cells)
-    return table
+    rows = [
+        [str(row[k]) for k in keys] + [fmt_pct(row[c]) for c in unit_cols]
+        for row in wide.head(MAX_RANK_ROWS).iter_rows(named=True)
+    ]
+    return text_table([*keys, *unit_cols], rows)
 
 
 def critical_path_table(report: Any) -> Table | None:

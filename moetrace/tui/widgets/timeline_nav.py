@@ -99,16 +99,17 @@ class TimelineNavigation:
         return (self.t0 + self.t1) / 2
 
     def limited_zoom(self, factor: float) -> float:
-        """`factor` cut so that key zooms within the last second stay ≤ MAX_ZOOM_PER_S."""
+        """`factor` cut so that the net key zoom within the last second stays within
+        ×/÷ MAX_ZOOM_PER_S (a held key cannot overshoot; w then s is never held back)."""
         now = time.monotonic()
         self._zoom_log = [(t, z) for t, z in self._zoom_log if now - t < 1.0]
-        used = sum(z for _, z in self._zoom_log)
-        allowed = max(math.log(MAX_ZOOM_PER_S) - used, 0.0)
-        step = min(abs(math.log(factor)), allowed)
-        if step <= 0:
+        used = sum(z for _, z in self._zoom_log)  # signed log of the zoom so far
+        limit = math.log(MAX_ZOOM_PER_S)
+        step = min(max(math.log(factor), -limit - used), limit - used)
+        if step == 0.0:
             return 1.0
         self._zoom_log.append((now, step))
-        return math.exp(step if factor > 1 else -step)
+        return math.exp(step)
 
     def zoom_by(self, factor: float, around: float) -> None:
         """Scale the view width by `factor` keeping time `around` at the same column."""
