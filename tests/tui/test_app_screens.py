@@ -347,3 +347,30 @@ async def test_goto_rank_is_exact_and_filter_keeps_the_position() -> None:
         assert 0 <= tl.cursor_row - int(tl.scroll_offset.y) < tl.visible_lane_rows
         await pilot.press("colon", *"100us", "enter")
         assert abs(tl.cursor_t - 100e3) < tl.cell_ns and tl.t0 < 100e3 < tl.t1
+
+
+async def test_table_columns_sort_by_value_and_say_how_many_rows(small_trace: Trace) -> None:
+    from textual.widgets import DataTable
+
+    app = MoetraceApp(small_trace)
+    async with running(app) as pilot:
+        await pilot.press("2")
+        screen = app.screen
+        table = screen.query_one(DataTable)
+        gaps = app.report.gaps
+        assert f"{gaps.height} rows" in str(screen.query_one("#table-title").content)
+        column = list(table.columns)[3]  # "idle": durations such as "1.5 µs" / "12 µs"
+        screen.on_data_table_header_selected(DataTable.HeaderSelected(table, column, 3, "idle"))
+        await pilot.pause()
+        from moetrace.tui.format import fmt_ns
+
+        durations = sorted(gaps["dur_ns"].to_list())
+        shown = [str(table.get_row_at(i)[3].plain) for i in range(table.row_count)]
+        assert shown == [fmt_ns(d) for d in durations]  # by value, not as text
+        screen.on_data_table_header_selected(DataTable.HeaderSelected(table, column, 3, "idle"))
+        await pilot.pause()
+        assert str(table.get_row_at(0)[3].plain) == fmt_ns(durations[-1])
+        # Enter still jumps to the row's event after sorting.
+        longest = gaps.sort("dur_ns", descending=True).row(0, named=True)
+        await pilot.press("enter")
+        assert app.timeline.selected in (longest["after_id"], longest["before_id"])
