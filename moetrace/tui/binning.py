@@ -241,6 +241,31 @@ def fit_name(name: str, cells: int) -> str:
     return name.center(cells)
 
 
+def step_levels(
+    ts: np.ndarray, values: np.ndarray, t0: float, t1: float, width: int, lo: float, hi: float
+) -> np.ndarray:
+    """A counter as a step chart: per cell the highest value it takes there (the value held
+    from the sample before the cell, or any sample inside), scaled to 0..8 between lo and hi;
+    -1 before the first sample. `ts` sorted (ns from the origin). Vectorised."""
+    out = np.full(max(width, 0), -1, dtype=np.int64)
+    if width <= 0 or not t1 > t0 or len(ts) == 0:
+        return out
+    edges = _edges(t0, t1, width + 1)
+    held = np.searchsorted(ts, edges[:-1], side="right") - 1  # sample in force at cell start
+    start = np.maximum(held + 1, 0)  # samples strictly inside each cell: [start, end)
+    end = np.searchsorted(ts, edges[1:], side="left")
+    best = np.where(held >= 0, values[np.maximum(held, 0)], -np.inf)
+    inside = end > start
+    if inside.any():
+        cut = int(end[inside][-1])
+        maxima = np.maximum.reduceat(values[:cut], start[inside])
+        best[inside] = np.maximum(best[inside], maxima)
+    known = np.isfinite(best)
+    span = hi - lo if hi > lo else 1.0
+    out[known] = np.clip(np.ceil((best[known] - lo) / span * 8 - 1e-9), 0, 8).astype(np.int64)
+    return out
+
+
 def overlay_cells(index: IntervalIndex | None, t0: float, t1: float, width: int) -> np.ndarray:
     """Cells of [t0, t1) that any interval of `index` touches (bool per cell)."""
     if index is None or width <= 0 or not t1 > t0 or len(index) == 0:

@@ -17,9 +17,10 @@ import polars as pl
 from moetrace.trace.model import UNITS, Trace
 
 from .binning import IntervalIndex
-from .lane_parts import Lane, LaneEvents, Row, TrackInfo, safe_text
+from .lane_parts import CounterSeries, Lane, LaneEvents, Row, TrackInfo, safe_text
 
 __all__ = [
+    "CounterSeries",
     "Lane",
     "LaneEvents",
     "LaneModel",
@@ -46,6 +47,7 @@ class LaneModel:
         self.tracks: list[TrackInfo] = []
         self.lanes: dict[tuple[int, int], Lane] = {}
         self._summaries: dict[tuple[object, ...], IntervalIndex] = {}
+        self.counters = self._build_counters()
         self._build_tracks()
         self._build_lanes()
         self.ranks: list[int | None] = list(dict.fromkeys(t.rank for t in self.tracks))
@@ -73,10 +75,28 @@ class LaneModel:
             )
         )
         for r in rows:
-            name = r["thread_name"] or (
-                f"{r['unit_s']} {r['tid']}" if r["tid"] is not None else f"track {r['track']}"
+            counter_name = r["process_name"] if r["track"] in self.counters else None
+            name = (
+                r["thread_name"]
+                or counter_name
+                or (f"{r['unit_s']} {r['tid']}" if r["tid"] is not None else f"track {r['track']}")
             )
             self.tracks.append(TrackInfo(int(r["track"]), r["rank"], r["unit_s"], safe_text(name)))
+
+    def _build_counters(self) -> dict[int, list[CounterSeries]]:
+        """Counter samples by track, one series per counter name, times from the origin."""
+        frame = self.trace.counters
+        out: dict[int, list[CounterSeries]] = {}
+        if frame.height == 0:
+            return out
+        frame = frame.drop_nulls(["ts", "value"]).sort(["track", "name", "ts"])
+        for (track, name), part in frame.group_by(["track", "name"], maintain_order=True):
+            ts = (part["ts"].to_numpy() - self.origin).astype(np.float64)
+            values = part["value"].to_numpy().astype(np.float64)
+            out.setdefault(int(track), []).append(
+                CounterSeries(int(track), safe_text(name), ts, values)
+            )
+        return out
 
     def _build_lanes(self) -> None:
         ev = self.trace.events
@@ -260,6 +280,10 @@ class LaneModel:
                     path = f"{rank_label} {unit} {info.label}".lower()
                     if needle and needle not in path:
                         continue
+                    series = self.counters.get(info.track)
+                    if series and info.lanes[0].events is None:  # a counter track
+                        unit_rows.extend(counter_rows(series, rank, unit))
+                        continue
                     tkey = ("track", info.track)
                     deep = len(info.lanes) > 1
                     expanded = tkey not in collapsed
@@ -324,6 +348,14 @@ class LaneModel:
             if r_open:
                 out.extend(rank_rows)
         return out
+
+
+def counter_rows(series: list[CounterSeries], rank: int | None, unit: str) -> list[Row]:
+    """One row per counter series (drawn as a step chart)."""
+    return [
+        Row(("counter", c.track, c.name), "counter", c.name, 2, rank, unit, None, 1, False, False)
+        for c in series
+    ]
 
 
 def pack_braille(rows: list[Row]) -> list[Row]:

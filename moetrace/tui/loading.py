@@ -9,6 +9,7 @@ with one still running. Progress comes from the kernel's file position of the fi
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
 import threading
@@ -184,8 +185,6 @@ def abandon_background_jobs(status: int = 0) -> None:
             process.kill()
     if busy():
         for stream in (sys.stdout, sys.stderr):
-            try:
+            with contextlib.suppress(OSError, ValueError):
                 stream.flush()
-            except (OSError, ValueError):
-                pass
         os._exit(status)

@@ -423,12 +423,20 @@ async def test_overlays_differ_by_glyph_not_only_colour(
             gaps = report.gaps.filter(pl.col("track") == track)
             for col, ch in enumerate(cells):
                 if ch == "▓":
-                    assert covered(cp["start_ns"].to_numpy() - origin, cp["end_ns"].to_numpy() - origin, col)
+                    assert covered(
+                        cp["start_ns"].to_numpy() - origin, cp["end_ns"].to_numpy() - origin, col
+                    )
                 if ch == "▒":
                     assert row.unit == "link"
-                    assert covered(exp["start_ns"].to_numpy() - origin, exp["end_ns"].to_numpy() - origin, col)
+                    assert covered(
+                        exp["start_ns"].to_numpy() - origin, exp["end_ns"].to_numpy() - origin, col
+                    )
                 if ch == "·":
-                    assert covered(gaps["start_ns"].to_numpy() - origin, gaps["end_ns"].to_numpy() - origin, col)
+                    assert covered(
+                        gaps["start_ns"].to_numpy() - origin,
+                        gaps["end_ns"].to_numpy() - origin,
+                        col,
+                    )
                 if ch in seen:
                     seen[ch] += 1
         assert all(seen.values()), seen

@@ -276,10 +276,7 @@ async def test_metrics_pane_shows_the_analyzer_totals(small_trace: Trace) -> Non
         ) in body
         ranks = app.report.ranks
         worst = ranks.sort("exposed_comm_ns", descending=True).row(0, named=True)
-        assert (
-            f"max per rank·step {fmt_ns(worst['exposed_comm_ns'])} (r{worst['rank']} "
-            in body
-        )
+        assert f"max per rank·step {fmt_ns(worst['exposed_comm_ns'])} (r{worst['rank']} " in body
         assert "CPcov = critical-path span ÷ window" in " ".join(body.split())  # legend
         assert f"aic {fmt_pct(totals['util:aic'])}" in body
 
@@ -294,7 +291,9 @@ async def test_metrics_pane_lists_every_rank_sorted_by_the_chosen_key() -> None:
 
         def listed() -> list[int]:
             lines = static_text(app, "#metrics-body").splitlines()
-            head = next(i for i, line in enumerate(lines) if line.split()[:2] == ["rank", "compute"])
+            head = next(
+                i for i, line in enumerate(lines) if line.split()[:2] == ["rank", "compute"]
+            )
             out = []
             for line in lines[head + 1 :]:
                 if not line.strip() or not line.split()[0].isdigit() or "rows (rank" in line:

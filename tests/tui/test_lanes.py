@@ -106,3 +106,15 @@ def test_names_of_follow_event_ids(small_trace: Trace) -> None:
     ids = small_trace.events["id"].to_numpy()[[5, 0, 17]]
     expected = small_trace.events["name"].to_list()
     assert model.names_of(ids) == [expected[5], expected[0], expected[17]]
+
+
+def test_step_levels_by_hand() -> None:
+    from moetrace.tui.binning import step_levels
+
+    # samples: t=10 -> 4, t=12 -> 8, t=35 -> 0, t=70 -> 2; cells of 10 ns over [0, 100).
+    ts = np.array([10.0, 12.0, 35.0, 70.0])
+    values = np.array([4.0, 8.0, 0.0, 2.0])
+    levels = step_levels(ts, values, 0.0, 100.0, 10, 0.0, 8.0)
+    # cell 0 before any sample; cell 1 has 4 and 8 -> 8; cell 2 holds 8; cell 3 holds 8 then
+    # 0 at 35 -> 8; cells 4-6 hold 0; cell 7 has 2; cells 8-9 hold 2.
+    assert levels.tolist() == [-1, 8, 8, 8, 0, 0, 0, 2, 2, 2]

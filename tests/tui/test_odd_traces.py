@@ -303,3 +303,42 @@ async def test_big_summaries_are_built_in_a_worker(monkeypatch: pytest.MonkeyPat
         text = lane_text(app.timeline, ("rank", 0))[app.timeline.label_width :]
         assert "…" not in text and any(c in "▁▂▃▄▅▆▇█" for c in text)
         assert app.timeline.model.cached_summary(("rank", 0)) is not None
+
+
+async def test_ascend_counters_are_step_charts(real_traces: Path) -> None:
+    """Ascend counter tracks (AI Core Freq, HBM, LLC…) are one row per counter, named, with
+    ▁…█ the highest value in force in each cell (checked by a slow loop over the samples)."""
+    io = pytest.importorskip("moetrace.trace.io")
+    trace = io.load([real_traces / "ascend" / "level0__rank0_ascend_pt__trace_view.json"])
+    app = MoetraceApp(trace, metrics=False)
+    async with running(app, size=(200, 60)) as pilot:
+        tl = app.timeline
+        counters = [r for r in tl.rows if r.kind == "counter"]
+        names = trace.counters["name"].unique().to_list()
+        assert sorted(r.label for r in counters) == sorted(names)
+        assert not any(r.kind == "lane" and r.label.startswith("other ") for r in tl.rows)
+        origin, cell = tl.model.origin, tl.cell_ns
+        checked = 0
+        for row in counters:
+            samples = trace.counters.filter(pl.col("name") == row.label).sort("ts")
+            ts = (samples["ts"].to_numpy() - origin).astype(float)
+            values = samples["value"].to_numpy()
+            lo, hi = min(values.min(), 0.0), values.max()
+            i = tl.rows.index(row)
+            tl.cursor_row = i
+            tl.ensure_row_visible()
+            await pilot.pause()
+            text = lane_text(tl, row.key)[tl.label_width :]
+            assert f"≤{hi:.4g}" in lane_text(tl, row.key)[: tl.label_width] or len(row.label) > 30
+            for col, ch in enumerate(text):
+                a, b = tl.t0 + col * cell, tl.t0 + (col + 1) * cell
+                in_force = [v for t, v in zip(ts, values, strict=True) if t <= a]
+                inside = [v for t, v in zip(ts, values, strict=True) if a < t < b]
+                seen = ([in_force[-1]] if in_force else []) + inside
+                if not seen:
+                    assert ch == " "
+                    continue
+                level = int(np.clip(np.ceil((max(seen) - lo) / ((hi - lo) or 1) * 8 - 1e-9), 0, 8))
+                assert ch == ("▁" if level == 0 else " ▁▂▃▄▅▆▇█"[level]), (row.label, col)
+                checked += 1
+        assert checked > 100

@@ -60,7 +60,9 @@ def test_many_ranks(snap_compare: Any, keys: tuple[str, ...]) -> None:
     assert snap_compare(app, press=list(keys), terminal_size=SIZE, run_before=ready)
 
 
-@pytest.mark.parametrize("size", [(80, 24), (120, 40), (250, 70)], ids=["80x24", "120x40", "250x70"])
+@pytest.mark.parametrize(
+    "size", [(80, 24), (120, 40), (250, 70)], ids=["80x24", "120x40", "250x70"]
+)
 def test_terminal_sizes(snap_compare: Any, size: tuple[int, int]) -> None:
     """The layout at a small, a middle and a big terminal (side pane folds below 120)."""
     assert snap_compare(make_app(), press=["w"], terminal_size=size, run_before=select_on_path)

@@ -177,9 +177,7 @@ class TableScreen(Screen[int | None]):
         self.rows = rows
         self._fill(rows)
         total = self._total_rows()
-        shown = (
-            f"{len(rows)} rows" if total <= len(rows) else f"first {len(rows)} of {total} rows"
-        )
+        shown = f"{len(rows)} rows" if total <= len(rows) else f"first {len(rows)} of {total} rows"
         title = f"{TITLES[self.table_name]} · {shown} · click a column to sort · Enter jumps"
         self.query_one("#table-title", Static).update(Text(title, style="bold"))
         table.focus()

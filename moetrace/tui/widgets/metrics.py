@@ -59,7 +59,9 @@ def text_table(headers: list[str], rows: list[list[str]], caption: str = "") -> 
     widths = [max([len(h)] + [len(r[i]) for r in rows]) for i, h in enumerate(headers)]
     out = Text(" ".join(h.rjust(w) for h, w in zip(headers, widths, strict=True)) + "\n")
     out.stylize("bold", 0, len(out) - 1)
-    out.append("\n".join(" ".join(c.rjust(w) for c, w in zip(r, widths, strict=True)) for r in rows))
+    out.append(
+        "\n".join(" ".join(c.rjust(w) for c, w in zip(r, widths, strict=True)) for r in rows)
+    )
     if caption:
         out.append("\n" + caption, style="dim")
     return out

@@ -23,12 +23,17 @@ from textual.message import Message
 from textual.scroll_view import ScrollView
 from textual.strip import Strip
 
+from moetrace.trace.model import EVENT_KINDS
+
 from ..binning import (
     AREA,
+    BAR_BASE,
     CRITICAL,
     CURSOR,
     EXPOSED,
+    FULL,
     GLYPH_ARRAY,
+    IDLE,
     NAME,
     SELECTED,
     VIEWPORT,
@@ -38,6 +43,7 @@ from ..binning import (
     fit_name,
     name_boxes,
     nearest_event,
+    step_levels,
 )
 from ..format import fmt_ns
 from ..lanes import LaneModel, Row
@@ -63,6 +69,7 @@ from .timeline_nav import TimelineNavigation
 from .timeline_summaries import TimelineSummaries
 
 COMM_CODE = 2  # 1 + index of "comm" in EVENT_KINDS
+COUNTER_CODE = 1 + EVENT_KINDS.index("memory")  # counters drawn in the memory colour
 BLANK_STYLE = Style()  # not None: Textual's NO_COLOR filter needs a style on every segment
 
 
@@ -353,6 +360,10 @@ class TimelineView(
             if complete:
                 self._strips[key] = strip
             return strip
+        if row.kind == "counter":
+            strip = self._counter_strip(row, width, deco)
+            self._strips[key] = strip
+            return strip
         binned = self._row_binned(row, width)
         if binned is None:  # summary still being built: a placeholder, not cached
             label = label_segment(
@@ -408,6 +419,26 @@ class TimelineView(
             chars[a:b] = list(text)
             keys[a:b] |= NAME
         return "".join(chars)
+
+    def _counter_strip(self, row: Row, width: int, deco: Decorations) -> Strip:
+        """A counter as a step chart: ▁…█ the highest value in each cell, scaled from 0 (or
+        its minimum) to its maximum; the label ends with that maximum."""
+        assert self.model is not None
+        track, name = row.key[1], row.key[2]
+        series = next(c for c in self.model.counters[track] if c.name == name)  # type: ignore[index]
+        levels = step_levels(
+            series.ts, series.values, self.t0, self.t1, width, series.low, series.high
+        )
+        glyphs = np.where(levels >= 8, FULL, BAR_BASE + np.maximum(levels, 1)).astype(np.int8)
+        glyphs[levels < 0] = IDLE
+        keys = np.where(levels >= 0, COUNTER_CODE, 0).astype(np.int32)
+        if deco.cursor is not None and 0 <= deco.cursor < width:
+            keys[deco.cursor] |= CURSOR
+        style = CURSOR_LABEL if deco.is_cursor_row else LABEL_STYLE
+        label = label_segment(
+            f"{row.label} ≤{series.high:.4g}", row.indent, self.label_width, style
+        )
+        return Strip([label, *cells_segments(glyphs, keys, None, False)], self.label_width + width)
 
     def _braille_strip(self, row: Row, width: int, deco: Decorations) -> tuple[Strip, bool]:
         assert self.model is not None

@@ -9,10 +9,9 @@ cursor never leaves the trace [0, span).
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
-
 import math
 import time
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -60,7 +59,7 @@ class TimelineNavigation:
         def scroll_to(self, *args: Any, **kwargs: Any) -> Any: ...
         def accelerate(self, action: str) -> float: ...
         def rebuild_rows(self) -> None: ...
-        def select_at_cursor(self) -> None: ...
+        def select_at_cursor(self) -> bool: ...
         def column_of(self, t: float) -> int: ...
 
     # ------------------------------------------------------------ viewport
