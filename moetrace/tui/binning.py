@@ -35,6 +35,7 @@ CURSOR = 0x200
 AREA = 0x400
 VIEWPORT = 0x800
 NAME = 0x1000  # the body of a slice wide enough to carry its name: drawn as a filled box
+FLOW = 0x2000  # an end of a flow (dependency) of the selected event
 
 
 def _take(values: np.ndarray, order: np.ndarray | None) -> np.ndarray:

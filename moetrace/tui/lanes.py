@@ -156,6 +156,32 @@ class LaneModel:
         lane = self.lanes[(int(self._ev_track[row]), int(self._ev_depth[row]))]
         return lane, float(self._ev_start[row]), float(self._ev_end[row])
 
+    def flow_ends(self, event_id: int) -> list[tuple[tuple[int, int], float, str]]:
+        """Where the flows (dependencies) of an event end: ▶ at the end of each event it
+        depends on, ◀ at the start of each event that depends on it, and a ▶/◀ on the event
+        itself for each direction it has. (lane key, time ns from the origin, mark)."""
+        deps = self.trace.deps
+        if deps.height == 0:
+            return []
+        sources = deps.filter(pl.col("dst") == event_id)["src"].to_numpy()
+        targets = deps.filter(pl.col("src") == event_id)["dst"].to_numpy()
+        out: list[tuple[tuple[int, int], float, str]] = []
+        for ids, mark in ((sources, "▶"), (targets, "◀")):
+            for eid in ids[:64].tolist():
+                found = self.locate(int(eid))
+                if found is not None:
+                    lane, start, end = found
+                    at = max(end - 1e-6, start) if mark == "▶" else start
+                    out.append(((lane.track, lane.depth), at, mark))
+        me = self.locate(event_id)
+        if me is not None:
+            lane, start, end = me
+            if len(sources):
+                out.append(((lane.track, lane.depth), start, "◀"))
+            if len(targets):
+                out.append(((lane.track, lane.depth), max(end - 1e-6, start), "▶"))
+        return out
+
     def names_of(self, event_ids: np.ndarray) -> list[str]:
         """Event names (control characters escaped) for known event ids, in order."""
         ids = np.asarray(event_ids, dtype=np.int64)

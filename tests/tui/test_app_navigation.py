@@ -440,3 +440,36 @@ async def test_overlays_differ_by_glyph_not_only_colour(
                 if ch in seen:
                     seen[ch] += 1
         assert all(seen.values()), seen
+
+
+async def test_flows_of_the_selected_event_are_marked_at_both_ends(small_trace: Trace) -> None:
+    app = MoetraceApp(small_trace, metrics=False)
+    async with running(app, size=(200, 40)) as pilot:
+        tl = app.timeline
+        deps = small_trace.deps
+        ev = small_trace.events
+        # An event with a dependency in and one out.
+        chosen = next(
+            int(e)
+            for e in deps["dst"].to_list()
+            if deps.filter(pl.col("src") == e).height and deps.filter(pl.col("dst") == e).height
+        )
+        tl.select_event(chosen)
+        await pilot.pause()
+        origin, cell = tl.model.origin, tl.cell_ns
+
+        def mark_at(event_id: int, at_end: bool) -> str:
+            row = ev.filter(pl.col("id") == event_id).row(0, named=True)
+            lane, _, _ = tl.model.locate(event_id)
+            t = row["ts"] - origin + (row["dur"] if at_end else 0) - (1e-6 if at_end else 0)
+            text = lane_text(tl, ("lane", lane.track, lane.depth))
+            return text[tl.label_width + int((t - tl.t0) // cell)]
+
+        for src in deps.filter(pl.col("dst") == chosen)["src"].to_list():
+            assert mark_at(src, at_end=True) == "▶"  # the flow leaves its source's end
+        for dst in deps.filter(pl.col("src") == chosen)["dst"].to_list():
+            assert mark_at(dst, at_end=False) == "◀"  # and arrives at its destination's start
+        await pilot.press("right_square_bracket")  # and the jump along it
+        assert tl.selected in deps.filter(pl.col("src") == chosen)["dst"].to_list()
+        await pilot.press("escape")
+        assert tl.flow_ends == []

@@ -23,6 +23,7 @@ from ..binning import (
     EXPOSED,
     GAP,
     GLYPH_ARRAY,
+    FLOW,
     KIND_MASK,
     NAME,
     SELECTED,
@@ -46,6 +47,7 @@ GAP_COLOUR = "#e05050"
 EXPOSED_BG = "#8a1010"
 EXPOSED_COLOUR = "#ff3030"
 AREA_BG = "#1f3550"
+FLOW_COLOUR = "#ff66ff"  # the ends of the selected event's flows (▶ into it, ◀ out of it)
 VIEWPORT_BG = "#3a3a3a"
 LABEL_STYLE = Style(color="#c8c8c8")
 GROUP_STYLE = Style(color="#ffffff", bold=True)
@@ -93,8 +95,10 @@ def cell_style(unit: str | None, summary: bool, key: int) -> Style:
             colour = EXPOSED_COLOUR
     if key & SELECTED:
         colour, bold = "#ffffff", True
+    if key & FLOW:
+        colour, bold = FLOW_COLOUR, True
     underline = False
-    if key & NAME and colour is not None:
+    if key & NAME and colour is not None and not key & FLOW:
         # A slice carrying its name: a filled box in its colour, the name in black on it;
         # on the critical path also underlined (tells it apart without colour).
         colour, bg, underline = "#000000", colour, bool(key & CRITICAL)

@@ -31,6 +31,7 @@ from ..binning import (
     CRITICAL,
     CURSOR,
     EXPOSED,
+    FLOW,
     FULL,
     GLYPH_ARRAY,
     IDLE,
@@ -85,6 +86,7 @@ class Decorations(NamedTuple):
     area: tuple[int, int] | None
     expanded: bool
     is_cursor_row: bool
+    flows: tuple[tuple[int, str], ...] = ()  # (column, ▶/◀) flow ends on this row
 
 
 @dataclass(frozen=True)
@@ -172,6 +174,9 @@ class TimelineView(
         self._lanes_width = 1
         self._pending_summaries: set[tuple[object, ...]] = set()
         self._first_paint_callbacks: list[Callable[[], object]] = []
+        # Flow ends of the selected event: (lane key, time ns, ▶ the source's end / ◀ the
+        # destination's start), and the time of each so `]`/`[` and the details pane can jump.
+        self.flow_ends: list[tuple[tuple[int, int], float, str]] = []
         self.placeholder = ""  # shown instead of lanes while there is no trace (load progress)
         self._label_need = LABEL_WIDTH
         self._zoom_log: list[tuple[float, float]] = []  # (time, |log zoom|) of recent key zooms
@@ -346,7 +351,13 @@ class TimelineView(
         area: tuple[int, int] | None = None
         if self.area is not None and self.area.row0 <= row_index <= self.area.row1:
             area = (self.column_of(self.area.t0), self.column_of(self.area.t1))
-        return Decorations(sel, cursor, area, row.expanded, row_index == self.cursor_row)
+        flows: tuple[tuple[int, str], ...] = ()
+        if row.lane is not None and self.flow_ends:
+            lane_key = (row.lane.track, row.lane.depth)
+            flows = tuple(
+                (self.column_of(t), mark) for lk, t, mark in self.flow_ends if lk == lane_key
+            )
+        return Decorations(sel, cursor, area, row.expanded, row_index == self.cursor_row, flows)
 
     def _row_strip(self, row_index: int, width: int) -> Strip:
         row = self.rows[row_index]
@@ -373,7 +384,14 @@ class TimelineView(
         glyphs, keys = binned.glyphs.copy(), binned.keys.copy()
         self._apply_overlays(row, glyphs, keys, width)
         text = self._slice_names(row, glyphs, keys, width)
-        sel, cursor, area, _, is_cursor_row = deco
+        if deco.flows:
+            chars = list(text) if text is not None else GLYPH_ARRAY[glyphs].tolist()
+            for col, mark in deco.flows:
+                if 0 <= col < width:
+                    chars[col] = mark
+                    keys[col] |= FLOW
+            text = "".join(chars)
+        sel, cursor, area, _, is_cursor_row, _ = deco
         if sel is not None:
             keys[max(sel[0], 0) : min(sel[1] + 1, width)] |= SELECTED
         if area is not None:

@@ -41,6 +41,7 @@ class TimelineNavigation:
     area: Area | None
     area_anchor: tuple[float, int] | None
     marks: list[float]
+    flow_ends: list[tuple[tuple[int, int], float, str]]
     _zoom_log: list[tuple[float, float]]
 
     if TYPE_CHECKING:
@@ -203,6 +204,7 @@ class TimelineNavigation:
         """Select an event: reveal its lane, move the cursor to it, pan if off screen."""
         if event_id is None or self.model is None:
             self.selected, self.selected_span = None, None
+            self.flow_ends = []
             self.post_message(self._selected_message(None))
             self.refresh()
             return False
@@ -212,6 +214,7 @@ class TimelineNavigation:
         lane, start, end = found
         self.selected = int(event_id)
         self.selected_span = ((lane.track, lane.depth), start, end)
+        self.flow_ends = self.model.flow_ends(int(event_id))
         self.reveal_lane((lane.track, lane.depth))
         if move_view:
             self.cursor_t = start
