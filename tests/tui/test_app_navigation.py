@@ -473,3 +473,22 @@ async def test_flows_of_the_selected_event_are_marked_at_both_ends(small_trace: 
         assert tl.selected in deps.filter(pl.col("src") == chosen)["dst"].to_list()
         await pilot.press("escape")
         assert tl.flow_ends == []
+
+
+async def test_pinned_rows_stay_at_the_top(small_trace: Trace) -> None:
+    app = MoetraceApp(small_trace, metrics=False)
+    async with running(app, size=(120, 14)) as pilot:
+        tl = app.timeline
+        target = find_row(tl, lambda r: r.key == ("lane", 7, 0))  # a lane of rank 1
+        tl.cursor_row = target
+        await pilot.press("t")
+        assert tl.rows[0].key == ("lane", 7, 0) and tl.rows[0].label.startswith("⚑")
+        assert [r.key for r in tl.rows].count(("lane", 7, 0)) == 1
+        await pilot.press(*["j"] * 14)  # scrolled down: the pinned lane stays below the ruler
+        assert tl.scroll_offset.y > 0
+        assert tl.render_line(2).text == lane_text(tl, ("lane", 7, 0))
+        assert tl.render_line(2).text.startswith(f"⚑ {tl.model.lanes[(7, 0)].label}")
+        assert tl.row_at(3) == 1 + int(tl.scroll_offset.y)
+        tl.cursor_row = 0
+        await pilot.press("t")  # unpin: back in its place under rank 1
+        assert tl.rows[0].key == ("rank", 0) and tl.rows[target].key == ("lane", 7, 0)

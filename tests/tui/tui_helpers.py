@@ -7,7 +7,7 @@ from contextlib import asynccontextmanager
 from typing import Any
 
 from moetrace.tui.app import MoetraceApp
-from moetrace.tui.widgets.timeline import FIXED_ROWS, TimelineView
+from moetrace.tui.widgets.timeline import TimelineView
 
 
 @asynccontextmanager
@@ -42,8 +42,7 @@ def lane_text(timeline: TimelineView, key: tuple[object, ...]) -> str:
     """The rendered text of the visible row with this key (label gutter included)."""
     for i, row in enumerate(timeline.rows):
         if row.key == key:
-            top = int(timeline.scroll_offset.y)
-            return timeline.render_line(i - top + FIXED_ROWS).text
+            return timeline.render_line(timeline.row_y(i)).text
     raise AssertionError(f"row {key} not visible")
 
 

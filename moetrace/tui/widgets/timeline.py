@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import ClassVar, NamedTuple
 
 import numpy as np
@@ -130,6 +130,7 @@ class TimelineView(
         Binding("b", "dense", "Braille ranks", show=False, id="timeline.dense"),
         Binding("m", "mark", "Mark", show=False, id="timeline.mark"),
         Binding("escape", "clear_selection", "Clear", show=False, id="timeline.clear"),
+        Binding("t", "pin", "Pin to top", show=False, id="timeline.pin"),
     ]
 
     class Selected(Message):
@@ -154,6 +155,8 @@ class TimelineView(
         self.collapsed: set[tuple[object, ...]] = set()
         self.lane_filter = ""
         self.dense = False  # pack collapsed ranks 4 per row in braille
+        self.pinned: set[tuple[object, ...]] = set()  # row keys shown at the top (t)
+        self.pinned_count = 0  # rows[:pinned_count] are pinned: drawn below the ruler, fixed
         self.generation = 0
         self.t0, self.t1 = 0.0, 1.0
         self.cursor_t = 0.0
@@ -204,7 +207,10 @@ class TimelineView(
             if self.rows and self.cursor_row < len(self.rows)
             else None
         )
-        self.rows = self.model.rows(self.collapsed, self.lane_filter, self.dense)
+        rows = self.model.rows(self.collapsed, self.lane_filter, self.dense)
+        pinned = [replace(r, label=f"⚑ {r.label}", indent=0) for r in rows if r.key in self.pinned]
+        self.rows = pinned + [r for r in rows if r.key not in self.pinned]
+        self.pinned_count = len(pinned)
         keys = [r.key for r in self.rows]
         self.cursor_row = (
             keys.index(current) if current in keys else min(self.cursor_row, max(len(keys) - 1, 0))
@@ -216,6 +222,16 @@ class TimelineView(
         self.generation += 1
         self.virtual_size = Size(0, len(self.rows) + FIXED_ROWS)
         self.refresh()
+
+    def action_pin(self) -> None:
+        """t: pin the row under the cursor to the top of the lanes (again: unpin it)."""
+        if not self.rows:
+            return
+        key = self.rows[self.cursor_row].key
+        self.pinned.symmetric_difference_update({key})
+        self.rebuild_rows()
+        self.cursor_row = next(i for i, r in enumerate(self.rows) if r.key == key)
+        self.ensure_row_visible()
 
     def after_first_paint(self, callback: Callable[[], object]) -> None:
         """Run `callback` once the first lane row has been drawn (now if nothing to draw)."""
@@ -255,7 +271,20 @@ class TimelineView(
 
     @property
     def visible_lane_rows(self) -> int:
-        return max(self.scrollable_content_region.height - FIXED_ROWS, 1)
+        """Rows of scrolled (not pinned) lanes that fit on screen."""
+        return max(self.scrollable_content_region.height - FIXED_ROWS - self.pinned_count, 1)
+
+    def row_at(self, y: int) -> int:
+        """Index into `rows` of screen line y (≥ FIXED_ROWS): pinned rows first, fixed; the
+        others scrolled by scroll_offset.y."""
+        k = y - FIXED_ROWS
+        return k if k < self.pinned_count else k + int(self.scroll_offset.y)
+
+    def row_y(self, index: int) -> int:
+        """Screen line of rows[index] (it may be off screen)."""
+        if index < self.pinned_count:
+            return FIXED_ROWS + index
+        return FIXED_ROWS + index - int(self.scroll_offset.y)
 
     def column_of(self, t: float) -> int:
         return int(np.floor((t - self.t0) / self.cell_ns))
@@ -282,7 +311,7 @@ class TimelineView(
             return self._overview_strip(width)
         if y == 1:
             return self._ruler_strip(width)
-        row_index = y - FIXED_ROWS + int(self.scroll_offset.y)
+        row_index = self.row_at(y)
         if row_index >= len(self.rows):
             return Strip.blank(self.label_width + width, BLANK_STYLE)
         strip = self._row_strip(row_index, width)

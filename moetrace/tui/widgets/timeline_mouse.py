@@ -35,6 +35,7 @@ class TimelineMouse:
         def cell_ns(self) -> float: ...
         @property
         def label_width(self) -> int: ...
+        def row_at(self, y: int) -> int: ...
 
         tooltip: Any
 
@@ -84,7 +85,7 @@ class TimelineMouse:
 
     def on_mouse_move(self, event: events.MouseMove) -> None:
         """Over the label gutter: the row's full label (rank, unit, lane) as a tooltip."""
-        row_index = event.y - FIXED_ROWS + int(self.scroll_offset.y)
+        row_index = self.row_at(event.y)
         if event.x < self.label_width and event.y >= FIXED_ROWS and row_index < len(self.rows):
             self.tooltip = full_label(self.rows[row_index])
         else:
@@ -94,7 +95,7 @@ class TimelineMouse:
         if event.y >= FIXED_ROWS and event.x >= self.label_width:
             self._drag_from = (
                 self._time_at(event.x),
-                event.y - FIXED_ROWS + int(self.scroll_offset.y),
+                self.row_at(event.y),
             )
 
     def on_mouse_up(self, event: events.MouseUp) -> None:
@@ -103,9 +104,7 @@ class TimelineMouse:
         start, self._drag_from = self._drag_from, None
         if start is None or event.x < self.label_width:
             return
-        row = min(
-            max(event.y - FIXED_ROWS + int(self.scroll_offset.y), 0), max(len(self.rows) - 1, 0)
-        )
+        row = min(max(self.row_at(event.y), 0), max(len(self.rows) - 1, 0))
         t = self._time_at(event.x)
         if abs(self.column_of(t) - self.column_of(start[0])) >= 2:
             self.set_area(
@@ -120,7 +119,7 @@ class TimelineMouse:
             half = (self.t1 - self.t0) / 2
             self.set_view(centre - half, centre + half)
             return
-        row_index = event.y - FIXED_ROWS + int(self.scroll_offset.y)
+        row_index = self.row_at(event.y)
         if event.y < FIXED_ROWS or row_index >= len(self.rows):
             return
         self.cursor_row = row_index

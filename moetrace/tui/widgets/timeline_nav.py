@@ -149,12 +149,17 @@ class TimelineNavigation:
 
     # --------------------------------------------------------------- lanes
     def ensure_row_visible(self) -> None:
+        """Scroll so the cursor's row is on screen (pinned rows always are)."""
+        pinned = getattr(self, "pinned_count", 0)
+        if self.cursor_row < pinned:
+            return
+        position = self.cursor_row - pinned  # among the scrolled rows
         top = int(self.scroll_offset.y)
         rows = self.visible_lane_rows
-        if self.cursor_row < top:
-            self.scroll_to(y=self.cursor_row, animate=False, immediate=True)
-        elif self.cursor_row >= top + rows:
-            self.scroll_to(y=self.cursor_row - rows + 1, animate=False, immediate=True)
+        if position < top:
+            self.scroll_to(y=position, animate=False, immediate=True)
+        elif position >= top + rows:
+            self.scroll_to(y=position - rows + 1, animate=False, immediate=True)
 
     def action_lane(self, delta: int) -> None:
         if not self.rows:
