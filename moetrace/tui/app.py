@@ -83,6 +83,7 @@ class MoetraceApp(ViewerActions, App[None]):
         Binding("2", "table('gaps')", "Gaps table", show=False, id="app.table_gaps"),
         Binding("3", "table('comm')", "Comm table", show=False, id="app.table_comm"),
         Binding("4", "table('names')", "Names table", show=False, id="app.table_names"),
+        Binding("5", "table('idle')", "Idle table", show=False, id="app.table_idle"),
         Binding("g", "next_step(1)", "Next step", show=False, id="app.next_step"),
         Binding("G", "next_step(-1)", "Prev step", show=False, id="app.prev_step"),
         Binding("question_mark,f1", "help", "Help", id="app.help"),

@@ -373,3 +373,23 @@ async def test_table_columns_sort_by_value_and_say_how_many_rows(small_trace: Tr
         longest = gaps.sort("dur_ns", descending=True).row(0, named=True)
         await pilot.press("enter")
         assert app.timeline.selected in (longest["after_id"], longest["before_id"])
+
+
+async def test_idle_table_lists_every_core_with_the_analyzers_idle(small_trace: Trace) -> None:
+    from textual.widgets import DataTable
+
+    from moetrace.tui.format import fmt_ns
+
+    app = MoetraceApp(small_trace)
+    async with running(app) as pilot:
+        await pilot.press("5")
+        table = app.screen.query_one(DataTable)
+        tracks = app.report.tracks
+        assert table.row_count == tracks.height
+        top = tracks.sort(["idle_ns", "rank", "track"], descending=[True, False, False]).row(
+            0, named=True
+        )
+        first = [c.plain for c in table.get_row_at(0)]
+        assert first[0] == str(top["rank"]) and first[5] == fmt_ns(top["idle_ns"])
+        free = app.report.ranks.filter(pl.col("rank") == top["rank"])["free_ns"][0]
+        assert first[7] == fmt_ns(free)  # the rank's idle (nothing running) beside it

@@ -18,7 +18,7 @@ from textual.widgets import DataTable, Footer, Static
 from moetrace.analysis.names import events_by_name
 from moetrace.trace.model import Trace
 
-from ..format import fmt_ns
+from ..format import fmt_ns, fmt_pct
 from ..lanes import LaneModel, safe_text
 
 MAX_ROWS = 50_000  # DataTable draws only the visible rows; the title says when rows were cut
@@ -27,6 +27,7 @@ TITLES = {
     "gaps": "top idle gaps (longest first)",
     "comm": "communication events (most exposed first)",
     "names": "events by name (total time, longest first)",
+    "idle": "idle per rank and core (per rank·step; most idle first)",
 }
 
 
@@ -113,6 +114,32 @@ def table_rows(
                 )
             )
         return cols, rows
+    if name == "idle":
+        per_track = report.tracks.sort(
+            ["idle_ns", "rank", "track"], descending=[True, False, False]
+        )
+        labels = trace.tracks.select("track", pl.coalesce("thread_name", "tid").alias("lane"))
+        per_track = per_track.head(MAX_ROWS).join(labels, on="track", how="left")
+        free = report.ranks.select("rank", "step", pl.col("free_ns").alias("rank_idle"))
+        per_track = per_track.join(free, on=["rank", "step"], how="left", nulls_equal=True)
+        cols = ["rank", "step", "lane", "unit", "busy", "idle", "util", "rank idle"]
+        for r in per_track.iter_rows(named=True):
+            rows.append(
+                (
+                    None,
+                    [
+                        Text(str(r["rank"])),
+                        Text(str(r["step"])),
+                        Text(safe_text(r.get("lane") or r["track"])),
+                        Text(str(r["unit"])),
+                        _dur(r["busy_ns"]),
+                        _dur(r["idle_ns"]),
+                        Text(fmt_pct(r["util"]), justify="right"),
+                        _dur(r["rank_idle"]),
+                    ],
+                )
+            )
+        return cols, rows
     by_name = events_by_name(trace).head(MAX_ROWS)
     cols = ["name", "count", "total", "mean", "max"]
     for r in by_name.iter_rows(named=True):
@@ -184,7 +211,12 @@ class TableScreen(Screen[int | None]):
 
     def _total_rows(self) -> int:
         """Rows the table would have without the MAX_ROWS cut."""
-        frame = {"critical": "critical_path", "gaps": "gaps", "comm": "comm"}.get(self.table_name)
+        frame = {
+            "critical": "critical_path",
+            "gaps": "gaps",
+            "comm": "comm",
+            "idle": "tracks",
+        }.get(self.table_name)
         if frame is None:
             return int(self.trace.events["name"].n_unique()) if self.trace.events.height else 0
         data = getattr(self.report, frame, None)
