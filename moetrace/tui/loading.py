@@ -126,6 +126,8 @@ def analysis_process_main() -> None:
     ("ok", report) or ("error", text) to stdout."""
     import pickle
 
+    with contextlib.suppress(OSError):
+        os.nice(10)  # on a busy machine the interface's keys come first
     trace, kwargs = pickle.load(sys.stdin.buffer)
     try:
         from moetrace.analysis.report import analyze
