@@ -17,3 +17,17 @@ def real_traces() -> Path:
     if not REAL_TRACES.is_dir():
         pytest.skip(f"real traces not found at {REAL_TRACES}")
     return REAL_TRACES
+
+
+# Side files that sit next to real traces but are not traces (run metadata, routing tables).
+NOT_TRACES = frozenset({"run_meta.json"})
+
+
+@pytest.fixture
+def real_trace_files(real_traces: Path) -> list[Path]:
+    """Every Chrome/Kineto/Ascend trace file (.json, .json.gz) under the real-trace folder."""
+    return sorted(
+        p
+        for p in real_traces.rglob("*")
+        if p.name.endswith((".json", ".json.gz")) and p.name not in NOT_TRACES
+    )

@@ -64,3 +64,8 @@ def test_cli_help_lists_the_main_commands() -> None:
     result = CliRunner().invoke(main, ["--help"])
     assert result.exit_code == 0
     assert "moetrace demo" in result.output
+    commands = result.output.split("Commands:")[1].splitlines()
+    listed = {line.split()[0] for line in commands if line.strip()}
+    expected = {"info", "metrics", "view", "convert", "query", "compare"}
+    expected |= {"run", "sweep", "demo", "validate"}
+    assert expected <= listed, sorted(expected - listed)

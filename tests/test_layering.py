@@ -22,21 +22,54 @@ def test_analysis_and_trace_import_no_ui_and_no_executor() -> None:
     assert out.stdout.strip() == "", f"imported: {out.stdout.strip()}"
 
 
+def _module_name(path: Path) -> str:
+    """The dotted module name of a file under moetrace/ (a package's __init__ is the package)."""
+    parts = list(path.relative_to(PACKAGE.parent).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+def imported_modules(source: str, package: str) -> set[str]:
+    """Every moetrace module `source` (code inside `package`) imports: absolute and relative,
+    top-level and lazy (inside functions)."""
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Import):
+            found.update(a.name for a in node.names if a.name.startswith("moetrace"))
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                parts = package.split(".")
+                base = parts[: len(parts) - (node.level - 1)]
+                module = ".".join(base + ([node.module] if node.module else []))
+                if node.module is None:  # from . import a, b: each name may be a module
+                    found.update(f"{module}.{a.name}" for a in node.names)
+                found.add(module)
+            elif node.module and node.module.startswith("moetrace"):
+                found.add(node.module)
+    return found
+
+
+def _file_imports(path: Path) -> set[str]:
+    this = _module_name(path)
+    package = this if path.name == "__init__.py" else this.rpartition(".")[0]
+    return imported_modules(path.read_text(), package)
+
+
 def _imports(folder: str) -> set[str]:
     """Every moetrace module imported anywhere under moetrace/<folder> (static, incl. lazy)."""
     found: set[str] = set()
     for path in (PACKAGE / folder).rglob("*.py"):
-        for node in ast.walk(ast.parse(path.read_text())):
-            if isinstance(node, ast.Import):
-                found.update(a.name for a in node.names if a.name.startswith("moetrace"))
-            elif (
-                isinstance(node, ast.ImportFrom)
-                and node.module
-                and node.level == 0
-                and node.module.startswith("moetrace")
-            ):
-                found.add(node.module)
+        found |= _file_imports(path)
     return found
+
+
+def test_relative_imports_are_resolved() -> None:
+    """A relative import is seen as the absolute module it names (else it would slip past)."""
+    source = "def f():\n    from ..executor import run\nfrom . import steps\nfrom .x.y import z\n"
+    found = imported_modules(source, "moetrace.analysis")
+    assert {"moetrace.executor", "moetrace.analysis.steps", "moetrace.analysis.x.y"} <= found
+    assert "moetrace.executor.run" not in found  # `run` is a name from moetrace.executor
 
 
 def test_floors_import_only_downwards() -> None:

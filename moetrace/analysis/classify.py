@@ -30,8 +30,18 @@ DEFAULT_DEVICE_COMM_PATTERNS = (
 )
 """Device kernels that are communication even when a reader called them compute."""
 
-CPU_COMM_PATTERN = r"^(c10d::|gloo:)"
-"""On CPU-only traces (gloo): the collective work and the calls that block on it."""
+CPU_COMM_PATTERN = r"^(c10d::|gloo:|_c10d_functional::wait|record_param_comms$)"
+"""On CPU-only traces (gloo): the collective work and the calls that block on it (c10d ops,
+gloo's own ranges, functional collectives' `wait_tensor`, Kineto's `record_param_comms`)."""
+
+ANNOTATION_CATS = ("user_annotation", "gpu_user_annotation")
+"""Kineto categories of annotations: `record_function` ranges on host threads and their
+mirrors on GPU streams. They label time, they are not work."""
+
+DEVICE_WAIT_PATTERN = r"(?i)wait|sync"
+"""Device slices of kind `other` that are waits, not work: Ascend EVENT_WAIT / Notify Wait,
+Kineto `cuda_sync` (Context/Stream/Event Sync, Stream Wait Event). They stay nodes of the
+critical path (they carry the dependency) but never count as busy."""
 
 STEP_PATTERN = r"^(?:ProfilerStep#|step )(\d+)$"
 """Step markers: Kineto/Ascend `ProfilerStep#N`, the executor's `step N`."""
@@ -57,6 +67,17 @@ def check_patterns(patterns: Sequence[str]) -> list[str]:
             raise ValueError(f"bad --comm-pattern {pattern!r}: {exc}") from exc
         out.append(pattern)
     return out
+
+
+def annotation_expr() -> pl.Expr:
+    """True for annotations: step markers and other `marker` slices (Ascend Overlap Analysis
+    lanes, the executor's steps), Kineto user / GPU user annotations (not when they are
+    communication, e.g. gloo's own `gloo:*` ranges) and `ProfilerStep#N` / `step N` ranges."""
+    return (
+        (pl.col("kind") == "marker")
+        | (pl.col("cat").is_in(ANNOTATION_CATS).fill_null(False) & (pl.col("kind") != "comm"))
+        | pl.col("name").str.contains(STEP_PATTERN).fill_null(False)
+    )
 
 
 def comm_name_expr(patterns: Sequence[str]) -> pl.Expr:

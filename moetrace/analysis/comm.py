@@ -13,17 +13,23 @@ import polars as pl
 
 from moetrace.analysis import intervals as iv
 from moetrace.analysis.classify import collective_expr
-from moetrace.analysis.steps import Prepared
+from moetrace.analysis.steps import Prepared, spread
 
 
 def kind_set(prep: Prepared, kind: str) -> iv.Intervals:
-    """Union of the `kind` events on device tracks, per window, clipped to it."""
+    """Union of the `kind` events on device tracks, per window, clipped to it (an event
+    counts in every window it runs in)."""
     sel = prep.ev.filter(
         pl.col("device") & (pl.col("kind") == kind) & pl.col("gid").is_not_null()
     ).select("gid", "ts", "end")
     lo, hi = prep.lo_hi()
-    raw = iv.make(sel["gid"].to_numpy(), sel["ts"].to_numpy(), sel["end"].to_numpy())
-    return iv.union(iv.clip(raw, lo, hi))
+    g, s, e = spread(
+        prep,
+        sel["gid"].to_numpy().astype(np.int64),
+        sel["ts"].to_numpy().astype(np.int64),
+        sel["end"].to_numpy().astype(np.int64),
+    )
+    return iv.union(iv.clip(iv.make(g, s, e), lo, hi))
 
 
 def exposed_comm(prep: Prepared) -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame, iv.Intervals]:
@@ -86,7 +92,10 @@ def exposed_comm(prep: Prepared) -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFra
     # all-to-all (dispatch/combine) apart from the other collectives: its own union and the
     # part of it no compute hides
     a2a = (events["collective"] == "all_to_all").to_numpy()
-    a2a_set = iv.union(iv.clip(iv.make(g[a2a], a[a2a], b[a2a]), lo, hi))
+    a2a_g, a2a_s, a2a_e = spread(
+        prep, g[a2a], events["ts"].to_numpy()[a2a], events["end"].to_numpy()[a2a]
+    )
+    a2a_set = iv.union(iv.clip(iv.make(a2a_g, a2a_s, a2a_e), lo, hi))
     per_window = per_window.with_columns(
         pl.Series("a2a_comm_ns", iv.lengths_by_group(a2a_set, n), dtype=pl.Int64),
         pl.Series(

@@ -1,8 +1,10 @@
 """Critical path: gating predecessors over dependencies and track order, then a backward walk.
 
-Graph: nodes are the non-marker events; edges are `Trace.deps` (plus Kineto sync edges
-derived in sync_edges.py) and track order (each event to the next one at the same depth on
-its track). The gating predecessor of e is the predecessor with the latest end not after e's
+Graph: nodes are the events that are not annotations; edges are `Trace.deps` (plus Kineto
+sync edges derived in sync_edges.py) and track order: on each queue (a thread or stream,
+overflow lanes joined), each event's predecessor is the event with the latest end not after
+its start, whatever the depth of either (consecutive work is joined across nesting
+levels). The gating predecessor of e is the predecessor with the latest end not after e's
 start (within `SKEW_TOLERANCE_NS`, reported when used); a `sync` or `data` edge may end
 anywhere before e ends (a blocking call returns when its predecessor finished; a pipelined
 receive ends after the send's last byte). Gates for every event come from two vectorised
@@ -70,22 +72,39 @@ def _rows_of_ids(ids: np.ndarray, query: np.ndarray) -> np.ndarray:
     return np.where(found, order[pos], -1)
 
 
+def track_predecessors(
+    queue: np.ndarray, ts: np.ndarray, end: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """Track-order edges (src, dst positions): each event's predecessor on its queue is the
+    event there with the latest end not after its start (lowest position on ties), whatever
+    the nesting depth of either. Zero-length events (instants) take no part: with them two
+    events could precede each other. Every edge goes forward in time, so track order alone
+    never makes a cycle. One edge per event at most; O(n log n)."""
+    pos = np.flatnonzero(end > ts).astype(np.int64)
+    if len(pos) == 0:
+        return np.zeros(0, np.int64), np.zeros(0, np.int64)
+    q, s, e = queue[pos], ts[pos], end[pos]
+    # sorted by queue, then end; on equal ends the highest position first, the lowest last
+    order = np.lexsort((-pos, e, q))
+    end_key, start_key = iv.pack_pairs((q[order], e[order]), (q, s))
+    at = np.searchsorted(end_key, start_key, side="right") - 1
+    src = order[np.clip(at, 0, None)]
+    ok = (at >= 0) & (q[src] == q)
+    return pos[src[ok]], pos[ok]
+
+
 def edges(prep: Prepared, extra: pl.DataFrame | None = None) -> Edges:
-    """All predecessor edges over row positions (idx), markers excluded: track order (each
-    event to the next at the same depth on its track) plus deps (and derived sync edges)."""
+    """All predecessor edges over row positions (idx), annotations excluded: track order
+    (`track_predecessors` on each queue) plus deps (and derived sync edges)."""
     ev = prep.ev
     node = (ev["kind"] != "marker").to_numpy()
     rows = np.flatnonzero(node).astype(np.int64)
-    track = ev["track"].to_numpy().astype(np.int64)[rows]
-    depth = ev["depth"].to_numpy().astype(np.int64)[rows]
-    ts = ev["ts"].to_numpy().astype(np.int64)[rows]
-    lane = np.unique(track * 65536 + depth, return_inverse=True)[1].astype(np.int64)
-    (key,) = iv.pack_pairs((lane, ts))
-    order = np.argsort(key, kind="stable")  # stable: equal times keep row order
-    lane_sorted = lane[order]
-    same = lane_sorted[1:] == lane_sorted[:-1]
-    t_src = rows[order[:-1][same]]
-    t_dst = rows[order[1:][same]]
+    t_src, t_dst = track_predecessors(
+        ev["queue"].to_numpy().astype(np.int64)[rows],
+        ev["ts"].to_numpy().astype(np.int64)[rows],
+        ev["end"].to_numpy().astype(np.int64)[rows],
+    )
+    t_src, t_dst = rows[t_src], rows[t_dst]
     deps = prep.deps.select("src", "dst", "kind")
     if extra is not None and extra.height:
         deps = pl.concat([deps, extra.select(deps.columns).cast(deps.schema)])
@@ -116,7 +135,7 @@ def gating(prep: Prepared, edge_set: Edges) -> Gates:
     gate = np.full(n, -1, dtype=np.int64)
     gate_edge = np.full(n, -1, dtype=np.int8)
     src, dst, et = edge_set.src, edge_set.dst, edge_set.etype
-    track = prep.ev["track"].to_numpy()
+    track = prep.ev["queue"].to_numpy()
     n_dep = int((et != EDGE_TRACK).sum())
     n_cross = int(((et != EDGE_TRACK) & (track[src] != track[dst])).sum()) if len(src) else 0
     if len(src) == 0:
@@ -140,9 +159,14 @@ def gating(prep: Prepared, edge_set: Edges) -> Gates:
     return Gates(gate, gate_edge, int(skew.sum()), n_dep, n_cross)
 
 
-def path_nodes(gate: list[int], start: int, limit: int) -> tuple[list[int], int, bool]:
-    """Rows on the path back from `start`, following `gate` (already cut at step boundaries)
-    until an event has no gate. Returns (rows, the last row's gate or -1, cycle seen).
+def path_nodes(
+    gate: list[int], end: list[int], step: list[int], start: int, lo: int, limit: int
+) -> tuple[list[int], int, bool]:
+    """Rows on the path back from `start`, following `gate` until an event has no gate, or
+    its gate ends at or before `lo` (the path has left the window) and belongs to another
+    step (within the step the walk goes on, so the unclipped path shows where it began,
+    e.g. at the launch of the first kernel). Returns (rows, the last row's gate or -1,
+    cycle seen).
 
     The only sequential part of the analyzer: one list lookup per path node.
     """
@@ -150,7 +174,7 @@ def path_nodes(gate: list[int], start: int, limit: int) -> tuple[list[int], int,
     cur = start
     while True:
         g = gate[cur]
-        if g < 0:
+        if g < 0 or (end[g] <= lo and step[g] != step[cur]):
             return path, g, False
         path.append(g)
         cur = g
@@ -206,12 +230,8 @@ def critical_paths(prep: Prepared, gates: Gates) -> tuple[pl.DataFrame, np.ndarr
     ev = prep.ev
     ts = ev["ts"].to_numpy().astype(np.int64)
     end = ev["end"].to_numpy().astype(np.int64)
-    step = ev["step"].fill_null(np.iinfo(np.int64).min).to_numpy().astype(np.int64)
     gid = ev["gid"].fill_null(-1).to_numpy().astype(np.int64)
-    gate = gates.gate
-    # a gate in another step ends the walk
-    same_step = (gate >= 0) & (step[np.clip(gate, 0, None)] == step)
-    gate_in_step = np.where(same_step, gate, -1)
+    step = ev["step"].fill_null(np.iinfo(np.int64).min).to_numpy().astype(np.int64)
     work = ev["device"].to_numpy() & ev["kind"].is_in(["compute", "comm"]).to_numpy() & (gid >= 0)
     rows = np.flatnonzero(work)
     lo, hi = prep.lo_hi()
@@ -223,12 +243,14 @@ def critical_paths(prep: Prepared, gates: Gates) -> tuple[pl.DataFrame, np.ndarr
         last = np.ones(len(order), dtype=bool)
         last[:-1] = g_sorted[1:] != g_sorted[:-1]
         starts = list(zip(g_sorted[last].tolist(), order[last].tolist(), strict=True))
-    gate_l = gate_in_step.tolist() if starts else []
+    gate_l = gates.gate.tolist() if starts else []
+    end_l = end.tolist() if starts else []
+    step_l = step.tolist() if starts else []
     parts: list[tuple[np.ndarray, ...]] = []
     cycles = 0
     path_start = np.full(prep.n_windows, np.iinfo(np.int64).min, dtype=np.int64)
     for g, start in starts:
-        nodes, last_gate, cycled = path_nodes(gate_l, start, len(ts))
+        nodes, last_gate, cycled = path_nodes(gate_l, end_l, step_l, start, int(lo[g]), len(ts))
         cycles += cycled
         path_start[g] = ts[nodes[-1]]
         node, s0, s1 = segments(nodes, last_gate, ts, end, int(lo[g]), int(hi[g]))

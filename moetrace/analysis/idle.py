@@ -1,6 +1,8 @@
 """Idle cores: per-track busy/idle/util, per-unit utilisation and attributed idle gaps.
 
-busy(t) = |∪ depth-0 events on t| inside the window W, idle = |W| - busy, util = busy / |W|;
+busy(t) = |∪ work on t| inside the window W (work at every nesting depth and on the
+reader's overflow lanes of t; annotations and device waits are never work),
+idle = |W| - busy, util = busy / |W|;
 util(unit) = Σ busy / (tracks of that unit × |W|). Every maximal idle interval of a track
 inside W is a gap, attributed to what the event after it waited for: the kind/unit of its
 gating predecessor (wait:comm, wait:aic, wait:aiv, wait:host, wait:memory, ...) or
@@ -16,7 +18,7 @@ import polars as pl
 from moetrace.analysis import intervals as iv
 from moetrace.analysis.classify import wait_cause
 from moetrace.analysis.critical_path import Gates, _rows_of_ids
-from moetrace.analysis.steps import Prepared
+from moetrace.analysis.steps import Prepared, spread
 from moetrace.trace.model import EVENT_KINDS, UNITS
 
 HTA_KERNEL_WAIT_NS = 30_000
@@ -58,9 +60,8 @@ def _last_at(
     if len(key_group) == 0 or len(q_group) == 0:
         return out
     k, q = iv.pack_pairs((key_group, key_time), (q_group, q_time))
-    # depth-0 slices of a track are disjoint, so (group, time) keys are unique in practice;
-    # on a tie the stable sort keeps the later row last (ids ascend with rows)
-    order = np.argsort(k, kind="stable")
+    # nested or overlapping work can share an end (or start): on a tie the largest id wins
+    order = np.lexsort((ids, k))
     ks = k[order]
     pos = np.searchsorted(ks, q, side="right") - 1
     hit = (pos >= 0) & (ks[np.clip(pos, 0, None)] == q)
@@ -68,8 +69,12 @@ def _last_at(
     return out
 
 
-def idle(prep: Prepared, gates: Gates) -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame]:
-    """(tracks frame, units frame, gaps frame), keyed by gid (window id)."""
+def idle(
+    prep: Prepared, gates: Gates
+) -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame, pl.DataFrame]:
+    """(tracks frame, units frame, gaps frame, device frame), keyed by gid (window id). The
+    device frame has busy_ns: the union of all the rank's device work in the window (every
+    unit, every queue)."""
     windows = prep.windows.select("gid", "rank", "lo", "hi")
     pairs = (
         prep.device_tracks.with_columns(pl.col("unit").cast(pl.String))
@@ -79,26 +84,37 @@ def idle(prep: Prepared, gates: Gates) -> tuple[pl.DataFrame, pl.DataFrame, pl.D
     n_pairs = pairs.height
     p_lo = pairs["lo"].to_numpy().astype(np.int64)
     p_hi = pairs["hi"].to_numpy().astype(np.int64)
-    top = prep.ev.filter(
-        pl.col("device")
-        & (pl.col("depth") == 0)
-        & (pl.col("kind") != "marker")
-        & pl.col("gid").is_not_null()
-    ).select("idx", "id", "gid", "track", "ts", "end")
-    pair = _pair_index(
-        pairs, top["gid"].to_numpy().astype(np.int64), top["track"].to_numpy().astype(np.int64)
+    top = prep.ev.filter(pl.col("work") & pl.col("gid").is_not_null()).select(
+        "idx", "id", "gid", "queue", "ts", "end"
     )
+    t_gid, t_ts, t_end, t_queue, t_ids = spread(
+        prep,
+        top["gid"].to_numpy().astype(np.int64),
+        top["ts"].to_numpy().astype(np.int64),
+        top["end"].to_numpy().astype(np.int64),
+        top["queue"].to_numpy().astype(np.int64),
+        top["id"].to_numpy().astype(np.int64),
+    )
+    pair = _pair_index(pairs, t_gid, t_queue)
     keep = pair >= 0
     pair = pair[keep]
-    ts = top["ts"].to_numpy()[keep]
-    end = top["end"].to_numpy()[keep]
-    ids = top["id"].to_numpy().astype(np.int64)[keep]
+    ts = t_ts[keep]
+    end = t_end[keep]
+    ids = t_ids[keep]
     cs = np.maximum(ts, p_lo[pair]) if len(pair) else ts
     ce = np.minimum(end, p_hi[pair]) if len(pair) else end
     real = ce > cs
     pair, cs, ce, ids = pair[real], cs[real], ce[real], ids[real]
     busy = iv.union(iv.Intervals(pair, cs, ce))
     busy_ns = iv.lengths_by_group(busy, n_pairs)
+    pair_gid = pairs["gid"].to_numpy().astype(np.int64)
+    device_busy = iv.lengths_by_group(
+        iv.union(iv.Intervals(pair_gid[pair] if len(pair) else pair, cs, ce)), prep.n_windows
+    )
+    device = pl.DataFrame(
+        {"gid": np.arange(prep.n_windows, dtype=np.int64), "busy_ns": device_busy},
+        schema={"gid": pl.Int64, "busy_ns": pl.Int64},
+    )
     win_ns = p_hi - p_lo
     tracks = pairs.select("gid", "track", "unit").with_columns(
         pl.Series("busy_ns", busy_ns, dtype=pl.Int64),
@@ -147,7 +163,7 @@ def idle(prep: Prepared, gates: Gates) -> tuple[pl.DataFrame, pl.DataFrame, pl.D
     gaps = gaps.with_columns((pl.col("end_ns") - pl.col("start_ns")).alias("dur_ns")).select(
         "gid", "unit", *GAP_COLUMNS
     )  # already ordered by (gid, track, start): pairs are sorted, so is the complement
-    return tracks, units, gaps
+    return tracks, units, gaps, device
 
 
 def _id_to_row(prep: Prepared, ids: np.ndarray) -> np.ndarray:
@@ -167,7 +183,7 @@ def _attribute(prep: Prepared, gates: Gates, gaps: pl.DataFrame) -> pl.DataFrame
     has_after = after_idx >= 0
     a = np.where(has_after, after_idx, 0)
     g = np.where(has_after, gates.gate[a] if len(a) else a, -1)
-    track = ev["track"].to_numpy().astype(np.int64)
+    track = ev["queue"].to_numpy().astype(np.int64)
     gc = np.clip(g, 0, None)
     cross = (g >= 0) & (track[gc] != track[a])
     # cause label by table lookup on the (kind, unit) codes of the gate: no string work per gap

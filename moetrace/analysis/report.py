@@ -16,10 +16,13 @@ from typing import Any
 import numpy as np
 import polars as pl
 
+from moetrace.analysis import intervals as iv
 from moetrace.analysis.comm import exposed_comm
 from moetrace.analysis.critical_path import Gates, critical_paths, edges, gating
 from moetrace.analysis.cycles import find_cycle
 from moetrace.analysis.idle import GAP_COLUMNS, idle
+from moetrace.analysis.job import attach_job
+from moetrace.analysis.moe import moe_view
 from moetrace.analysis.steps import NO_RANK, Prepared, prepare_steps, with_windows
 from moetrace.analysis.sync_edges import ascend_wait_edges, kineto_sync_edges
 from moetrace.trace.model import Trace
@@ -27,6 +30,16 @@ from moetrace.trace.model import Trace
 NS_METRICS = ("window_ns", "compute_ns", "comm_ns", "overlapped_ns", "exposed_comm_ns", "free_ns")
 RATIO_METRICS = ("overlap_ratio", "exposed_ratio")
 CP_METRICS = ("cp_span_ns", "cp_coverage", "cp_comm_ns", "cp_comm_ratio")
+AGG_NS = (*NS_METRICS, "busy_ns", "idle_ns", "cp_span_ns", "cp_comm_ns")
+"""ns metrics the cross-rank aggregates sum (and give min/mean/max of)."""
+POOLED = {
+    "overlap_ratio": ("overlapped_ns", "comm_ns"),
+    "exposed_ratio": ("exposed_comm_ns", "comm_ns"),
+    "cp_coverage": ("cp_span_ns", "window_ns"),
+    "cp_comm_ratio": ("cp_comm_ns", "job_comm_ns"),
+}
+"""Ratios and their (numerator, denominator): aggregated as Σ num / Σ den, never summed."""
+AGG_HOWS = ("sum", "pooled", "min", "mean", "max")
 
 RANKS_SCHEMA: dict[str, pl.DataType] = {
     "rank": pl.Int64(),
@@ -49,6 +62,9 @@ RANKS_SCHEMA: dict[str, pl.DataType] = {
     "cp_start_ns": pl.Int64(),  # where the unclipped critical path begins (e.g. a launch)
     "a2a_comm_ns": pl.Int64(),  # all-to-all (dispatch/combine) part of comm_ns
     "a2a_exposed_ns": pl.Int64(),  # ... and of exposed_comm_ns
+    "job_comm_ns": pl.Int64(),  # union of every rank's comm in the window: cp_comm's bound
+    "busy_ns": pl.Int64(),  # union of all the rank's device work in the window (every unit)
+    "idle_ns": pl.Int64(),  # window_ns - busy_ns
 }
 
 
@@ -71,19 +87,37 @@ class Report:
     exposed: pl.DataFrame
     warnings: list[str] = field(default_factory=list)
     meta: dict[str, Any] = field(default_factory=dict)
+    # several ranks (analysis/job.py): matched collectives, stragglers per (rank, step), the
+    # job's critical path (reference clock) and the `job` object of `metrics --json`;
+    # `moe` (analysis/moe.py) is computed on first use
+    collectives: pl.DataFrame = field(default_factory=pl.DataFrame)
+    stragglers: pl.DataFrame = field(default_factory=pl.DataFrame)
+    job_path: pl.DataFrame = field(default_factory=pl.DataFrame)
+    job: dict[str, Any] | None = None
+    trace: Trace | None = field(default=None, repr=False)
+    _moe: pl.DataFrame | None = field(default=None, repr=False)
+
+    @property
+    def moe(self) -> pl.DataFrame:
+        """The MoE view's time per (rank, step, layer, category) of the whole trace."""
+        if self._moe is None:
+            self._moe = moe_view(self.trace).categories if self.trace else pl.DataFrame()
+        return self._moe
 
     def summary(self) -> dict[str, float | None]:
         """Totals over all ranks and steps: ns summed, ratios pooled (Σ num / Σ denominator)."""
         r = self.ranks
         out: dict[str, float | None] = {}
-        for col in (*NS_METRICS, "cp_span_ns", "cp_comm_ns", "a2a_comm_ns", "a2a_exposed_ns"):
+        sums = (*NS_METRICS, "busy_ns", "idle_ns", "cp_span_ns", "cp_comm_ns")
+        for col in (*sums, "a2a_comm_ns", "a2a_exposed_ns"):
             out[col] = float(r[col].sum()) if r.height else 0.0
         comm = out["comm_ns"] or 0.0
         window = out["window_ns"] or 0.0
         out["overlap_ratio"] = (out["overlapped_ns"] or 0.0) / comm if comm else None
         out["exposed_ratio"] = (out["exposed_comm_ns"] or 0.0) / comm if comm else None
         out["cp_coverage"] = (out["cp_span_ns"] or 0.0) / window if window else None
-        out["cp_comm_ratio"] = (out["cp_comm_ns"] or 0.0) / comm if comm else None
+        job_comm = float(r["job_comm_ns"].sum()) if r.height else 0.0
+        out["cp_comm_ratio"] = (out["cp_comm_ns"] or 0.0) / job_comm if job_comm else None
         mfu = r.filter(pl.col("mfu").is_not_null())
         out["mfu"] = (
             float((mfu["mfu"] * mfu["window_ns"]).sum()) / float(mfu["window_ns"].sum())
@@ -128,7 +162,8 @@ class Report:
         for row in self.ranks.iter_rows(named=True):
             key = (row["rank"], row["step"])
             item: dict[str, Any] = {
-                k: _num(row[k]) for k in ("rank", "step", *NS_METRICS, *RATIO_METRICS)
+                k: _num(row[k])
+                for k in ("rank", "step", *NS_METRICS, "busy_ns", "idle_ns", *RATIO_METRICS)
             }
             item["util"] = util.get(key, {})
             item["critical_path"] = {
@@ -141,31 +176,41 @@ class Report:
             if row["mfu"] is not None:
                 item["mfu"] = _num(row["mfu"])
             per_rank.append(item)
-        return {
+        out = {
             "ranks": per_rank,
             "aggregate": self.aggregate_dicts(),
             "summary": {k: _num(v) for k, v in self.summary().items()},
             "warnings": list(self.warnings),
         }
+        if self.job is not None:
+            out["job"] = self.job
+        return out
 
     def aggregate(self) -> pl.DataFrame:
-        """Per step: sum, mean and max over ranks of every ns, ratio and critical-path metric."""
-        cols = [*NS_METRICS, *RATIO_METRICS, *CP_METRICS, "mfu"]
+        """Per step, across ranks: min, mean and max of every metric; `sum` of the ns metrics
+        only, and for ratios the `pooled` ratio (Σ numerator / Σ denominator) instead: a sum
+        of ratios means nothing. A metric no rank knows (mfu without a peak) stays null."""
         aggs = [pl.len().alias("ranks")]
-        for c in cols:
+        for c in AGG_NS:
+            aggs.append(pl.col(c).sum().alias(f"{c}:sum"))
+        for c, (num, den) in POOLED.items():
+            total = pl.col(den).filter(pl.col(c).is_not_null()).sum()
+            pooled = pl.col(num).filter(pl.col(c).is_not_null()).sum() / total
+            aggs.append(pl.when(total > 0).then(pooled).otherwise(None).alias(f"{c}:pooled"))
+        for c in (*AGG_NS, *POOLED, "mfu"):
             aggs += [
-                pl.col(c).sum().alias(f"{c}:sum"),
+                pl.col(c).min().alias(f"{c}:min"),
                 pl.col(c).mean().alias(f"{c}:mean"),
                 pl.col(c).max().alias(f"{c}:max"),
             ]
         return self.ranks.group_by("step").agg(aggs).sort("step", nulls_last=False)
 
     def aggregate_dicts(self) -> list[dict[str, Any]]:
-        """`aggregate()` as [{step, ranks, sum: {...}, mean: {...}, max: {...}}]."""
+        """`aggregate()` as [{step, ranks, sum: {...}, pooled: {...}, min, mean, max}]."""
         out = []
         for row in self.aggregate().iter_rows(named=True):
             item: dict[str, Any] = {"step": row["step"], "ranks": row["ranks"]}
-            for how in ("sum", "mean", "max"):
+            for how in AGG_HOWS:
                 item[how] = {
                     k.split(":")[0]: _num(v) for k, v in row.items() if k.endswith(f":{how}")
                 }
@@ -193,15 +238,21 @@ _CACHE_LOCK = threading.Lock()
 
 
 def _graph(
-    trace: Trace, comm_patterns: tuple[str, ...], ranks: Sequence[int] | None
+    trace: Trace,
+    comm_patterns: tuple[str, ...],
+    ranks: Sequence[int] | None,
+    window: str = "step",
+    window_span: str = "compute-comm",
 ) -> tuple[Prepared, Gates, str | None]:
     """Steps, gating predecessors and a named cycle (if any) of `trace`, cached by identity."""
-    key = (comm_patterns, None if ranks is None else tuple(ranks))
+    key = (comm_patterns, None if ranks is None else tuple(ranks), window, window_span)
     with _CACHE_LOCK:  # the TUI analyzes from worker threads
         for cached, cached_key, base, gates, cycle in _CACHE:
             if cached is trace and cached_key == key:
                 return base, gates, cycle
-    base = prepare_steps(trace, comm_patterns=comm_patterns, ranks=ranks)
+    base = prepare_steps(
+        trace, comm_patterns=comm_patterns, ranks=ranks, window=window, window_span=window_span
+    )
     flavor = trace.meta.get("flavor")
     extra = (
         kineto_sync_edges(base)
@@ -226,6 +277,8 @@ def analyze(
     comm_patterns: Sequence[str] = (),
     time_range: tuple[int, int] | None = None,
     ranks: Sequence[int] | None = None,
+    window: str = "step",
+    window_span: str = "compute-comm",
 ) -> Report:
     """Every metric of METRICS.md for `trace`, per rank and step.
 
@@ -233,14 +286,19 @@ def analyze(
     comm_patterns: extra regexes of kernel names that are communication.
     time_range: clip every window to [t0, t1) ns (an area selected in the TUI).
     ranks: analyze only these ranks.
+    window: `step` (one window per rank and step), `trace` (one per rank, the whole trace,
+    idle between steps included) or `annotation:NAME[#K]` (one per instance of the slices
+    named NAME, or only instance K, 0-based), like HTA's annotation and instance_id.
+    window_span: `compute-comm` (msprof's Stage) or `work` (copies and sets too, as
+    TraceLens and HTA span the GPU timeline). Raises ValueError for a bad window or span.
     """
-    base, gates, cycle = _graph(trace, tuple(comm_patterns), ranks)
+    base, gates, cycle = _graph(trace, tuple(comm_patterns), ranks, window, window_span)
     prep = with_windows(base, time_range)
     warnings = [*trace.warnings, *prep.warnings]
     if cycle:
         warnings.append(f"dependency cycle: {cycle}")
     per_window, exposed, comm_events, _compute = exposed_comm(prep)
-    tracks, units, gaps = idle(prep, gates)
+    tracks, units, gaps, device = idle(prep, gates)
     cp, path_start, cp_warnings = critical_paths(prep, gates)
     warnings += cp_warnings
     cp_sum = cp.group_by("gid").agg(
@@ -280,6 +338,9 @@ def analyze(
     )
     ranks_frame = (
         keys.join(per_window, on="gid", how="left")
+        .join(device, on="gid", how="left")
+        .join(_job_comm(prep), on="gid", how="left")
+        .with_columns((pl.col("window_ns") - pl.col("busy_ns")).alias("idle_ns"))
         .join(cp_sum, on="gid", how="left")
         .join(flops, on="gid", how="left")
         .with_columns(
@@ -287,8 +348,8 @@ def analyze(
         )
         .with_columns(
             (pl.col("cp_span_ns") / pl.col("window_ns")).alias("cp_coverage"),
-            pl.when(pl.col("comm_ns") > 0)
-            .then(pl.col("cp_comm_ns") / pl.col("comm_ns"))
+            pl.when(pl.col("job_comm_ns") > 0)
+            .then(pl.col("cp_comm_ns") / pl.col("job_comm_ns"))
             .otherwise(None)
             .alias("cp_comm_ratio"),
             (
@@ -320,7 +381,26 @@ def analyze(
         warnings=warnings,
         meta={"cpu_mode": prep.cpu_mode, "source": trace.meta.get("source")},
     )
+    report.trace = trace
+    attach_job(report, trace)
     return report
+
+
+def _job_comm(prep: Prepared) -> pl.DataFrame:
+    """gid, job_comm_ns: |union of every rank's comm events ∩ the window|. A rank's critical
+    path may run through other ranks' communication (the executor's data edges), never
+    through two comm pieces at once, so cp_comm <= job_comm and cp_comm_ratio stays in
+    [0, 1]; on one rank it is comm_ns."""
+    sel = prep.ev.filter(pl.col("kind") == "comm").select("ts", "end")
+    job = iv.union(
+        iv.make(np.zeros(sel.height, np.int64), sel["ts"].to_numpy(), sel["end"].to_numpy())
+    )
+    lo, hi = prep.lo_hi()
+    covered = iv.covered_length(job, np.zeros(len(lo), np.int64), lo, hi)
+    return pl.DataFrame(
+        {"gid": np.arange(len(lo), dtype=np.int64), "job_comm_ns": covered},
+        schema={"gid": pl.Int64, "job_comm_ns": pl.Int64},
+    )
 
 
 def compare(a: Report, b: Report) -> pl.DataFrame:

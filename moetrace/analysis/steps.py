@@ -5,7 +5,12 @@ event belongs to the step of the host call that launched it (a `launch` dependen
 the step whose marker span contains its start (device work of step N often runs after the host
 has moved on, so clipping device events to host spans would be wrong). A rank without markers
 is one step (step null). The window of a (rank, step) is [first start, last end] of its
-compute and comm events on device tracks, clipped to the requested time range.
+compute and comm events on device tracks (or all device work, `window_span="work"`); the
+windows of a rank are made disjoint (a lagging step ends where the next begins) and every
+event counts in the window it runs in; then they are clipped to the requested time range.
+`window="trace"` makes one window per rank, `annotation:NAME[#K]` one per annotation
+instance. Annotations are marked `marker` here (classify.annotation_expr), overflow lanes
+are joined into their queue.
 """
 
 from __future__ import annotations
@@ -21,7 +26,9 @@ from moetrace.analysis.classify import (
     CPU_COMM_PATTERN,
     DEFAULT_DEVICE_COMM_PATTERNS,
     DEVICE_UNITS,
+    DEVICE_WAIT_PATTERN,
     STEP_PATTERN,
+    annotation_expr,
     comm_name_expr,
 )
 from moetrace.trace.model import Kind, Trace, Unit
@@ -37,10 +44,12 @@ NO_RANK = -1
 class Prepared:
     """A trace ready for the metric passes.
 
-    `ev`: one row per event in row order with idx (0..n-1), id, track, name, kind (str),
-    ts, end, depth, rank, unit (str), device (bool: counts as a device track here), step,
-    gid (window id or null), flops, args. `windows`: gid, rank, step, lo, hi (ns).
-    `device_tracks`: track, rank, unit of the tracks whose busy/idle is reported.
+    `ev`: one row per event in row order with idx (0..n-1), id, track, queue (the track that
+    stands for its thread/stream, overflow lanes joined), name, cat, kind (annotations are
+    `marker`), ts, end, depth, rank, unit (str), device (bool: counts as a device track
+    here), work (bool: makes its queue busy), step, gid (window id or null), flops, args.
+    `windows`: gid, rank, step, lo, hi (ns). `device_tracks`: track, rank, unit of the
+    queues whose busy/idle is reported.
     """
 
     ev: pl.DataFrame
@@ -65,7 +74,7 @@ class Prepared:
 
 def _contains_comm(ev: pl.DataFrame) -> pl.Series:
     """True for events whose span on their track contains the start of a comm event."""
-    track = ev["track"].to_numpy().astype(np.int64)
+    track = ev["queue"].to_numpy().astype(np.int64)
     ts = ev["ts"].to_numpy()
     end = ev["end"].to_numpy()
     is_comm = (ev["kind"] == "comm").to_numpy()
@@ -80,6 +89,115 @@ def _contains_comm(ev: pl.DataFrame) -> pl.Series:
     n_inside = np.searchsorted(ck, hi, side="left") - np.searchsorted(ck, lo, side="left")
     n_inside = n_inside - (is_comm & (end > ts))  # a comm event contains its own start
     return pl.Series("contains_comm", (n_inside > 0) & (end > ts))
+
+
+def _queues(tracks: pl.DataFrame) -> pl.DataFrame:
+    """track, rank, unit, queue: `queue` is the track that stands for the source's thread or
+    stream: readers move slices that overlap without nesting (programmatic dependent launch,
+    overlapping copies) to overflow lanes with the same (pid, tid); the analysis joins them
+    back, so overlapping work stays on its stream and no track is invented. The queue's own
+    unit applies to all its lanes."""
+    t = tracks.select(
+        pl.col("track").cast(pl.Int64),
+        pl.col("rank").cast(pl.Int64).fill_null(NO_RANK),
+        pl.col("unit").fill_null("other"),
+        "pid",
+        "tid",
+    )
+    keyed = pl.col("pid").is_not_null() & pl.col("tid").is_not_null()
+    t = t.with_columns(
+        pl.when(keyed)
+        .then(pl.col("track").min().over("rank", "pid", "tid"))
+        .otherwise(pl.col("track"))
+        .alias("queue")
+    )
+    unit_of_queue = t.filter(pl.col("track") == pl.col("queue")).select(
+        "queue", pl.col("unit").alias("q_unit")
+    )
+    return (
+        t.join(unit_of_queue, on="queue", how="left", maintain_order="left")
+        .with_columns(pl.coalesce("q_unit", "unit").alias("unit"))
+        .select(pl.col("track").cast(pl.UInt32), "rank", "unit", "queue")
+    )
+
+
+WINDOW_SPANS = ("compute-comm", "work")
+"""What spans a window: `compute-comm` (first start to last end of compute and comm events,
+msprof's Stage, the default) or `work` (all device work, copies and sets included: the span
+TraceLens's gpu_timeline and HTA's temporal breakdown use)."""
+
+
+def parse_window(window: str) -> tuple[str, str | None, int | None]:
+    """`step`, `trace` or `annotation:NAME[#K]` -> (mode, NAME, K). Raises ValueError."""
+    if window in ("step", "trace"):
+        return window, None, None
+    if window.startswith("annotation:") and len(window) > len("annotation:"):
+        name = window[len("annotation:") :]
+        head, sep, tail = name.rpartition("#")
+        if sep and head and tail.isdigit():
+            return "annotation", head, int(tail)
+        return "annotation", name, None
+    raise ValueError(f"window {window!r}: expected step, trace or annotation:NAME[#K]")
+
+
+def _annotation_spans(
+    ev: pl.DataFrame, ranks: list[int], name: str | None, instance: int | None
+) -> pl.DataFrame:
+    """Like `_markers`, for the slices named exactly `name`: instance k (0-based, by start,
+    per rank) is window `step` k; with `instance`, only that one. A host range and its GPU
+    mirror (same name, same position) form one span."""
+    hits = ev.filter(pl.col("name") == name).select(
+        "rank", "unit", pl.col("ts").alias("m_lo"), pl.col("end").alias("m_hi")
+    )
+    # number the instances on the host (or, without host ranges, on the device) side
+    hits = hits.with_columns((pl.col("unit") == "cpu").alias("host"))
+    side = hits.group_by("rank").agg(pl.col("host").any().alias("any_host"))
+    hits = hits.join(side, on="rank").filter(pl.col("host") | ~pl.col("any_host"))
+    shared = hits.filter(pl.col("rank") == NO_RANK)
+    if shared.height and ranks:
+        hits = pl.concat(
+            [
+                hits.filter(pl.col("rank") != NO_RANK),
+                shared.drop("rank")
+                .join(pl.DataFrame({"rank": ranks}, schema={"rank": pl.Int64}), how="cross")
+                .select(hits.columns),
+            ]
+        )
+    out = (
+        hits.sort("rank", "m_lo")
+        .with_columns(pl.int_range(pl.len()).over("rank").cast(pl.Int64).alias("step"))
+        .select("rank", "step", "m_lo", "m_hi")
+    )
+    if instance is not None:
+        out = out.filter(pl.col("step") == instance)
+    return out
+
+
+def _partition(windows: pl.DataFrame) -> tuple[pl.DataFrame, int, int]:
+    """Make the windows of each rank disjoint: in start order, a window that runs past the
+    next one's start ends there (the device lagged the host). Returns (windows, how many
+    were clipped, ns clipped in all)."""
+    w = windows.sort("rank", "lo", "step", nulls_last=False).with_columns(
+        pl.col("lo").shift(-1).over("rank").alias("next_lo")
+    )
+    cut = (pl.col("next_lo").is_not_null() & (pl.col("hi") > pl.col("next_lo"))).alias("cut")
+    w = w.with_columns(cut)
+    clipped = int(w["cut"].sum())
+    clipped_ns = int(w.filter("cut").select((pl.col("hi") - pl.col("next_lo")).sum()).item())
+    w = w.with_columns(
+        pl.when("cut").then(pl.col("next_lo")).otherwise(pl.col("hi")).alias("hi")
+    ).select("rank", "step", "lo", "hi")
+    return w, clipped, clipped_ns
+
+
+def _mark_annotations(ev: pl.DataFrame) -> pl.DataFrame:
+    """Annotations (classify.annotation_expr) become `marker`: never work, never nodes."""
+    return ev.with_columns(
+        pl.when(annotation_expr())
+        .then(pl.lit("marker", Kind))
+        .otherwise(pl.col("kind"))
+        .alias("kind")
+    )
 
 
 def _markers(ev: pl.DataFrame, ranks: list[int]) -> pl.DataFrame:
@@ -150,15 +268,17 @@ def prepare_steps(
     *,
     comm_patterns: Sequence[str] = (),
     ranks: Sequence[int] | None = None,
+    window: str = "step",
+    window_span: str = "compute-comm",
 ) -> Prepared:
     """The part of `prepare` that does not depend on the time range (cacheable): classify,
-    assign steps, full windows. `gid` is not assigned yet."""
+    assign steps, full windows. `gid` is not assigned yet. `window` and `window_span`: see
+    `parse_window` and `WINDOW_SPANS`."""
+    mode, ann_name, ann_instance = parse_window(window)
+    if window_span not in WINDOW_SPANS:
+        raise ValueError(f"window span {window_span!r}: expected one of {', '.join(WINDOW_SPANS)}")
     warnings: list[str] = []
-    tracks = trace.tracks.select(
-        "track",
-        pl.col("rank").cast(pl.Int64).fill_null(NO_RANK),
-        pl.col("unit").fill_null("other"),
-    )
+    tracks = _queues(trace.tracks)
     if ranks is not None:
         tracks = tracks.filter(pl.col("rank").is_in(list(ranks)))
     has_device = tracks.filter(pl.col("unit").is_in(DEVICE_UNITS)).height > 0
@@ -170,6 +290,7 @@ def prepare_steps(
         "id",
         "track",
         "name",
+        "cat",
         "kind",
         "ts",
         (pl.col("ts") + pl.col("dur")).alias("end"),
@@ -192,6 +313,9 @@ def prepare_steps(
         tracks["unit"].gather(row).alias("unit")
         if len(t_ids)
         else pl.lit("other", Unit).alias("unit"),
+        tracks["queue"].gather(row).alias("queue")
+        if len(t_ids)
+        else pl.col("track").cast(pl.Int64).alias("queue"),
     )
     if not found.all():
         ev = ev.filter(pl.Series(found))
@@ -205,6 +329,7 @@ def prepare_steps(
             .otherwise(pl.col("kind"))
             .alias("kind")
         )
+        ev = _mark_annotations(ev)
         inner = _contains_comm(ev)
         ev = ev.with_columns(
             pl.when(
@@ -225,9 +350,36 @@ def prepare_steps(
             .otherwise(pl.col("kind"))
             .alias("kind")
         )
+        ev = _mark_annotations(ev)
+    # work: what makes a track busy (never an annotation, never a device wait), at any depth
+    ev = ev.with_columns(
+        (
+            pl.col("device")
+            & (pl.col("kind") != "marker")
+            & (pl.col("end") > pl.col("ts"))
+            & ~(
+                (pl.col("kind") == "other")
+                & (pl.col("unit") != "cpu")
+                & pl.col("name").str.contains(DEVICE_WAIT_PATTERN).fill_null(False)
+            )
+        ).alias("work")
+    )
     ev = ev.with_row_index("idx")
     rank_list = sorted(tracks["rank"].unique().to_list())
-    markers = _markers(ev, rank_list)
+    if mode == "trace":
+        markers = _markers(ev.clear(), rank_list)
+    elif mode == "annotation":
+        full = window[len("annotation:") :]
+        if ann_instance is not None and not (ev["name"] == ann_name).any():
+            ann_name, ann_instance = full, None  # '#' is part of the name (ProfilerStep#3)
+        markers = _annotation_spans(ev, rank_list, ann_name, ann_instance)
+        if markers.height == 0:
+            warnings.append(
+                f"no annotation named {ann_name!r}"
+                + (f" with instance #{ann_instance}" if ann_instance is not None else "")
+            )
+    else:
+        markers = _markers(ev, rank_list)
     # the step of each event: by containment of its start in a marker span ...
     step_by_time = _step_of(
         ev["rank"].to_numpy().astype(np.int64), ev["ts"].to_numpy().astype(np.int64), markers
@@ -255,8 +407,14 @@ def prepare_steps(
                 f"{late.height} launch edge(s) start after the work they launch: ignored"
             )
     if trace.meta.get("flavor") == "kineto":
-        from moetrace.analysis.sync_edges import kineto_launch_edges
+        from moetrace.analysis.sync_edges import drop_miscorrelated_launches, kineto_launch_edges
 
+        deps, miscorrelated = drop_miscorrelated_launches(ev, deps)
+        if miscorrelated:
+            warnings.append(
+                f"{miscorrelated} launch flow(s) bound to a device event of another correlation "
+                "id (an overlapping kernel's flow ends on its neighbour): relinked by correlation"
+            )
         extra = kineto_launch_edges(ev, deps)
         if extra is not None:
             deps = pl.concat([deps, extra.cast(deps.schema)])
@@ -280,14 +438,24 @@ def prepare_steps(
             .drop("launch_step")
         )
     has_markers = set(markers["rank"].unique().to_list()) if markers.height else set()
+    if mode == "annotation":  # only the annotated spans are windows
+        has_markers = set(rank_list)
     work = pl.col("device") & pl.col("kind").is_in(["compute", "comm"])
+    spans = pl.col("work") if window_span == "work" else work
     windows = (
-        ev.filter(work & (pl.col("step").is_not_null() | ~pl.col("rank").is_in(list(has_markers))))
+        ev.filter(spans & (pl.col("step").is_not_null() | ~pl.col("rank").is_in(list(has_markers))))
         .group_by("rank", "step")
         .agg(pl.col("ts").min().alias("lo"), pl.col("end").max().alias("hi"))
     )
+    windows, clipped, clipped_ns = _partition(windows)
+    if clipped:
+        warnings.append(
+            f"{clipped} step window(s) ran past the start of the next step's device work "
+            f"(device lagging the host, {clipped_ns / 1e6:.3f} ms in all): each ends where "
+            "the next begins, and work is counted in the window it runs in"
+        )
     outside = ev.filter(work & pl.col("step").is_null() & pl.col("rank").is_in(list(has_markers)))
-    if outside.height:
+    if outside.height and mode == "step":
         warnings.append(
             f"{outside.height} device work events fall outside every step marker (not counted)"
         )
@@ -295,14 +463,63 @@ def prepare_steps(
         warnings.append("no compute or communication events on device tracks")
     elif ev.filter(pl.col("device") & (pl.col("kind") == "comm")).height == 0:
         warnings.append("no communication events: comm, overlap and exposed ratios are empty")
-    device_tracks = tracks.filter(pl.col("unit").is_in(device_units))
+    # the analysis reports queues (a thread or stream), never the viewer's overflow lanes
+    device_tracks = tracks.filter(
+        pl.col("unit").is_in(device_units) & (pl.col("track") == pl.col("queue"))
+    ).select("track", "rank", "unit")
     return Prepared(ev, windows, device_tracks, deps, cpu_mode, warnings)
 
 
+def _first_window(
+    windows: pl.DataFrame, rank: np.ndarray, ts: np.ndarray, end: np.ndarray
+) -> np.ndarray:
+    """gid of the first window of each event's rank that the event overlaps (an instant: that
+    holds its time), -1 for none. The windows of a rank are disjoint and sorted by (rank, lo),
+    so their ends are sorted too: one binary search per event."""
+    out = np.full(len(ts), -1, dtype=np.int64)
+    if windows.height == 0 or len(ts) == 0:
+        return out
+    w_rank = windows["rank"].to_numpy().astype(np.int64)
+    w_lo = windows["lo"].to_numpy().astype(np.int64)
+    w_hi = windows["hi"].to_numpy().astype(np.int64)
+    hi_key, ts_key = iv.pack_pairs((w_rank, w_hi), (rank, ts))
+    g = np.searchsorted(hi_key, ts_key, side="right")  # first window with hi > ts
+    gc = np.clip(g, 0, len(w_hi) - 1)
+    hit = (g < len(w_hi)) & (w_rank[gc] == rank)
+    hit &= (end > w_lo[gc]) | ((end == ts) & (ts >= w_lo[gc]))
+    out[hit] = gc[hit]
+    return out
+
+
+def spread(
+    prep: Prepared, gid: np.ndarray, ts: np.ndarray, end: np.ndarray, *extra: np.ndarray
+) -> tuple[np.ndarray, ...]:
+    """(gid, ts, end, *extra) with one more row for every later window of the same rank an
+    event also overlaps (work that runs past a step boundary counts in each window it runs
+    in; the caller clips to the window). Few events cross a boundary: one pass per extra
+    window crossed."""
+    lo, _ = prep.lo_hi()
+    w_rank = prep.windows["rank"].to_numpy().astype(np.int64)
+    parts = [(gid, ts, end, *extra)]
+    cur = np.asarray(gid, dtype=np.int64)
+    idx = np.arange(len(cur))
+    n = len(lo)
+    for _ in range(n):
+        nxt = cur + 1
+        ok = (nxt < n) & (cur >= 0)
+        nc = np.clip(nxt, 0, max(n - 1, 0))
+        ok &= (w_rank[nc] == w_rank[np.clip(cur, 0, max(n - 1, 0))]) & (lo[nc] < end[idx])
+        if not ok.any():
+            break
+        idx, cur = idx[ok], nxt[ok]
+        parts.append((cur, ts[idx], end[idx], *(x[idx] for x in extra)))
+    return tuple(np.concatenate(cols) for cols in zip(*parts, strict=True))
+
+
 def with_windows(base: Prepared, time_range: tuple[int, int] | None) -> Prepared:
-    """Clip the windows to `time_range` ([t0, t1) ns), number them (gid) and tag each event
-    with its window. With a time range, events outside it get no window (they would be
-    clipped away anyway), so an area selection only pays for the events inside it."""
+    """Clip the windows to `time_range` ([t0, t1) ns), number them (gid, in (rank, start)
+    order) and tag each event with the first window it overlaps in time (its rank's windows
+    are disjoint); events outside every window get none."""
     windows = base.windows
     ev = base.ev
     if time_range is not None:
@@ -313,23 +530,22 @@ def with_windows(base: Prepared, time_range: tuple[int, int] | None) -> Prepared
         )
     windows = (
         windows.filter(pl.col("hi") > pl.col("lo"))
-        .sort("rank", "step", nulls_last=False)
+        .sort("rank", "lo", "step", nulls_last=False)
         .with_row_index("gid")
         .with_columns(pl.col("gid").cast(pl.Int64))
     )
-    ev = ev.join(
-        windows.select("rank", "step", "gid", pl.col("lo").alias("_lo"), pl.col("hi").alias("_hi")),
-        on=["rank", "step"],
-        how="left",
-        nulls_equal=True,
-        maintain_order="left",
-    )
-    if time_range is not None:
-        inside = (pl.col("ts") < pl.col("_hi")) & (
-            (pl.col("end") > pl.col("_lo")) | (pl.col("ts") >= pl.col("_lo"))
+    ev = ev.with_columns(
+        pl.Series(
+            "gid",
+            _first_window(
+                windows,
+                ev["rank"].to_numpy().astype(np.int64),
+                ev["ts"].to_numpy().astype(np.int64),
+                ev["end"].to_numpy().astype(np.int64),
+            ),
+            dtype=pl.Int64,
         )
-        ev = ev.with_columns(pl.when(inside).then(pl.col("gid")).alias("gid"))
-    ev = ev.drop("_lo", "_hi")
+    ).with_columns(pl.col("gid").replace(-1, None))
     warnings = list(base.warnings)
     if windows.height == 0 and base.windows.height:
         warnings.append(

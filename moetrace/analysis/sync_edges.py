@@ -32,6 +32,31 @@ def _arg_int(name: str) -> pl.Expr:
     return pl.col("args").str.extract(rf'"{name}"\s*:\s*(-?\d+)', 1).cast(pl.Int64, strict=False)
 
 
+def drop_miscorrelated_launches(ev: pl.DataFrame, deps: pl.DataFrame) -> tuple[pl.DataFrame, int]:
+    """Launch deps whose call and device event both carry a `correlation` arg and disagree
+    are mis-bound flows: a flow's end is bound to the slice enclosing its time, and when a
+    kernel overlaps the previous one on its stream (programmatic dependent launch) and was
+    moved to an overflow lane, that slice is the previous kernel. They are dropped (the
+    correlation rule then links the kernel to its real call). Returns (deps, how many)."""
+    launch = deps.with_row_index("_row").filter(pl.col("kind") == "launch")
+    if launch.height == 0:
+        return deps, 0
+    ends = pl.concat([launch["src"], launch["dst"]]).unique().implode()
+    corr = ev.filter(pl.col("id").is_in(ends)).select(
+        pl.col("id"), _arg_int("correlation").alias("corr")
+    )
+    corr = corr.drop_nulls("corr")
+    bad = (
+        launch.join(corr.rename({"id": "src", "corr": "c_src"}), on="src")
+        .join(corr.rename({"id": "dst", "corr": "c_dst"}), on="dst")
+        .filter(pl.col("c_src") != pl.col("c_dst"))
+    )
+    if bad.height == 0:
+        return deps, 0
+    keep = deps.with_row_index("_row").filter(~pl.col("_row").is_in(bad["_row"].implode()))
+    return keep.drop("_row"), bad.height
+
+
 def kineto_launch_edges(ev: pl.DataFrame, deps: pl.DataFrame) -> pl.DataFrame | None:
     """`launch` deps (src host call, dst device event) by correlation, for device events that
     have none yet. `ev` needs id, rank, unit, kind, name, args."""

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import sys
 from collections.abc import Sequence
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import click
@@ -20,8 +21,11 @@ if TYPE_CHECKING:
     import polars as pl
 
     from moetrace.analysis.report import Report
+    from moetrace.trace.model import Trace
 
-BY_CHOICES = ("rank", "step", "track", "unit")
+BY_CHOICES = ("rank-step", "rank", "step", "track", "unit")
+"""--by: rank-step (one row per rank and step), rank (one row per rank over the whole trace),
+step (per step across ranks: min/mean/max), track, unit."""
 
 
 def _warn(message: str) -> None:
@@ -30,32 +34,90 @@ def _warn(message: str) -> None:
     click.echo(f"moetrace: warning: {safe}", err=True)
 
 
+def _job_files(paths: Sequence[str]) -> list[str]:
+    """The trace files the arguments name: files as given, directories expanded (Ascend
+    `*_ascend_pt` folders, Kineto `*.pt.trace.json[.gz]`, ...). Raises UserError."""
+    from moetrace.trace.io import find_traces
+
+    files: list[str] = []
+    for arg in paths:
+        p = Path(arg)
+        if p.is_dir():
+            found = find_traces(p)
+            if not found:
+                raise UserError(f"{arg}: directory holds no traces")
+            # PyTorch's tensorboard_trace_handler names its files *.pt.trace.json[.gz]: where
+            # there are such, other JSON beside them (run metadata) is not a rank of the job
+            kineto = [f for f in found if ".pt.trace.json" in f.name]
+            files += [str(f) for f in (kineto or found)]
+        else:
+            files.append(arg)
+    return files
+
+
+def _load_job(files: list[str], skipped: list[str]) -> Trace:
+    """All files as one job (one rank each, merged by the shared loader); a file that cannot
+    be read is skipped (its error appended to `skipped`) while at least one remains."""
+    from moetrace.trace.io import load
+    from moetrace.trace.model import TraceFormatError, TraceValidationError
+
+    todo = list(files)
+    while True:
+        try:
+            return load(todo if len(todo) > 1 else todo[0])
+        except (TraceFormatError, TraceValidationError, OSError) as exc:
+            bad = getattr(exc, "path", None) or getattr(exc, "filename", None)
+            if len(todo) == 1 or bad is None or str(bad) not in todo:
+                raise
+            todo.remove(str(bad))
+            skipped.append(str(exc) if not isinstance(exc, OSError) else f"{bad}: {exc}")
+
+
 def _analyze_paths(
-    paths: Sequence[str], peak_tflops: float | None, patterns: Sequence[str]
+    paths: Sequence[str],
+    peak_tflops: float | None,
+    patterns: Sequence[str],
+    *,
+    separate: bool = False,
+    window: str = "step",
+    window_span: str = "compute-comm",
 ) -> list[tuple[str, Report]]:
-    """Load and analyze each trace (warnings are printed by the caller)."""
+    """Load and analyze the arguments as ONE job (every file a rank of it), or with
+    `separate` each file on its own (warnings are printed by the caller)."""
     from moetrace.analysis.classify import check_patterns
     from moetrace.analysis.report import analyze
-    from moetrace.trace.io import load
+    from moetrace.analysis.steps import WINDOW_SPANS, parse_window
     from moetrace.trace.model import TraceFormatError, TraceValidationError
 
     try:
         pats = check_patterns(patterns)
+        parse_window(window)
     except ValueError as exc:
         raise UserError(str(exc)) from exc
+    if window_span not in WINDOW_SPANS:
+        raise UserError(f"--window-span {window_span}: expected {' or '.join(WINDOW_SPANS)}")
+    files = _job_files(paths)
+    jobs = [[f] for f in files] if separate else [files]
     out = []
     failed: list[str] = []
-    for path in paths:
+    for job in jobs:
         try:
-            trace = load(path)
+            trace = _load_job(job, failed)
         except (TraceFormatError, TraceValidationError, OSError) as exc:
-            if len(paths) == 1:
+            if len(jobs) == 1:
                 raise
-            # several traces: one bad file does not stop the others (exit 2 only if all fail)
-            failed.append(str(exc) if not isinstance(exc, OSError) else f"{path}: {exc}")
+            # --separate: one bad file does not stop the others (exit 2 only if all fail)
+            failed.append(str(exc) if not isinstance(exc, OSError) else f"{job[0]}: {exc}")
             continue
-        report = analyze(trace, peak_tflops=peak_tflops, comm_patterns=pats)
-        out.append((path, report))
+        report = analyze(
+            trace,
+            peak_tflops=peak_tflops,
+            comm_patterns=pats,
+            window=window,
+            window_span=window_span,
+        )
+        label = job[0] if len(job) == 1 else ", ".join(paths)
+        out.append((label, report))
     if not out:
         raise UserError(failed[0] if failed else "no traces")
     for message in failed:
@@ -87,6 +149,8 @@ def _people_frame(report: Report) -> pl.DataFrame:
         "comm_ns",
         "exposed_comm_ns",
         "free_ns",
+        "busy_ns",
+        "idle_ns",
         "overlap_ratio",
         "cp_span_ns",
         "cp_coverage",
@@ -103,42 +167,39 @@ def _people_frame(report: Report) -> pl.DataFrame:
     return frame
 
 
-def _frame_by(report: Report, by: str) -> pl.DataFrame:
-    """The frame `--by` selects: per (rank, step), per step over ranks, per track, per unit."""
-    import polars as pl
+STEP_TABLE = (
+    "window_ns:max",
+    "busy_ns:min",
+    "busy_ns:mean",
+    "busy_ns:max",
+    "compute_ns:mean",
+    "exposed_comm_ns:min",
+    "exposed_comm_ns:mean",
+    "exposed_comm_ns:max",
+    "overlap_ratio:pooled",
+    "cp_comm_ratio:pooled",
+)
+"""Columns of the per-step cross-rank table for people (CSV/JSON give every aggregate)."""
 
+
+def _frame_by(report: Report, by: str, *, people: bool = False) -> pl.DataFrame:
+    """The frame `--by` selects: per (rank, step) or per rank (the report's rows), per step
+    across ranks (min/mean/max, ns summed, ratios pooled), per track, per unit."""
     if by == "track":
         return report.tracks
     if by == "unit":
         return report.units
     if by == "step":
-        ns = [
-            "window_ns",
-            "compute_ns",
-            "comm_ns",
-            "overlapped_ns",
-            "exposed_comm_ns",
-            "free_ns",
-            "cp_span_ns",
-            "cp_comm_ns",
-        ]
-        return (
-            report.ranks.group_by("step")
-            .agg(pl.len().alias("ranks"), *[pl.col(c).sum() for c in ns])
-            .with_columns(
-                (pl.col("overlapped_ns") / pl.col("comm_ns")).alias("overlap_ratio"),
-                (pl.col("exposed_comm_ns") / pl.col("comm_ns")).alias("exposed_ratio"),
-                (pl.col("cp_span_ns") / pl.col("window_ns")).alias("cp_coverage"),
-            )
-            .sort("step", nulls_last=False)
-        )
-    return report.ranks
+        agg = report.aggregate()
+        return agg.select("step", "ranks", *STEP_TABLE) if people else agg
+    return _people_frame(report) if people else report.ranks
 
 
 def _fmt(value: Any, column: str) -> str:
     """A cell for people: ns as ms with 3 decimals, ratios as percent."""
     if value is None:
         return "-"
+    column = column.split(":")[0]  # an aggregate (exposed_comm_ns:max) formats as its metric
     is_ratio = (
         column.endswith("ratio")
         or column.startswith("util")
@@ -161,7 +222,7 @@ def _print_table(frame: pl.DataFrame, title: str) -> None:
 
     table = Table(title=Text(title), title_justify="left")
     for col in frame.columns:
-        header = col[:-3] if col.endswith("_ns") else col
+        header = col.replace("_ns", "")
         table.add_column(
             Text(header),
             justify="left" if frame[col].dtype == pl.String else "right",
@@ -179,16 +240,43 @@ def _console():  # type: ignore[no-untyped-def]
     return Console(highlight=False, width=None if sys.stdout.isatty() else 240)
 
 
+def _window_options(func: Any) -> Any:
+    """--window, --window-span and --separate, shared by metrics and compare."""
+    func = click.option(
+        "--separate",
+        is_flag=True,
+        help="Analyse each file on its own instead of all of them as one job.",
+    )(func)
+    func = click.option(
+        "--window-span",
+        type=click.Choice(["compute-comm", "work"]),
+        default="compute-comm",
+        show_default=True,
+        help="What spans a window: compute and comm (msprof's Stage) or all device work "
+        "(copies too: TraceLens's and HTA's GPU span).",
+    )(func)
+    func = click.option(
+        "--window",
+        default="step",
+        show_default=True,
+        metavar="step|trace|annotation:NAME[#K]",
+        help="Windows: one per rank and step, one per rank over the whole trace, or one per "
+        "instance of the annotation NAME (only instance K, 0-based).",
+    )(func)
+    return func
+
+
 @click.command("metrics")
-@click.argument("traces", nargs=-1, required=True, type=click.Path(dir_okay=False))
+@click.argument("traces", nargs=-1, required=True, type=click.Path())
 @click.option("--json", "as_json", is_flag=True, help="Print JSON (ns and ratios).")
 @click.option("--csv", "as_csv", is_flag=True, help="Print CSV of the --by table.")
 @click.option(
     "--by",
     type=click.Choice(BY_CHOICES),
-    default="rank",
+    default="rank-step",
     show_default=True,
-    help="Rows: rank (per rank and step), step (over ranks), track, unit.",
+    help="Rows: rank-step (per rank and step), rank (per rank, whole trace), step (per step "
+    "across ranks: min/mean/max), track, unit.",
 )
 @click.option(
     "--peak-tflops", type=float, default=None, help="Peak TFLOP/s of one device, for MFU."
@@ -200,6 +288,14 @@ def _console():  # type: ignore[no-untyped-def]
     metavar="REGEX",
     help="Kernel names that are communication too (repeatable).",
 )
+@click.option(
+    "--capture",
+    type=click.Path(dir_okay=False),
+    default=None,
+    help="A CUDA/HIP-graph capture trace (with its kernels): map replayed kernels back to "
+    "the ops that launched them at capture time (time per captured op).",
+)
+@_window_options
 @handle_errors
 def metrics(
     traces: tuple[str, ...],
@@ -208,21 +304,44 @@ def metrics(
     by: str,
     peak_tflops: float | None,
     comm_patterns: tuple[str, ...],
+    capture: str | None,
+    window: str,
+    window_span: str,
+    separate: bool,
 ) -> None:
-    """Exposed communication, idle cores and the critical path of TRACE(s), per rank and step.
+    """Exposed communication, idle cores and the critical path of a job, per rank and step.
 
     \b
-    Definitions: docs/metrics.md (they match msprof's step_trace_time.csv and HTA).
+    TRACES: files and directories (Ascend *_ascend_pt folders, Kineto *.pt.trace.json[.gz]),
+    all ranks of ONE job (--separate: each file on its own).
+    Definitions: docs/metrics.md (they match msprof's step_trace_time.csv, HTA, TraceLens).
     Times in the tables are ms; --json gives ns.
     """
     import polars as pl
 
     if as_json and as_csv:
         raise UserError("--json and --csv are exclusive")
-    results = _analyze_paths(traces, peak_tflops, comm_patterns)
+    if by == "rank":
+        if window not in ("step", "trace"):
+            raise UserError("--by rank is one whole-trace window per rank; use --by rank-step")
+        window = "trace"
+    results = _analyze_paths(
+        traces,
+        peak_tflops,
+        comm_patterns,
+        separate=separate,
+        window=window,
+        window_span=window_span,
+    )
     _check_computed(results)
+    captured = {p: _captured_ops(r, capture) for p, r in results} if capture else {}
     if as_json:
-        doc = {"traces": [{"source": p, **r.to_dict()} for p, r in results]}
+        doc: dict[str, Any] = {"traces": [{"source": p, **r.to_dict()} for p, r in results]}
+        if len(results) == 1 and results[0][1].job is not None:  # several ranks: the job
+            doc["job"] = doc["traces"][0].pop("job")
+        for item, (path, _) in zip(doc["traces"], results, strict=True):
+            if path in captured:
+                item["capture"] = captured[path]
         click.echo(json.dumps(doc, indent=1))
         return
     if as_csv:
@@ -230,13 +349,48 @@ def metrics(
         sys.stdout.write(pl.concat(frames, how="diagonal_relaxed").write_csv())
         return
     for path, report in results:
-        frame = _people_frame(report) if by == "rank" else _frame_by(report, by)
+        frame = _frame_by(report, by, people=True)
         _print_table(frame, f"{path}  (per {by}; times in ms)")
+        if by == "rank-step" and report.ranks["rank"].n_unique() > 1:
+            step = _frame_by(report, "step", people=True)
+            _print_table(step, f"{path}  (per step across ranks; times in ms)")
+        if path in captured:
+            got = captured[path]
+            ops = pl.DataFrame(got["ops"], schema={"op": pl.String, "kernel_ns": pl.Int64})
+            title = (
+                f"{path}  (graph-replayed kernels by captured op: "
+                f"{got['mapped']} of {got['replayed']} mapped; ms)"
+            )
+            _print_table(ops, title)
+
+
+def _captured_ops(report: Report, capture: str) -> dict[str, Any]:
+    """Replayed kernels mapped to the capture trace's ops: how many, and kernel ns per op."""
+    import polars as pl
+
+    from moetrace.analysis.launches import GRAPH_LAUNCH, capture_map, launching_ops
+    from moetrace.trace.io import load
+
+    replay = report.trace
+    if replay is None:
+        return {"replayed": 0, "mapped": 0, "ops": []}
+    mapped = capture_map(replay, load(capture))
+    calls = replay.events.select(pl.col("id").alias("launch_id"), pl.col("name").alias("call"))
+    replayed = launching_ops(replay).join(calls, on="launch_id")
+    n_replayed = replayed.filter(pl.col("call").str.contains(GRAPH_LAUNCH)).height
+    per_op = (
+        mapped.join(replay.events.select(pl.col("id").alias("event_id"), "dur"), on="event_id")
+        .group_by("op")
+        .agg(pl.col("dur").sum().alias("kernel_ns"))
+        .sort("kernel_ns", "op", descending=[True, False])
+    )
+    ops = [{"op": op, "kernel_ns": int(ns)} for op, ns in per_op.iter_rows()]
+    return {"replayed": n_replayed, "mapped": mapped.height, "ops": ops}
 
 
 @click.command("compare")
-@click.argument("a", type=click.Path(dir_okay=False))
-@click.argument("b", type=click.Path(dir_okay=False))
+@click.argument("a", type=click.Path())
+@click.argument("b", type=click.Path())
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 @click.option("--csv", "as_csv", is_flag=True, help="Print CSV.")
 @click.option("--peak-tflops", type=float, default=None, help="Peak TFLOP/s, for MFU.")
@@ -247,6 +401,13 @@ def metrics(
     metavar="REGEX",
     help="Kernel names that are communication too (repeatable).",
 )
+@click.option(
+    "--window",
+    default="step",
+    show_default=True,
+    metavar="step|trace|annotation:NAME[#K]",
+    help="Windows of both sides (see `moetrace metrics --help`).",
+)
 @handle_errors
 def compare(
     a: str,
@@ -255,11 +416,14 @@ def compare(
     as_csv: bool,
     peak_tflops: float | None,
     comm_patterns: tuple[str, ...],
+    window: str,
 ) -> None:
-    """Totals of two traces side by side with ratios B/A (e.g. sequential vs tile schedule)."""
+    """Totals of two jobs side by side with ratios B/A (e.g. sequential vs tile schedule).
+
+    A and B are trace files or directories; a directory is one job (every rank)."""
     from moetrace.analysis.report import compare as compare_reports
 
-    results = _analyze_paths([a, b], peak_tflops, comm_patterns)
+    results = [_analyze_paths([x], peak_tflops, comm_patterns, window=window)[0] for x in (a, b)]
     _check_computed(results)
     (_, ra), (_, rb) = results
     frame = compare_reports(ra, rb)
@@ -289,7 +453,7 @@ def compare(
 
 
 @click.command("query")
-@click.argument("trace", type=click.Path(dir_okay=False))
+@click.argument("trace", nargs=-1, required=True, type=click.Path())
 @click.argument("sql")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON rows.")
 @click.option("--csv", "as_csv", is_flag=True, help="Print CSV.")
@@ -301,8 +465,9 @@ def compare(
     help="Rows shown in the table (CSV/JSON print all).",
 )
 @handle_errors
-def query(trace: str, sql: str, as_json: bool, as_csv: bool, limit: int) -> None:
-    """Run Polars SQL over the tables events, tracks, deps and counters of TRACE.
+def query(trace: tuple[str, ...], sql: str, as_json: bool, as_csv: bool, limit: int) -> None:
+    """Run Polars SQL over the tables events, tracks, deps and counters of TRACE (files and
+    directories: one job, every rank; tracks.rank tells them apart).
 
     \b
     Example: moetrace query t.json "SELECT name, sum(dur) AS ns FROM events GROUP BY name
@@ -310,9 +475,10 @@ def query(trace: str, sql: str, as_json: bool, as_csv: bool, limit: int) -> None
     """
     import polars as pl
 
-    from moetrace.trace.io import load
-
-    tr = load(trace)
+    skipped: list[str] = []
+    tr = _load_job(_job_files(trace), skipped)
+    for message in skipped:
+        _warn(f"skipped: {message}")
     ctx = pl.SQLContext(events=tr.events, tracks=tr.tracks, deps=tr.deps, counters=tr.counters)
     try:
         frame = ctx.execute(sql, eager=True)

@@ -6,7 +6,6 @@ definitions; the tests assert that the vectorised analyzer gives the same number
 
 from __future__ import annotations
 
-import itertools
 import re
 from dataclasses import dataclass, field
 from typing import Any
@@ -72,7 +71,9 @@ class Ref:
     gate: dict[int, int] = field(default_factory=dict)
 
 
-CPU_COMM = re.compile(r"^(c10d::|gloo:)")
+CPU_COMM = re.compile(r"^(c10d::|gloo:|_c10d_functional::wait|record_param_comms$)")
+ANNOTATION_CATS = ("user_annotation", "gpu_user_annotation")
+WAIT = re.compile(r"(?i)wait|sync")
 
 
 def reference(trace: Trace, time_range: tuple[int, int] | None = None) -> Ref:
@@ -80,6 +81,18 @@ def reference(trace: Trace, time_range: tuple[int, int] | None = None) -> Ref:
     threads are the units: c10d::/gloo: calls are comm, host slices containing no comm call
     are compute. With `time_range`, windows are clipped to it (paths are not computed)."""
     tr = {r["track"]: r for r in trace.tracks.iter_rows(named=True)}
+    # a queue is the lowest track with the same (rank, pid, tid): overflow lanes joined
+    for t in tr.values():
+        same = [
+            o["track"]
+            for o in tr.values()
+            if t["pid"] is not None
+            and t["tid"] is not None
+            and (o["rank"], o["pid"], o["tid"]) == (t["rank"], t["pid"], t["tid"])
+        ]
+        t["queue"] = min(same) if same else t["track"]
+    for t in tr.values():
+        t["unit"] = tr[t["queue"]]["unit"]
     cpu_mode = not any(t["unit"] in DEVICE for t in tr.values())
     units = ("cpu",) if cpu_mode else DEVICE
     ev = []
@@ -92,19 +105,33 @@ def reference(trace: Trace, time_range: tuple[int, int] | None = None) -> Ref:
                 "end": r["ts"] + r["dur"],
                 "rank": t["rank"] if t["rank"] is not None else -1,
                 "unit": t["unit"],
+                "queue": t["queue"],
                 "device": t["unit"] in units,
             }
         )
+
+    def annotate() -> None:
+        for e in ev:
+            if STEP.match(e["name"] or "") or (
+                e.get("cat") in ANNOTATION_CATS and e["kind"] != "comm"
+            ):
+                e["kind"] = "marker"
+
     if cpu_mode:
         for e in ev:
             if e["device"] and e["kind"] != "marker" and CPU_COMM.match(e["name"]):
                 e["kind"] = "comm"
-        comm_starts = [(e["track"], e["ts"]) for e in ev if e["device"] and e["kind"] == "comm"]
+        annotate()
+        comm_starts = [(e["queue"], e["ts"]) for e in ev if e["device"] and e["kind"] == "comm"]
         for e in ev:
             if e["device"] and e["kind"] in ("host", "compute", "other") and e["end"] > e["ts"]:
-                inside = any(t == e["track"] and e["ts"] <= c < e["end"] for t, c in comm_starts)
+                inside = any(q == e["queue"] and e["ts"] <= c < e["end"] for q, c in comm_starts)
                 if not inside:
                     e["kind"] = "compute"
+    annotate()
+    for e in ev:
+        device_wait = e["kind"] == "other" and e["unit"] != "cpu" and WAIT.search(e["name"])
+        e["work"] = e["device"] and e["kind"] != "marker" and e["end"] > e["ts"] and not device_wait
     by_id = {e["id"]: e for e in ev}
     # steps
     markers: dict[int, dict[int, list[int]]] = {}
@@ -139,17 +166,37 @@ def reference(trace: Trace, time_range: tuple[int, int] | None = None) -> Ref:
     for e in work:
         if e["step"] is not None or e["rank"] not in markers:
             keys.add((e["rank"], e["step"]))
+    raw = {}
     for k in keys:
         mine = [e for e in work if (e["rank"], e["step"]) == k]
-        lo, hi = min(e["ts"] for e in mine), max(e["end"] for e in mine)
+        raw[k] = (min(e["ts"] for e in mine), max(e["end"] for e in mine))
+    # the windows of a rank partition time: in start order, each ends where the next begins
+    order = sorted(raw, key=lambda k: (k[0], raw[k][0], k[1] is not None, k[1] or 0))
+    following: list[Any] = [*order[1:], None] if order else []
+    for a, b in zip(order, following, strict=True):
+        lo, hi = raw[a]
+        if b is not None and b[0] == a[0]:
+            hi = min(hi, raw[b][0])
         if time_range is not None:
             lo, hi = max(lo, time_range[0]), min(hi, time_range[1])
         if hi > lo:
-            out.windows[k] = (lo, hi)
+            out.windows[a] = (lo, hi)
+
+    def first_window(e: dict[str, Any]) -> Any:
+        """The first window of the event's rank (by start) that it overlaps in time."""
+        for k in sorted(out.windows, key=lambda k: out.windows[k]):
+            lo, hi = out.windows[k]
+            if k[0] == e["rank"] and e["ts"] < hi and (e["end"] > lo or e["ts"] >= lo):
+                return k
+        return None
+
+    for e in ev:
+        e["window"] = first_window(e)
     gates = gating(ev, trace)
     out.gate = gates
     for k, (lo, hi) in out.windows.items():
-        mine = [e for e in ev if e["device"] and (e["rank"], e["step"]) == k]
+        # every device event of the rank counts, clipped to the window it runs in
+        mine = [e for e in ev if e["device"] and e["rank"] == k[0]]
         C = clip([(e["ts"], e["end"]) for e in mine if e["kind"] == "compute"], lo, hi)
         M = clip([(e["ts"], e["end"]) for e in mine if e["kind"] == "comm"], lo, hi)
         comm, over = length(M), length(intersect(M, C))
@@ -164,9 +211,9 @@ def reference(trace: Trace, time_range: tuple[int, int] | None = None) -> Ref:
         }
         for t, row in tr.items():
             rank = row["rank"] if row["rank"] is not None else -1
-            if rank != k[0] or row["unit"] not in units:
+            if rank != k[0] or row["unit"] not in units or row["queue"] != t:
                 continue
-            top = [e for e in mine if e["track"] == t and e["depth"] == 0 and e["kind"] != "marker"]
+            top = [e for e in mine if e["queue"] == t and e["work"]]
             busy = union(clip([(e["ts"], e["end"]) for e in top], lo, hi))
             out.busy[(*k, t)] = length(busy)
             gl = []
@@ -185,7 +232,7 @@ def reference(trace: Trace, time_range: tuple[int, int] | None = None) -> Ref:
                 cause = "no-dependency"
                 if aft is not None and aft["idx"] in gates:
                     g = ev[gates[aft["idx"]]]
-                    if g["track"] != aft["track"]:
+                    if g["queue"] != aft["queue"]:
                         if g["kind"] == "comm":
                             cause = "wait:comm"
                         elif g["kind"] == "memory":
@@ -201,7 +248,7 @@ def reference(trace: Trace, time_range: tuple[int, int] | None = None) -> Ref:
         if time_range is not None:
             continue
         last = max(
-            (e for e in mine if e["kind"] in ("compute", "comm")),
+            (e for e in mine if e["kind"] in ("compute", "comm") and e["window"] == k),
             key=lambda e: (e["end"], e["idx"]),
         )
         out.path[k] = walk(ev, gates, last["idx"], lo, hi)
@@ -214,13 +261,15 @@ def gating(ev: list[dict[str, Any]], trace: Trace) -> dict[int, int]:
     nodes = [e for e in ev if e["kind"] != "marker"]
     idx_of = {e["id"]: e["idx"] for e in nodes}
     preds: dict[int, list[tuple[int, int]]] = {}
-    lanes: dict[tuple[int, int], list[dict[str, Any]]] = {}
-    for e in nodes:
-        lanes.setdefault((e["track"], e["depth"]), []).append(e)
-    for lane in lanes.values():
-        lane.sort(key=lambda e: (e["ts"], e["idx"]))
-        for a, b in itertools.pairwise(lane):
-            preds.setdefault(b["idx"], []).append((a["idx"], 0))
+    for b in nodes:  # track order: the latest end not after my start on my queue
+        if b["end"] > b["ts"]:
+            before = [
+                (a["end"], -a["idx"])
+                for a in nodes
+                if a["queue"] == b["queue"] and a["end"] > a["ts"] and a["end"] <= b["ts"]
+            ]
+            if before:
+                preds.setdefault(b["idx"], []).append((-max(before)[1], 0))
     by_id = {e["id"]: e for e in ev}
     for r in trace.deps.iter_rows(named=True):
         if late_launch(r, by_id):
@@ -251,7 +300,7 @@ def walk(
     while node not in seen:
         seen.add(node)
         seg_end = min(ev[node]["end"], cursor)
-        if node not in gates or ev[gates[node]]["step"] != ev[start]["step"]:
+        if node not in gates:
             s = max(min(ev[node]["ts"], seg_end), lo)
             if seg_end > s:
                 segs.append((ev[node]["id"], s, seg_end))

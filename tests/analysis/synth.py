@@ -20,20 +20,33 @@ def random_trace(
     deps: int = 20,
     backward: bool = True,
     cpu_only: bool = False,
+    annotations: bool = False,
 ) -> Trace:
     """A small multi-rank trace: device tracks with nested slices, a host thread with launch
-    calls, optional ProfilerStep markers and random dependency edges of every kind."""
+    calls, optional ProfilerStep markers and random dependency edges of every kind. With
+    `annotations`: Kineto-style annotation ranges over the work (gpu_user_annotation on
+    device tracks, user_annotation on host threads) and overflow lanes (a second track with
+    the same pid/tid) holding work that overlaps its stream's."""
     rng = np.random.default_rng(seed)
     tracks: dict[str, list[object]] = {k: [] for k in ("track", "rank", "pid", "tid", "unit")}
     ev: dict[str, list[object]] = {
-        k: [] for k in ("id", "track", "name", "kind", "ts", "dur", "flops")
+        k: [] for k in ("id", "track", "name", "cat", "kind", "ts", "dur", "flops")
     }
     t_id = 0
 
-    def add(track: int, name: str, kind: str, ts: int, dur: int, flops: float | None) -> None:
+    def add(
+        track: int,
+        name: str,
+        kind: str,
+        ts: int,
+        dur: int,
+        flops: float | None,
+        cat: str | None = None,
+    ) -> None:
         ev["id"].append(len(ev["id"]))
         ev["track"].append(track)
         ev["name"].append(name)
+        ev["cat"].append(cat)
         ev["kind"].append(kind)
         ev["ts"].append(int(ts))
         ev["dur"].append(int(dur))
@@ -76,7 +89,24 @@ def random_trace(
                         None,
                     )
                 t += dur + int(rng.choice([0, int(rng.integers(0, 40))]))
+            if annotations:
+                lo, hi = sorted(int(x) for x in rng.integers(0, max(t, 1) + 1, 2))
+                cat = "user_annotation" if unit == "cpu" else "gpu_user_annotation"
+                kind = "host" if unit == "cpu" else str(rng.choice(["marker", "other"]))
+                add(t_id, f"annotation{len(ev['id'])}", kind, lo, hi - lo, None, cat)
             t_id += 1
+            if annotations and unit != "cpu" and rng.random() < 0.5:
+                # an overflow lane: same pid/tid, work overlapping the stream's
+                tracks["track"].append(t_id)
+                tracks["rank"].append(rank)
+                tracks["pid"].append(str(rank))
+                tracks["tid"].append(str(t_id - 1))
+                tracks["unit"].append(unit)
+                for _ in range(int(rng.integers(1, 4))):
+                    kind = str(rng.choice(["compute", "comm", "memory"]))
+                    start = int(rng.integers(0, max(t, 1)))
+                    add(t_id, f"{kind}{len(ev['id'])}", kind, start, int(rng.integers(1, 60)), None)
+                t_id += 1
         if steps:
             tracks["track"].append(t_id)
             tracks["rank"].append(rank)
@@ -105,7 +135,7 @@ def random_trace(
             ddst.append(b)
             dkind.append(str(rng.choice(["data", "launch", "sync", "flow"])))
     return Trace.from_frames(
-        pl.DataFrame(ev, schema_overrides={"flops": pl.Float64}),
+        pl.DataFrame(ev, schema_overrides={"flops": pl.Float64, "cat": pl.String}),
         tracks,
         {"src": dsrc, "dst": ddst, "kind": dkind},
         compute_depth=True,

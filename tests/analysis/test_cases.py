@@ -226,11 +226,13 @@ def test_to_dict_keys_are_exactly_the_issue() -> None:
         "overlapped_ns",
         "exposed_comm_ns",
         "free_ns",
+        "busy_ns",
+        "idle_ns",
         "overlap_ratio",
         "exposed_ratio",
         "util",
         "critical_path",
-    }  # no mfu: flops unknown
+    }  # no mfu: flops unknown; busy/idle: device busy per rank (issue 8)
     assert set(item["critical_path"]) == {
         "span_ns",
         "coverage",
@@ -239,7 +241,10 @@ def test_to_dict_keys_are_exactly_the_issue() -> None:
         "breakdown_ns",
     }
     assert set(item["util"]) == {"aic", "link"}
-    assert {"sum", "mean", "max", "step", "ranks"} <= set(d["aggregate"][0])
+    agg = d["aggregate"][0]
+    assert {"sum", "pooled", "min", "mean", "max", "step", "ranks"} <= set(agg)
+    assert "overlap_ratio" not in agg["sum"] and agg["pooled"]["overlap_ratio"] == 0.5
+    assert agg["mean"]["mfu"] is None  # unknown stays null, never 0
 
 
 def test_compare_ratios() -> None:

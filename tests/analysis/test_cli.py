@@ -130,3 +130,93 @@ def test_one_bad_trace_among_several_is_skipped(tmp_path: Path) -> None:
     assert "skipped" in err and "bad.json" in err
     code, _out, err = run("metrics", str(bad), str(tmp_path / "missing.json"))
     assert code == 2 and len(err.strip().splitlines()) == 1
+
+
+def _rank_file(path: Path, rank: int, comm_start: int) -> Path:
+    """A Kineto-style rank file: one step, compute [0, 100) µs, comm [comm_start, +100)."""
+    doc = {
+        "schemaVersion": 1,
+        "distributedInfo": {"rank": rank},
+        "traceEvents": [
+            {"ph": "X", "name": "ProfilerStep#1", "cat": "user_annotation", "ts": 0,
+             "dur": 400, "pid": 1, "tid": 1},
+            {"ph": "X", "name": "gemm", "cat": "kernel", "ts": 0, "dur": 100, "pid": 0,
+             "tid": 7, "args": {"stream": 7}},
+            {"ph": "X", "name": "ncclDevKernel_AllToAll", "cat": "kernel", "ts": comm_start,
+             "dur": 100, "pid": 0, "tid": 8, "args": {"stream": 8}},
+        ],
+    }  # fmt: skip
+    path.write_text(json.dumps(doc))
+    return path
+
+
+def test_a_directory_is_one_job_with_cross_rank_aggregates(tmp_path: Path) -> None:
+    """Two ranks in a folder: ONE report with both; per step min/mean/max across ranks. By
+    hand: rank 0 exposed 50 µs (comm at 50), rank 1 exposed 100 µs (comm at 100); windows
+    150 and 200 µs; pooled overlap 50 / 200."""
+    job = tmp_path / "profiler_output"
+    job.mkdir()
+    _rank_file(job / "r0.pt.trace.json", 0, 50)
+    _rank_file(job / "r1.pt.trace.json", 1, 100)
+    (job / "run_meta.json").write_text("{}")  # side file, not a rank
+    code, out, err = run("metrics", str(job), "--json")
+    assert code == 0, err
+    doc = json.loads(out)
+    assert len(doc["traces"]) == 1
+    ranks = {r["rank"]: r for r in doc["traces"][0]["ranks"]}
+    assert (ranks[0]["exposed_comm_ns"], ranks[1]["exposed_comm_ns"]) == (50_000, 100_000)
+    agg = doc["traces"][0]["aggregate"][0]
+    assert agg["ranks"] == 2 and agg["step"] == 1
+    assert (agg["min"]["exposed_comm_ns"], agg["mean"]["exposed_comm_ns"]) == (50_000, 75_000)
+    assert (agg["max"]["exposed_comm_ns"], agg["sum"]["exposed_comm_ns"]) == (100_000, 150_000)
+    assert agg["pooled"]["overlap_ratio"] == pytest.approx(50 / 200)
+    assert "overlap_ratio" not in agg["sum"]
+    # the same two files named one by one are the same job; --separate keeps them apart
+    files = [str(job / "r0.pt.trace.json"), str(job / "r1.pt.trace.json")]
+    code, out2, _ = run("metrics", *files, "--json")
+    assert json.loads(out2)["traces"][0]["ranks"] == doc["traces"][0]["ranks"]
+    code, out3, _ = run("metrics", *files, "--json", "--separate")
+    assert [len(t["ranks"]) for t in json.loads(out3)["traces"]] == [1, 1]
+    # people: the per (rank, step) table and the cross-rank table
+    code, text, _ = run("metrics", str(job))
+    assert code == 0 and "per step across ranks" in text and "exposed_comm:max" in text
+    # --by rank: one whole-trace row per rank; --by step: the aggregate rows
+    code, out4, _ = run("metrics", str(job), "--csv", "--by", "rank")
+    rows = list(csv.DictReader(io.StringIO(out4)))
+    assert [(r["rank"], r["step"], r["window_ns"]) for r in rows] == [
+        ("0", "", "150000"),
+        ("1", "", "200000"),
+    ]
+    code, out5, _ = run("metrics", str(job), "--csv", "--by", "step")
+    step_rows = list(csv.DictReader(io.StringIO(out5)))
+    assert step_rows[0]["exposed_comm_ns:max"] == "100000"
+
+
+def test_query_and_compare_take_directories(tmp_path: Path) -> None:
+    a, b = tmp_path / "a", tmp_path / "b"
+    a.mkdir()
+    b.mkdir()
+    for r in (0, 1):
+        _rank_file(a / f"r{r}.pt.trace.json", r, 100)  # all comm exposed
+        _rank_file(b / f"r{r}.pt.trace.json", r, 50)
+    code, out, _ = run(
+        "query",
+        str(a),
+        "SELECT t.rank, count(*) AS n FROM events e JOIN tracks t ON e.track = t.track "
+        "GROUP BY t.rank ORDER BY t.rank",
+        "--csv",
+    )
+    assert code == 0 and out.splitlines() == ["rank,n", "0,3", "1,3"]
+    code, out, _ = run("compare", str(a), str(b), "--json")
+    assert code == 0
+    m = {r["metric"]: r for r in json.loads(out)["metrics"]}
+    assert (m["exposed_comm_ns"]["a"], m["exposed_comm_ns"]["b"]) == (200_000, 100_000)
+
+
+def test_window_option_errors_are_one_line(tmp_path: Path) -> None:
+    p = _rank_file(tmp_path / "r0.pt.trace.json", 0, 50)
+    for args in (["--window", "steps"], ["--by", "rank", "--window", "annotation:x"]):
+        code, _out, err = run("metrics", str(p), *args)
+        assert code == 2 and len(err.strip().splitlines()) == 1, err
+    code, out, _ = run("metrics", str(p), "--json", "--window", "annotation:ProfilerStep#1")
+    assert code == 0 and json.loads(out)["traces"][0]["ranks"][0]["window_ns"] == 150_000

@@ -30,13 +30,9 @@ def _ns(value: Any) -> int:
     return int((Decimal(str(value)) * 1000).to_integral_value(rounding="ROUND_HALF_UP"))
 
 
-def _all_traces(root: Path) -> list[Path]:
-    return sorted(p for p in root.rglob("*") if p.name.endswith((".json", ".json.gz")))
-
-
 @pytest.mark.slow
-def test_every_real_trace_loads_valid(real_traces: Path) -> None:
-    paths = _all_traces(real_traces)
+def test_every_real_trace_loads_valid(real_trace_files: list[Path]) -> None:
+    paths = real_trace_files
     assert len(paths) >= 20
     for path in paths:
         trace = load(path)

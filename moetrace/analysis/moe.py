@@ -1,0 +1,556 @@
+"""The MoE view of a trace: time per op category, per expert, and token traffic between ranks.
+
+Categories come from name rules kept as data (moetrace/rules/*.toml, one file per framework,
+plus the user's own with `--rules FILE`, which win). An event whose own name matches no rule
+takes the category of its innermost enclosing event on the same track (a `record_function`
+range such as `moe/dispatch`), and a device kernel that still has none takes the category of
+the host call that launched it. A rank's time is the self time (span minus children) of its
+work events: device kernels where the rank has device tracks, else the host thread holding
+the step markers (CPU-only PyTorch). exposed_ns = time only that category was running.
+"""
+
+from __future__ import annotations
+
+import re
+import tomllib
+from collections.abc import Sequence
+from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import polars as pl
+
+from moetrace.analysis import intervals as iv
+from moetrace.analysis.classify import DEVICE_UNITS, STEP_PATTERN
+from moetrace.analysis.collectives import collective_ops, event_frame, executor_transfers
+from moetrace.trace.model import Trace
+
+CATEGORIES = (
+    "attention",
+    "router",
+    "topk_permute",
+    "dispatch",
+    "expert_gemm",
+    "activation",
+    "combine",
+    "shared_expert",
+    "norm",
+    "other",
+)
+"""The MoE op categories, in display order; `other` is everything no rule names."""
+
+PACKAGED_RULES = ("moetrace", "deepep", "vllm", "sglang", "megatron", "torch_npu", "torch")
+"""Rule files shipped in moetrace/rules, in the order they are tried (first match wins)."""
+
+_RULE_KEYS = {"category", "patterns"}
+_TOP_KEYS = {"framework", "expert_patterns", "layer_patterns", "rule"}
+
+
+class RulesError(ValueError):
+    """A rules file breaks the schema: names the file, the place and what is wrong."""
+
+
+@dataclass(frozen=True)
+class Rules:
+    """Ordered (category, regex) pairs, and regexes whose first group is an expert id or a
+    layer index."""
+
+    rules: tuple[tuple[str, str], ...]
+    expert_patterns: tuple[str, ...]
+    sources: tuple[str, ...]
+    layer_patterns: tuple[str, ...] = ()
+
+
+def parse_rules(text: str, source: str) -> Rules:
+    """Check one TOML rules file against the schema and return its rules.
+
+    Schema: `framework` (string), optional `expert_patterns` (list of regexes with one
+    capture group), `[[rule]]` tables with `category` (one of CATEGORIES) and `patterns`
+    (non-empty list of regexes). Unknown keys are errors (a typo must not pass silently)."""
+    try:
+        doc = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise RulesError(f"{source}: not valid TOML: {exc}") from exc
+    extra = set(doc) - _TOP_KEYS
+    if extra:
+        raise RulesError(f"{source}: unknown key(s) {sorted(extra)} (allowed: {sorted(_TOP_KEYS)})")
+    if not isinstance(doc.get("framework"), str):
+        raise RulesError(f"{source}: 'framework' must be a string")
+    groups: dict[str, list[str]] = {}
+    for key in ("expert_patterns", "layer_patterns"):
+        found = doc.get(key, [])
+        if not isinstance(found, list) or not all(isinstance(p, str) for p in found):
+            raise RulesError(f"{source}: '{key}' must be a list of strings")
+        for p in found:
+            _check_regex(p, f"{source}: {key}", groups=1)
+        groups[key] = found
+    table = doc.get("rule", [])
+    if not isinstance(table, list):
+        raise RulesError(f"{source}: 'rule' must be an array of tables ([[rule]])")
+    out: list[tuple[str, str]] = []
+    for i, rule in enumerate(table):
+        where = f"{source}: rule[{i}]"
+        if not isinstance(rule, dict):
+            raise RulesError(f"{where}: must be a table")
+        bad = set(rule) - _RULE_KEYS
+        if bad:
+            raise RulesError(f"{where}: unknown key(s) {sorted(bad)} (allowed: category, patterns)")
+        category = rule.get("category")
+        if category not in CATEGORIES:
+            raise RulesError(
+                f"{where}: category {category!r} is not one of {', '.join(CATEGORIES)}"
+            )
+        patterns = rule.get("patterns")
+        if (
+            not isinstance(patterns, list)
+            or not patterns
+            or not all(isinstance(p, str) for p in patterns)
+        ):
+            raise RulesError(f"{where}: 'patterns' must be a non-empty list of strings")
+        for p in patterns:
+            _check_regex(p, where)
+            out.append((str(category), p))
+    return Rules(
+        tuple(out),
+        tuple(groups["expert_patterns"]),
+        (source,),
+        tuple(groups["layer_patterns"]),
+    )
+
+
+def _check_regex(pattern: str, where: str, groups: int = 0) -> None:
+    try:
+        compiled = re.compile(pattern)
+    except re.error as exc:
+        raise RulesError(f"{where}: bad regex {pattern!r}: {exc}") from exc
+    if groups and compiled.groups < groups:
+        raise RulesError(f"{where}: regex {pattern!r} needs a capture group (the expert/layer)")
+
+
+def load_rules(extra: Sequence[str | Path] = ()) -> Rules:
+    """The user's rule files (first, so they win) followed by the packaged ones."""
+    parts: list[Rules] = []
+    for path in extra:
+        p = Path(path)
+        try:
+            text = p.read_text(encoding="utf-8")
+        except OSError as exc:
+            raise RulesError(f"{p}: cannot read rules file: {exc.strerror or exc}") from exc
+        parts.append(parse_rules(text, str(p)))
+    base = resources.files("moetrace").joinpath("rules")
+    for name in PACKAGED_RULES:
+        parts.append(
+            parse_rules(base.joinpath(f"{name}.toml").read_text(encoding="utf-8"), f"{name}.toml")
+        )
+    return Rules(
+        tuple(r for part in parts for r in part.rules),
+        tuple(p for part in parts for p in part.expert_patterns),
+        tuple(s for part in parts for s in part.sources),
+        tuple(p for part in parts for p in part.layer_patterns),
+    )
+
+
+def classify_names(names: pl.Series, rules: Rules) -> pl.Series:
+    """Category of each name by its own rules (first match), null when none matches."""
+    expr: pl.Expr = pl.lit(None, pl.String)
+    for category, pattern in reversed(rules.rules):
+        expr = pl.when(pl.col("name").str.contains(pattern)).then(pl.lit(category)).otherwise(expr)
+    return pl.DataFrame({"name": names}).select(expr.alias("category")).to_series()
+
+
+def _parents(ev: pl.DataFrame) -> np.ndarray:
+    """Row index of each event's parent (the enclosing event one level up on its track), -1
+    at the top. One as-of join per nesting level."""
+    parent = np.full(ev.height, -1, dtype=np.int64)
+    frame = ev.select(pl.int_range(pl.len()).alias("_i"), "track", "depth", "ts")
+    max_depth = int(frame["depth"].max() or 0)  # type: ignore[arg-type]
+    for level in range(1, max_depth + 1):
+        kids = frame.filter(pl.col("depth") == level).sort("ts")
+        ups = frame.filter(pl.col("depth") == level - 1).sort("ts").rename({"_i": "_p"})
+        if kids.height == 0 or ups.height == 0:
+            continue
+        hit = kids.join_asof(
+            ups.select("track", "ts", "_p"), on="ts", by="track", check_sortedness=False
+        )
+        found = hit.filter(pl.col("_p").is_not_null())
+        parent[found["_i"].to_numpy()] = found["_p"].to_numpy()
+    return parent
+
+
+def _launch_links(ev: pl.DataFrame, deps: pl.DataFrame) -> tuple[np.ndarray, np.ndarray]:
+    """(host call row, launched device event row) of every launch edge; GPU-side annotations
+    (kind marker) are left out: they keep what their own name says."""
+    launch = deps.filter(pl.col("kind") == "launch")
+    if launch.height == 0:
+        return np.zeros(0, np.int64), np.zeros(0, np.int64)
+    row = pl.DataFrame({"id": ev["id"].cast(pl.Int64), "_r": np.arange(ev.height)})
+    link = (
+        launch.select(pl.col("src").cast(pl.Int64), pl.col("dst").cast(pl.Int64))
+        .join(row.rename({"id": "src", "_r": "s"}), on="src")
+        .join(row.rename({"id": "dst", "_r": "d"}), on="dst")
+    )
+    s, d = link["s"].to_numpy(), link["d"].to_numpy()
+    keep = ~(ev["kind"] == "marker").to_numpy()[d]
+    return s[keep], d[keep]
+
+
+def _inherit(
+    own: np.ndarray, parent: np.ndarray, depth: np.ndarray, links: tuple[np.ndarray, np.ndarray]
+) -> np.ndarray:
+    """Codes (-1 = none) filled from the enclosing event, then from the launching host call,
+    then again from the enclosing event; one vectorised pass per nesting level."""
+    code = own.copy()
+    levels = range(1, int(depth.max(initial=0)) + 1)
+    for level in levels:
+        kids = np.flatnonzero((depth == level) & (code < 0) & (parent >= 0))
+        code[kids] = code[parent[kids]]
+    s, d = links
+    if len(s):
+        take = code[d] < 0
+        code[d[take]] = code[s[take]]
+        for level in levels:  # children of a launched kernel (rare) inherit again
+            kids = np.flatnonzero((depth == level) & (code < 0) & (parent >= 0))
+            code[kids] = code[parent[kids]]
+    return code
+
+
+def _own_layer(ev: pl.DataFrame, rules: Rules) -> np.ndarray:
+    """Layer index from the event's own name (first layer pattern that matches), else -1."""
+    expr: pl.Expr = pl.lit(None, pl.Int64)
+    for pattern in reversed(rules.layer_patterns):
+        got = pl.col("name").str.extract(pattern, 1).cast(pl.Int64, strict=False)
+        expr = pl.when(got.is_not_null()).then(got).otherwise(expr)
+    names = ev.select(pl.col("name").unique())
+    by_name = names.with_columns(expr.alias("layer"))
+    layer = ev.select("name").join(by_name, on="name", how="left", maintain_order="left")["layer"]
+    return layer.fill_null(-1).to_numpy().astype(np.int64)
+
+
+def categorize(ev: pl.DataFrame, deps: pl.DataFrame, rules: Rules) -> pl.DataFrame:
+    """`ev` (event_frame) with `category` (own rule, else enclosing event, else launching
+    host call, else a containing GPU annotation, else "other"), `layer` (from layer
+    annotations the same way; null without) and `parent` (row index, -1 at the top)."""
+    names = ev["name"].unique()
+    own_by_name = pl.DataFrame({"name": names, "own": classify_names(names, rules)})
+    codes = {c: i for i, c in enumerate(CATEGORIES)}
+    own = (
+        ev.select("name")
+        .join(own_by_name, on="name", how="left", maintain_order="left")["own"]
+        .replace_strict(codes, default=-1, return_dtype=pl.Int64)
+        .to_numpy()
+        .copy()
+    )
+    parent = _parents(ev)
+    depth = ev["depth"].to_numpy().astype(np.int64)
+    links = _launch_links(ev, deps)
+    cat = _inherit(own, parent, depth, links)
+    _from_device_annotations(ev, cat)
+    cat[cat < 0] = codes["other"]
+    layer = _inherit(_own_layer(ev, rules), parent, depth, links) if rules.layer_patterns else None
+    return ev.with_columns(
+        pl.Series("category", np.asarray(CATEGORIES, dtype=object)[cat], dtype=pl.String),
+        pl.Series("layer", layer, dtype=pl.Int64).replace(-1, None)
+        if layer is not None
+        else pl.lit(None, pl.Int64).alias("layer"),
+        pl.Series("parent", parent),
+    )
+
+
+def _from_device_annotations(ev: pl.DataFrame, cat: np.ndarray) -> None:
+    """Device work still without a category takes that of a categorized GPU-side annotation
+    (`gpu_user_annotation`, any device track of the rank) that contains it in time; the
+    latest-starting one wins. Updates `cat` in place."""
+    frame = ev.select(
+        pl.int_range(pl.len()).alias("_i"), "rank", "ts", "end", "kind",
+        pl.col("unit").is_in(list(DEVICE_UNITS)).alias("device"),
+    ).with_columns(pl.Series("cat", cat))  # fmt: skip
+    marks = frame.filter(pl.col("device") & (pl.col("kind") == "marker") & (pl.col("cat") >= 0))
+    todo = frame.filter(pl.col("device") & (pl.col("kind") != "marker") & (pl.col("cat") < 0))
+    if marks.height == 0 or todo.height == 0:
+        return
+    hit = (
+        todo.sort("ts")
+        .join_asof(
+            marks.select(
+                "rank",
+                pl.col("ts").alias("m_ts"),
+                pl.col("end").alias("m_end"),
+                pl.col("cat").alias("m_cat"),
+            ).sort("m_ts"),
+            left_on="ts",
+            right_on="m_ts",
+            by="rank",
+            check_sortedness=False,
+        )
+        .filter(pl.col("m_end") >= pl.col("end"))
+    )
+    cat[hit["_i"].to_numpy()] = hit["m_cat"].to_numpy()
+
+
+def _work_mask(ev: pl.DataFrame) -> pl.Series:
+    """Device work events where a rank has them, else every event on the host threads that
+    hold the rank's step markers (CPU-only traces)."""
+    device = pl.col("unit").is_in(list(DEVICE_UNITS)) & pl.col("kind").is_in(
+        ["compute", "comm", "memory"]
+    )
+    dev_ranks = ev.filter(device).select(pl.col("rank").unique())
+    step_tracks = ev.filter(pl.col("name").str.contains(STEP_PATTERN)).select(
+        pl.col("track").unique()
+    )
+    if step_tracks.height == 0:
+        step_tracks = ev.filter(pl.col("unit") == "cpu").select(pl.col("track").unique())
+    return ev.select(
+        (device & pl.col("rank").is_in(dev_ranks["rank"].implode()))
+        | (
+            ~pl.col("rank").is_in(dev_ranks["rank"].implode())
+            & pl.col("track").is_in(step_tracks["track"].implode())
+        )
+    ).to_series()
+
+
+CATEGORY_SCHEMA: dict[str, pl.DataType] = {
+    "rank": pl.Int64(),
+    "step": pl.Int64(),
+    "layer": pl.Int64(),  # from layer annotations (rules' layer_patterns); null without
+    "category": pl.String(),
+    "time_ns": pl.Int64(),  # self time of the category's work events
+    "exposed_ns": pl.Int64(),  # time when only this category was running on the rank
+    "share": pl.Float64(),  # time_ns / Σ time_ns of the rank and step
+}
+
+
+def category_times(ev: pl.DataFrame) -> pl.DataFrame:
+    """Per (rank, step, layer, category): time_ns, exposed_ns, share (`CATEGORY_SCHEMA`)."""
+    mask = _work_mask(ev).to_numpy()
+    work_rows = np.flatnonzero(mask)
+    if len(work_rows) == 0:
+        return pl.DataFrame(schema=CATEGORY_SCHEMA)
+    ts = ev["ts"].to_numpy().astype(np.int64)
+    end = ev["end"].to_numpy().astype(np.int64)
+    parent = ev["parent"].to_numpy()
+    pos = np.full(ev.height, -1, dtype=np.int64)
+    pos[work_rows] = np.arange(len(work_rows))
+    kids = np.flatnonzero(mask & (parent >= 0))
+    kids = kids[pos[parent[kids]] >= 0]
+    children = iv.union(iv.make(pos[parent[kids]], ts[kids], end[kids]))
+    spans = iv.union(iv.make(np.arange(len(work_rows)), ts[work_rows], end[work_rows]))
+    own = iv.difference(spans, children)  # self intervals, grouped by work-event position
+    work = (
+        ev[work_rows]
+        .select("rank", pl.col("step").fill_null(-1), pl.col("layer").fill_null(-1), "category")
+        .with_row_index("_w")
+    )
+    key_cols = ["rank", "step", "layer", "category"]
+    keys = work.select(key_cols).unique().sort(key_cols)
+    keys = keys.with_row_index("gid")
+    work = work.join(keys, on=key_cols, how="left").sort("_w")
+    gid = work["gid"].to_numpy().astype(np.int64)
+    per_cat = iv.union(iv.Intervals(gid[own.group], own.start, own.end))
+    time_ns = iv.lengths_by_group(per_cat, keys.height)
+    # exposed: sweep all categories of a (rank, step) together; where exactly one is active,
+    # the running sum of active category codes names it
+    rs = keys.select("rank", "step").unique().sort("rank", "step").with_row_index("rsg")
+    keys = keys.join(rs, on=["rank", "step"], how="left", maintain_order="left")
+    rsg = keys["rsg"].to_numpy().astype(np.int64)
+    g = rsg[per_cat.group]
+    t = np.concatenate([per_cat.start, per_cat.end])
+    gg = np.concatenate([g, g])
+    d = np.concatenate([np.ones(len(g), np.int64), -np.ones(len(g), np.int64)])
+    c = np.concatenate([per_cat.group, -per_cat.group])
+    (key,) = iv.pack_pairs((gg, t))
+    order = np.lexsort((d, key))  # ends before starts at the same instant
+    gg, t, d, c = gg[order], t[order], d[order], c[order]
+    level, active = np.cumsum(d), np.cumsum(c)
+    sel = (gg[:-1] == gg[1:]) & (level[:-1] == 1) & (t[1:] > t[:-1])
+    exposed = np.bincount(
+        active[:-1][sel], weights=(t[1:] - t[:-1])[sel].astype(np.float64), minlength=keys.height
+    )
+    out = keys.with_columns(
+        pl.Series("time_ns", time_ns), pl.Series("exposed_ns", np.rint(exposed).astype(np.int64))
+    ).filter(pl.col("time_ns") > 0)
+    return (
+        out.with_columns(
+            (pl.col("time_ns") / pl.col("time_ns").sum().over("rank", "step")).alias("share"),
+            pl.when(pl.col("step") >= 0).then("step").alias("step"),
+            pl.when(pl.col("layer") >= 0).then("layer").alias("layer"),
+        )
+        .sort(
+            "rank",
+            "step",
+            "layer",
+            pl.col("category").replace_strict({c: i for i, c in enumerate(CATEGORIES)}, default=99),
+        )
+        .select([pl.col(k).cast(v) for k, v in CATEGORY_SCHEMA.items()])
+    )
+
+
+def expert_times(ev: pl.DataFrame, rules: Rules) -> pl.DataFrame:
+    """Per (rank, step, expert): time_ns (inclusive) and events, from annotations whose
+    name matches an expert pattern, else from an `"expert": N` arg on expert GEMM work."""
+    frames = []
+    for pattern in rules.expert_patterns:
+        hit = ev.with_columns(
+            pl.col("name").str.extract(pattern, 1).cast(pl.Int64, strict=False).alias("expert")
+        )
+        hit = hit.filter(pl.col("expert").is_not_null())
+        if hit.height:
+            frames.append(hit.select("rank", "step", "expert", "dur"))
+            ev = ev.filter(~pl.col("name").str.contains(pattern))
+    arg = (
+        ev.filter(pl.col("category") == "expert_gemm")
+        .with_columns(
+            pl.col("args")
+            .str.extract(r'"expert"\s*:\s*(\d+)', 1)
+            .cast(pl.Int64, strict=False)
+            .alias("expert")
+        )
+        .filter(pl.col("expert").is_not_null())
+    )
+    if arg.height:
+        frames.append(arg.select("rank", "step", "expert", "dur"))
+    schema = {
+        "rank": pl.Int64,
+        "step": pl.Int64,
+        "expert": pl.Int64,
+        "time_ns": pl.Int64,
+        "events": pl.Int64,
+    }
+    if not frames:
+        return pl.DataFrame(schema=schema)
+    return (
+        pl.concat(frames)
+        .group_by("rank", "step", "expert")
+        .agg(pl.col("dur").sum().alias("time_ns"), pl.len().alias("events"))
+        .sort("rank", "step", "expert")
+        .select([pl.col(k).cast(v) for k, v in schema.items()])
+    )
+
+
+TRAFFIC_SCHEMA: dict[str, pl.DataType] = {
+    "step": pl.Int64(),
+    "category": pl.String(),  # dispatch, combine, ... (what the all-to-all was for)
+    "src": pl.Int64(),
+    "dst": pl.Int64(),
+    "bytes": pl.Float64(),
+}
+
+
+def traffic(trace: Trace, ev: pl.DataFrame) -> pl.DataFrame:
+    """Bytes sent from src to dst per step and category, from all-to-all split sizes (rows x
+    bytes per row) or the executor's transfers."""
+    cats = ev.select(pl.col("id").cast(pl.Int64).alias("call_event_id"), "category")
+    ops = collective_ops(trace, ev).filter(
+        (pl.col("collective") == "all_to_all") & (pl.col("in_splits").list.len() > 0)
+    )
+    frames = []
+    if ops.height:
+        # the category of the host call that issued it (gloo), else of the op itself (kernels)
+        ops = ops.with_columns(pl.coalesce("call_event_id", "event_id").alias("call_event_id"))
+        ops = ops.join(cats, on="call_event_id", how="left")
+        pairs = (
+            ops.select(
+                "step",
+                pl.col("category").fill_null("other"),
+                pl.col("rank").alias("src"),
+                "row_bytes",
+                "group_ranks",
+                pl.col("in_splits").alias("rows"),
+                pl.int_ranges(pl.col("in_splits").list.len()).alias("peer"),
+            )
+            .explode("rows", "peer")
+            .select(
+                "step",
+                "category",
+                "src",
+                pl.when(pl.col("group_ranks").list.len() > pl.col("peer"))
+                .then(pl.col("group_ranks").list.get(pl.col("peer"), null_on_oob=True))
+                .otherwise(pl.col("peer"))
+                .alias("dst"),
+                (pl.col("rows") * pl.col("row_bytes")).alias("bytes"),
+            )
+        )
+        frames.append(pairs)
+    tx = executor_transfers(ev).filter(pl.col("is_tx"))
+    if tx.height:
+        frames.append(
+            tx.join(cats.rename({"call_event_id": "event_id"}), on="event_id", how="left").select(
+                "step", "category", "src", "dst", "bytes"
+            )
+        )
+    if not frames:
+        return pl.DataFrame(schema=TRAFFIC_SCHEMA)
+    return (
+        pl.concat(frames, how="diagonal_relaxed")
+        .group_by("step", "category", "src", "dst")
+        .agg(pl.col("bytes").sum())
+        .sort("step", "category", "src", "dst", nulls_last=False)
+        .select([pl.col(k).cast(v) for k, v in TRAFFIC_SCHEMA.items()])
+    )
+
+
+def received(pairs: pl.DataFrame, ranks: Sequence[int]) -> pl.DataFrame:
+    """Per (step, category, rank): bytes received (ranks that received nothing get 0) and the
+    token imbalance of that step and category = max / mean of received bytes over ranks."""
+    if pairs.height == 0:
+        return pl.DataFrame(
+            schema={
+                "step": pl.Int64,
+                "category": pl.String,
+                "rank": pl.Int64,
+                "bytes": pl.Float64,
+                "imbalance": pl.Float64,
+            }
+        )
+    got = pairs.group_by("step", "category", pl.col("dst").alias("rank")).agg(pl.col("bytes").sum())
+    grid = (
+        pairs.select("step", "category")
+        .unique()
+        .join(pl.DataFrame({"rank": list(ranks)}, schema={"rank": pl.Int64}), how="cross")
+    )
+    full = grid.join(
+        got, on=["step", "category", "rank"], how="left", nulls_equal=True
+    ).with_columns(pl.col("bytes").fill_null(0.0))
+    return full.with_columns(
+        (pl.col("bytes").max() / pl.col("bytes").mean()).over("step", "category").alias("imbalance")
+    ).sort("step", "category", "rank", nulls_last=False)
+
+
+@dataclass
+class MoeView:
+    """The MoE view: categories per (rank, step); experts; traffic between ranks; received
+    bytes per rank with the imbalance; the rule files used."""
+
+    categories: pl.DataFrame
+    experts: pl.DataFrame
+    traffic: pl.DataFrame
+    received: pl.DataFrame
+    rule_sources: tuple[str, ...]
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready: each frame as a list of rows."""
+        return {
+            "categories": self.categories.to_dicts(),
+            "experts": self.experts.to_dicts(),
+            "traffic": self.traffic.to_dicts(),
+            "received": self.received.to_dicts(),
+            "rules": list(self.rule_sources),
+        }
+
+
+def moe_view(trace: Trace, rules: Rules | None = None) -> MoeView:
+    """Categories, experts, traffic and received bytes of `trace` (see module docstring)."""
+    rules = rules or load_rules()
+    ev = event_frame(trace)
+    if ev["rank"].null_count() == ev.height:  # a single trace that names no rank: rank 0
+        ev = ev.with_columns(pl.lit(0, pl.Int64).alias("rank"))
+    ev = categorize(ev, trace.deps, rules)
+    pairs = traffic(trace, ev)
+    return MoeView(
+        categories=category_times(ev),
+        experts=expert_times(ev, rules),
+        traffic=pairs,
+        received=received(pairs, trace.ranks or [0]),
+        rule_sources=rules.sources,
+    )

@@ -1,0 +1,240 @@
+"""`moetrace collectives` and `moetrace moe`: the job-level views of several ranks.
+
+FILES are loaded as one job (one rank per file, or a directory). Tables for people are rich
+tables of plain Text (names never act as markup); `--json` / `--csv` are stable for scripts.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from typing import TYPE_CHECKING, Any
+
+import click
+
+from moetrace.commands._common import UserError, handle_errors
+
+if TYPE_CHECKING:
+    import polars as pl
+
+COLLECTIVE_KEYS = (
+    "group",
+    "seq",
+    "collective",
+    "step",
+    "bytes",
+    "ranks",
+    "missing_ranks",
+    "first_arrival_ns",
+    "last_arrival_ns",
+    "last_rank",
+    "skew_ns",
+    "transfer_ns",
+    "algbw_gbps",
+    "busbw_gbps",
+    "algorithm",
+)
+MOE_TABLES = ("categories", "experts", "traffic", "received")
+
+
+def _warn(message: str) -> None:
+    safe = message.encode("unicode_escape", "backslashreplace").decode("ascii")
+    click.echo(f"moetrace: warning: {safe}", err=True)
+
+
+def _flat(frame: pl.DataFrame) -> pl.DataFrame:
+    """List columns as space-separated text, for CSV and tables."""
+    import polars as pl
+
+    return frame.with_columns(
+        [
+            pl.col(c).cast(pl.List(pl.String)).list.join(" ").alias(c)
+            for c, t in frame.schema.items()
+            if isinstance(t, pl.List)
+        ]
+    )
+
+
+def _bytes_text(n: float) -> str:
+    """Bytes for people: 2.0 MiB, 128 B (binary units, as NCCL-tests prints sizes)."""
+    for unit, size in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if abs(n) >= size:
+            return f"{n / size:.1f} {unit}"
+    return f"{n:.0f} B"
+
+
+def _cell(value: Any, column: str) -> str:
+    if value is None:
+        return "-"
+    if column.endswith("bytes") and isinstance(value, int | float):
+        return _bytes_text(value)
+    if column.endswith("_ns") and isinstance(value, int | float):
+        return f"{value / 1e6:.3f}"
+    if isinstance(value, float):
+        return f"{value:.4g}"
+    return str(value)
+
+
+def _table(frame: pl.DataFrame, title: str) -> None:
+    """A rich table: ns columns in ms; every cell plain Text."""
+    from rich.console import Console
+    from rich.table import Table
+    from rich.text import Text
+
+    frame = _flat(frame)
+    table = Table(title=Text(title), title_justify="left")
+    for col in frame.columns:
+        table.add_column(Text(col[:-3] + " ms" if col.endswith("_ns") else col), overflow="fold")
+    for row in frame.iter_rows():
+        table.add_row(*[Text(_cell(v, c)) for v, c in zip(row, frame.columns, strict=True)])
+    Console(highlight=False, width=None if sys.stdout.isatty() else 240).print(table)
+
+
+def _load(files: tuple[str, ...]) -> Any:
+    from moetrace.trace.io import load
+
+    trace = load(list(files) if len(files) > 1 else files[0])
+    for w in trace.warnings:
+        _warn(w)
+    return trace
+
+
+@click.command("collectives")
+@click.argument("files", nargs=-1, required=True, type=click.Path())
+@click.option("--json", "as_json", is_flag=True, help="Print JSON (ns, bytes, GB/s).")
+@click.option("--csv", "as_csv", is_flag=True, help="Print CSV of the matched instances.")
+@click.option(
+    "--same-clock",
+    is_flag=True,
+    help="The ranks share one clock (one host): report clock offsets but do not apply them.",
+)
+@handle_errors
+def collectives(files: tuple[str, ...], as_json: bool, as_csv: bool, same_clock: bool) -> None:
+    """Collectives matched across the ranks of FILES (one job): skew, transfer, bandwidth.
+
+    \b
+    skew = last - first arrival; transfer = end - last arrival; algbw = bytes / transfer;
+    busbw = algbw x the NCCL-tests factor (all-reduce 2(n-1)/n; all-gather, reduce-scatter,
+    all-to-all (n-1)/n; broadcast, reduce 1). Times are aligned to the lowest rank's clock
+    with offsets estimated from the collectives (see docs/metrics.md).
+    """
+    import polars as pl
+
+    from moetrace.analysis.job import analyze_job
+    from moetrace.analysis.report import analyze
+
+    if as_json and as_csv:
+        raise UserError("--json and --csv are exclusive")
+    trace = _load(files)
+    report = analyze(trace)  # the per-rank exposed comm, split into wait vs transfer
+    job = analyze_job(
+        trace,
+        exposed=report.exposed,
+        exposed_totals=report.ranks.filter(pl.col("rank").is_not_null()).select(
+            "rank", "step", "exposed_comm_ns"
+        ),
+        same_clock=same_clock,
+    )
+    for w in job.warnings:
+        _warn(w)
+    inst = job.collectives.select(COLLECTIVE_KEYS)
+    job_dict = job.to_dict()
+    if as_json:
+        doc = {
+            "collectives": inst.to_dicts(),
+            "clock_offsets": job.offsets.to_dicts(),
+            "ranks": job.ranks,
+            "missing_ranks": job.missing_ranks,
+            "stragglers": job_dict["stragglers"],
+            "critical_path": job_dict["critical_path"],
+            "warnings": job.warnings,
+        }
+        click.echo(json.dumps(doc, indent=1))
+    elif as_csv:
+        sys.stdout.write(_flat(inst).write_csv())
+    else:
+        if inst.height == 0:
+            raise UserError(f"{files[0]}: no collectives found")
+        start = inst["first_arrival_ns"].min()
+        shown = inst.drop("missing_ranks").with_columns(
+            pl.col("first_arrival_ns", "last_arrival_ns") - start
+        )
+        _table(shown, "collectives (ms; arrivals from the job's first arrival, aligned clocks)")
+        _table(job.offsets, "clock offsets per rank (ms)")
+        if job_dict["stragglers"]:
+            _table(pl.DataFrame(job_dict["stragglers"]), "stragglers over the job (ms)")
+        cp = job_dict["critical_path"]
+        share = cp["comm_share"]
+        click.echo(
+            f"job critical path {cp['span_ns'] / 1e6:.3f} ms, communication "
+            f"{cp['comm_ns'] / 1e6:.3f} ms ({'-' if share is None else f'{100 * share:.1f}%'})"
+        )
+
+
+def _by_category(frame: pl.DataFrame) -> pl.DataFrame:
+    """One row per (rank, step[, layer]), one column per category (time_ns), plus the total."""
+    import polars as pl
+
+    from moetrace.analysis.moe import CATEGORIES
+
+    if frame.height == 0:
+        return frame
+    index = ["rank", "step"] + (["layer"] if frame["layer"].null_count() < frame.height else [])
+    wide = frame.pivot(on="category", index=index, values="time_ns")
+    cols = [c for c in CATEGORIES if c in wide.columns]
+    return wide.select(
+        *index,
+        *[pl.col(c).fill_null(0).alias(f"{c}_ns") for c in cols],
+        pl.sum_horizontal([pl.col(c).fill_null(0) for c in cols]).alias("total_ns"),
+    ).sort(index, nulls_last=False)
+
+
+@click.command("moe")
+@click.argument("files", nargs=-1, required=True, type=click.Path())
+@click.option("--json", "as_json", is_flag=True, help="Print JSON of every table.")
+@click.option("--csv", "as_csv", is_flag=True, help="Print CSV of the --table table.")
+@click.option(
+    "--table",
+    type=click.Choice(MOE_TABLES),
+    default="categories",
+    show_default=True,
+    help="Which table --csv prints.",
+)
+@click.option(
+    "--rules",
+    "rule_files",
+    multiple=True,
+    type=click.Path(dir_okay=False),
+    metavar="FILE",
+    help="Extra TOML name rules (tried before the built-in ones; repeatable).",
+)
+@handle_errors
+def moe(
+    files: tuple[str, ...], as_json: bool, as_csv: bool, table: str, rule_files: tuple[str, ...]
+) -> None:
+    """The MoE view of FILES: time per op category (attention, router, top-k/permute, dispatch,
+    expert GEMM, activation, combine, shared expert, norm, other) per rank and step, per-expert
+    time, bytes between ranks and token imbalance (max/mean of received bytes)."""
+    from moetrace.analysis.moe import RulesError, load_rules, moe_view
+
+    if as_json and as_csv:
+        raise UserError("--json and --csv are exclusive")
+    try:
+        rules = load_rules(rule_files)
+    except RulesError as exc:
+        raise UserError(str(exc)) from exc
+    view = moe_view(_load(files), rules)
+    if as_json:
+        click.echo(json.dumps(view.to_dict(), indent=1))
+        return
+    if as_csv:
+        sys.stdout.write(_flat(getattr(view, table)).write_csv())
+        return
+    _table(_by_category(view.categories), "time per category (ms)")
+    if view.experts.height:
+        _table(view.experts, "time per expert (ms)")
+    if view.received.height:
+        _table(view.received, "bytes received per rank; imbalance = max / mean")
+
+
+COMMANDS: list[click.Command] = [collectives, moe]
