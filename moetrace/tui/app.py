@@ -217,8 +217,13 @@ class MoetraceApp(ViewerActions, App[None]):
             timer.stop()
 
     def on_trace_loaded(self, message: TraceLoaded) -> None:
+        progress = self.load_progress
         self._loading_done()
         self.show_trace(message.trace)
+        if progress is not None and not message.trace.warnings and message.trace.events.height:
+            seconds = max(progress.elapsed(), 1e-6)
+            n = message.trace.events.height
+            self.set_status(f"loaded {n} events in {seconds:.1f} s ({n / seconds:,.0f} events/s)")
 
     def on_load_failed(self, message: LoadFailed) -> None:
         self._loading_done()

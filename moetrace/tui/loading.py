@@ -82,6 +82,10 @@ class LoadProgress:
                 return sum(self.sizes[:k]) + min(pos, self.sizes[k])
         return sum(self.sizes[: self._last_file])
 
+    def elapsed(self) -> float:
+        """Seconds since the load started."""
+        return time.perf_counter() - self.started
+
     def text(self) -> str:
         """'reading 2/8 files · 41% of 120 MB · 35 MB/s · ETA 2 s · 1.4 s' (or just elapsed)."""
         elapsed = time.perf_counter() - self.started

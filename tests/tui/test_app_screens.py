@@ -236,6 +236,8 @@ async def test_loading_shows_progress_then_the_trace(
         release.set()
         await settle(app, pilot)
         assert app.trace is small_trace and app.load_progress is None
+        status = static_text(app, "#status")
+        assert f"loaded {small_trace.events.height} events in" in status and "events/s" in status
         assert app.focused is app.timeline
         await pilot.press("j", "j", "full_stop")
         assert app.timeline.selected == 0
