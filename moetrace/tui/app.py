@@ -23,7 +23,7 @@ from textual.widgets import Footer, Header, Input, Static
 
 from moetrace.trace.model import Trace
 
-from .app_actions import ViewerActions, step_windows
+from .app_actions import ViewerActions, idle_notes, step_windows
 from .commands import ViewerCommands
 from .lanes import LaneModel, safe_text
 from .loading import LoadProgress, expand_paths, run_in_background
@@ -317,6 +317,7 @@ class MoetraceApp(ViewerActions, App[None]):
             if self.model is not None:
                 self.overlays = message.overlays or build_overlays(message.report, self.model)
                 self.timeline.set_overlays(self.overlays)
+            self.timeline.set_row_notes(idle_notes(message.report))
             self.steps = step_windows(message.report)
             if len(self.steps) > 1:
                 self.sub_title += f" · steps {self.steps[0][0]}–{self.steps[-1][0]} (g: next step)"

@@ -35,6 +35,25 @@ def step_windows(report: Any) -> list[tuple[int, int, int]]:
     return [(int(a), int(b), int(c)) for a, b, c in spans.iter_rows()]
 
 
+def idle_notes(report: Any) -> dict[tuple[object, ...], str]:
+    """' idle N%' for each rank row (its free time ÷ its windows, over its steps) and each
+    top-level lane of a device track (idle ÷ busy + idle), from the analyzer's frames."""
+    notes: dict[tuple[object, ...], str] = {}
+    ranks = getattr(report, "ranks", None)
+    if isinstance(ranks, pl.DataFrame) and ranks.height:
+        per_rank = ranks.group_by("rank").agg(pl.col("free_ns").sum(), pl.col("window_ns").sum())
+        for rank, free, window in per_rank.iter_rows():
+            if window:
+                notes[("rank", rank)] = f" idle {100 * free / window:.0f}%"
+    tracks = getattr(report, "tracks", None)
+    if isinstance(tracks, pl.DataFrame) and tracks.height:
+        per_track = tracks.group_by("track").agg(pl.col("busy_ns").sum(), pl.col("idle_ns").sum())
+        for track, busy, idle in per_track.iter_rows():
+            if busy + idle:
+                notes[("lane", int(track), 0)] = f" idle {100 * idle / (busy + idle):.0f}%"
+    return notes
+
+
 TIME_UNITS = {"ns": 1.0, "us": 1e3, "µs": 1e3, "ms": 1e6, "s": 1e9}
 
 

@@ -157,6 +157,7 @@ class TimelineView(
         self.dense = False  # pack collapsed ranks 4 per row in braille
         self.pinned: set[tuple[object, ...]] = set()  # row keys shown at the top (t)
         self.pinned_count = 0  # rows[:pinned_count] are pinned: drawn below the ruler, fixed
+        self.row_notes: dict[tuple[object, ...], str] = {}  # label suffixes (idle shares)
         self.generation = 0
         self.t0, self.t1 = 0.0, 1.0
         self.cursor_t = 0.0
@@ -239,6 +240,12 @@ class TimelineView(
             self.call_later(callback)
         else:
             self._first_paint_callbacks.append(callback)
+
+    def set_row_notes(self, notes: dict[tuple[object, ...], str]) -> None:
+        """Suffixes for row labels (e.g. ' idle 12%' on ranks and lanes), redrawn at once."""
+        self.row_notes = notes
+        self.generation += 1
+        self.refresh()
 
     def set_overlays(self, overlays: Overlays | None) -> None:
         self.overlay_data = overlays
@@ -431,7 +438,8 @@ class TimelineView(
         style = (
             CURSOR_LABEL if is_cursor_row else (GROUP_STYLE if row.kind != "lane" else LABEL_STYLE)
         )
-        label = label_segment(row.label, row.indent, self.label_width, style, marker)
+        note = self.row_notes.get(row.key, "")
+        label = label_segment(row.label + note, row.indent, self.label_width, style, marker)
         strip = Strip(
             [label, *cells_segments(glyphs, keys, row.unit, row.kind != "lane", text)],
             self.label_width + width,
