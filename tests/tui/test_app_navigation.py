@@ -126,13 +126,20 @@ async def test_held_zoom_is_rate_limited(small_trace: Trace) -> None:
     app = MoetraceApp(small_trace, metrics=False)
     async with running(app) as pilot:
         tl = app.timeline
+        tl.clock = lambda: 1000.0  # all ten presses within the same second, however slow
         width = tl.t1 - tl.t0
         await pilot.press(*["w"] * 10)
         assert width / (tl.t1 - tl.t0) <= MAX_ZOOM_PER_S * (1 + 1e-9)
         assert width / (tl.t1 - tl.t0) > 1.2
         zoomed = tl.t1 - tl.t0
+        await pilot.pause(0.2)  # not a repeat (no acceleration)
         await pilot.press("s")  # the other way is never held back
         assert np.isclose((tl.t1 - tl.t0) / zoomed, 1 / 0.8)
+        tl.clock = lambda: 1001.5  # a second later the limit has passed
+        zoomed = tl.t1 - tl.t0
+        await pilot.pause(0.2)
+        await pilot.press("w")
+        assert np.isclose((tl.t1 - tl.t0) / zoomed, 0.8)
 
 
 async def test_cursor_never_leaves_the_trace(small_trace: Trace) -> None:

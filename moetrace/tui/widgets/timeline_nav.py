@@ -43,6 +43,7 @@ class TimelineNavigation:
     marks: list[float]
     flow_ends: list[tuple[tuple[int, int], float, str]]
     _zoom_log: list[tuple[float, float]]
+    clock = staticmethod(time.monotonic)  # seconds; the zoom rate limit's clock (tests fix it)
 
     if TYPE_CHECKING:
 
@@ -101,7 +102,7 @@ class TimelineNavigation:
     def limited_zoom(self, factor: float) -> float:
         """`factor` cut so that the net key zoom within the last second stays within
         ×/÷ MAX_ZOOM_PER_S (a held key cannot overshoot; w then s is never held back)."""
-        now = time.monotonic()
+        now = self.clock()
         self._zoom_log = [(t, z) for t, z in self._zoom_log if now - t < 1.0]
         used = sum(z for _, z in self._zoom_log)  # signed log of the zoom so far
         limit = math.log(MAX_ZOOM_PER_S)
