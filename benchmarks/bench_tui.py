@@ -62,7 +62,11 @@ def first_frame(path: Path) -> tuple[float, float, int, float]:
     subprocess.run([sys.executable, "-c", "import moetrace.tui.app"], env=env, check=True)
     start = time.time()
     out = subprocess.run(
-        [sys.executable, "-c", CHILD, str(path)], capture_output=True, text=True, check=True, env=env
+        [sys.executable, "-c", CHILD, str(path)],
+        capture_output=True,
+        text=True,
+        check=True,
+        env=env,
     ).stdout.split()
     return float(out[0]) - start, float(out[1]) - start, int(out[2]), float(out[3])
 
