@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 import click
@@ -23,6 +24,12 @@ def view(paths: tuple[Path, ...], no_metrics: bool) -> None:
     for path in paths:
         if not path.exists():
             raise UserError(f"{path}: no such file or directory")
+    if not (sys.stdin.isatty() and sys.stdout.isatty()):
+        # Without a terminal Textual cannot read keys: it would spin and never exit.
+        raise UserError(
+            "view needs a terminal (stdin and stdout must be a tty); "
+            "for figures without one use `moetrace metrics`"
+        )
     from moetrace.tui.app import launch
 
     launch(list(paths), metrics=not no_metrics)
