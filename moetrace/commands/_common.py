@@ -10,12 +10,14 @@ from typing import Any, TypeVar
 
 import click
 
+from moetrace.errors import MoetraceError
+
 F = TypeVar("F", bound=Callable[..., Any])
 
 EXIT_BAD_INPUT = 2
 
 
-class UserError(Exception):
+class UserError(MoetraceError):
     """A problem with what the user asked for; printed as one line, exit status 2."""
 
 
@@ -37,15 +39,14 @@ def _has_control(text: str) -> bool:
 
 
 def handle_errors(func: F) -> F:
-    """Turn bad input (TraceFormatError, UserError, missing files) into one line and exit 2."""
+    """Turn bad input (any MoetraceError, OS errors such as a missing file or a full disk) into
+    one line and exit 2; Ctrl+C exits 130 without a traceback."""
 
     @functools.wraps(func)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
-        from moetrace.trace.model import TraceFormatError, TraceValidationError
-
         try:
             return func(*args, **kwargs)
-        except (TraceFormatError, TraceValidationError, UserError) as exc:
+        except MoetraceError as exc:  # TraceFormatError, OutputError, UserError...
             fail(str(exc))
         except FileNotFoundError as exc:
             fail(f"{exc.filename}: no such file or directory")
@@ -57,6 +58,12 @@ def handle_errors(func: F) -> F:
             # `moetrace ... | head`: the reader went away; that is not an error.
             sys.stderr.close()
             sys.exit(0)
+        except OSError as exc:  # name too long, disk full, I/O error: one line, not a traceback
+            where = f"{exc.filename}: " if exc.filename else ""
+            fail(f"{where}{exc.strerror or exc}")
+        except KeyboardInterrupt:
+            click.echo("moetrace: interrupted", err=True)
+            sys.exit(130)
 
     return wrapper  # type: ignore[return-value]
 
@@ -65,12 +72,13 @@ def check_output_path(path: str | Path, force: bool) -> Path | None:
     """Return the output path, or None for '-' (stdout). Refuse to overwrite without force."""
     if str(path) == "-":
         return None
-    out = Path(path)
-    if out.exists() and not force:
-        raise UserError(f"{out}: already exists (use --force to overwrite)")
-    if out.parent and not out.parent.exists():
-        raise UserError(f"{out.parent}: no such directory")
-    return out
+    from moetrace.errors import OutputError
+    from moetrace.trace.atomic import check_target
+
+    try:
+        return check_target(path, force=force)
+    except OutputError as exc:
+        raise UserError(str(exc)) from None
 
 
 def _set_load_default(key: str) -> Callable[[click.Context, click.Parameter, Any], Any]:

@@ -307,10 +307,13 @@ def sweep(
         row.update({f"util_{u}": v for u, v in summary["util"].items()})
         rows.append(row)
     table = pl.DataFrame(rows)
-    if output.endswith(".parquet"):
-        table.write_parquet(out)
-    else:
-        table.write_csv(out)
+    from moetrace.trace.atomic import atomic_path
+
+    with atomic_path(out, force=force) as tmp:  # complete or not at all
+        if output.endswith(".parquet"):
+            table.write_parquet(tmp)
+        else:
+            table.write_csv(tmp)
     click.echo(f"{len(rows)} runs -> {out}")
 
 
@@ -326,8 +329,12 @@ def _prepare_demo_dir(directory: Path, force: bool) -> None:
     ):
         raise UserError(f"{directory}: exists and is not a moetrace demo directory (use --force)")
     directory.mkdir(parents=True, exist_ok=True)
-    (directory / DEMO_MARKER).write_text(
-        "written by `moetrace demo`; rerunning the demo replaces its files\n"
+    from moetrace.trace.atomic import write_bytes_atomic
+
+    write_bytes_atomic(
+        directory / DEMO_MARKER,
+        b"written by `moetrace demo`; rerunning the demo replaces its files\n",
+        force=True,
     )
 
 

@@ -413,4 +413,6 @@ def update_docs(path: Path, validation: str) -> None:
     text = path.read_text() if path.exists() else "# The built-in executor\n"
     text = _replace(text, HW_BEGIN, HW_END, render_hardware())
     text = _replace(text, BEGIN, END, validation)
-    path.write_text(text)
+    from moetrace.trace.atomic import write_bytes_atomic
+
+    write_bytes_atomic(path, text.encode(), force=True)  # the docs complete or unchanged

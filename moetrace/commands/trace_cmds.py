@@ -195,7 +195,7 @@ def convert(inputs: tuple[str, ...], output: str, force: bool, flavor: str) -> N
         write_trace(trace, sys.stdout.buffer)
         sys.stdout.buffer.flush()
         return
-    written = write_trace(trace, target, force=True)
+    written = write_trace(trace, target, force=force)
     click.echo(
         f"wrote {trace.events.height:,} events on {trace.tracks.height} tracks to {written}",
         err=True,

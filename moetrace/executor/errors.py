@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from moetrace.errors import MoetraceError
 
-class ExecutorInputError(ValueError):
+
+class ExecutorInputError(MoetraceError, ValueError):
     """An impossible or unknown input (preset, hardware key, shape, size); one line of text."""

@@ -50,11 +50,12 @@ def read_chrome(path: str | Path, *, flavor: str | None = None) -> Trace:
     return trace_from_raw(raw, path, flavor=flavor)
 
 
-def write_chrome(trace: Trace, out: str | Path | IO[bytes]) -> None:
-    """Write `trace` as Chrome JSON (object form; gzip when the path ends in .gz)."""
+def write_chrome(trace: Trace, out: str | Path | IO[bytes], *, force: bool = True) -> None:
+    """Write `trace` as Chrome JSON (object form; gzip when the path ends in .gz); a path is
+    written atomically and replaced only with `force`."""
     from moetrace.trace.chrome_write import write_chrome as _write
 
-    _write(trace, out)
+    _write(trace, out, force=force)
 
 
 def _warn_count(warnings: list[str], mask: pl.Series, idx: pl.Series, what: str) -> None:

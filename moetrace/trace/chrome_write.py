@@ -23,6 +23,7 @@ import msgspec
 import numpy as np
 import polars as pl
 
+from moetrace.trace.atomic import atomic_write
 from moetrace.trace.chrome_phases import assign_overflow_lanes
 from moetrace.trace.chrome_write_flows import (
     hex_ids,
@@ -279,21 +280,23 @@ def _top_level(trace: Trace, stored: dict[str, Any]) -> bytes:
     return encoded[:-1]  # without the closing brace
 
 
-def write_chrome(trace: Trace, out: str | Path | IO[bytes]) -> None:
-    """Write `trace` as Chrome JSON to a path (gzip when it ends in .gz) or a binary stream."""
+def write_chrome(trace: Trace, out: str | Path | IO[bytes], *, force: bool = True) -> None:
+    """Write `trace` as Chrome JSON to a path (gzip when it ends in .gz) or a binary stream.
+
+    A path is written atomically (trace.atomic): complete or not at all; an existing file
+    is replaced only with `force`."""
     meta_lines, events, stored = event_lines(trace)
     if isinstance(out, str | Path):
         path = Path(out)
-        if path.name.endswith(".gz"):
-            # mtime=0 and no file name in the header: same trace, same bytes.
-            with (
-                open(path, "wb") as raw,
-                gzip.GzipFile(filename="", fileobj=raw, mode="wb", compresslevel=5, mtime=0) as fh,
-            ):
-                _emit(fh, trace, meta_lines, events, stored)  # type: ignore[arg-type]
-        else:
-            with open(path, "wb") as fh:
-                _emit(fh, trace, meta_lines, events, stored)
+        with atomic_write(path, force=force) as raw:
+            if path.name.endswith(".gz"):
+                # mtime=0 and no file name in the header: same trace, same bytes.
+                with gzip.GzipFile(
+                    filename="", fileobj=raw, mode="wb", compresslevel=5, mtime=0
+                ) as fh:
+                    _emit(fh, trace, meta_lines, events, stored)  # type: ignore[arg-type]
+            else:
+                _emit(raw, trace, meta_lines, events, stored)
     else:
         _emit(out, trace, meta_lines, events, stored)
 

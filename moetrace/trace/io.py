@@ -192,9 +192,11 @@ def _offset(frame: pl.DataFrame, offsets: dict[str, int]) -> pl.DataFrame:
 def write_trace(trace: Trace, path: str | Path | IO[bytes], *, force: bool = False) -> Path:
     """Write `trace`: .json / .json.gz -> Chrome JSON, .pftrace -> Perfetto protobuf.
 
-    A binary stream gets Chrome JSON. Refuses to overwrite an existing file unless `force`
-    (TraceFormatError). Returns the path written (`Path("-")` for a stream).
+    A binary stream gets Chrome JSON. A file is written atomically (complete or not at all);
+    an existing one is replaced only with `force` (else `OutputError`, before any work).
+    Returns the path written (`Path("-")` for a stream).
     """
+    from moetrace.trace.atomic import check_target
     from moetrace.trace.chrome import write_chrome
 
     if not isinstance(path, str | Path):
@@ -204,18 +206,11 @@ def write_trace(trace: Trace, path: str | Path | IO[bytes], *, force: bool = Fal
     name = out.name.lower()
     if not name.endswith(TRACE_SUFFIXES):
         raise TraceFormatError(out, "unknown output format: use .json, .json.gz or .pftrace")
-    if out.exists() and not force:
-        raise TraceFormatError(out, "already exists (use --force to overwrite)")
-    if not out.parent.exists():
-        raise TraceFormatError(out.parent, "no such directory")
+    check_target(out, force=force)  # fail before the work; the write itself is atomic
     if name.endswith(".pftrace"):
-        try:
-            from moetrace.trace.pftrace import write_pftrace
-        except ImportError:
-            raise TraceFormatError(
-                out, "writing .pftrace is not available yet (moetrace.trace.pftrace missing)"
-            ) from None
-        write_pftrace(trace, out)
+        from moetrace.trace.pftrace import write_pftrace
+
+        write_pftrace(trace, out, force=force)
         return out
-    write_chrome(trace, out)
+    write_chrome(trace, out, force=force)
     return out

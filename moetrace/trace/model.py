@@ -14,6 +14,8 @@ from typing import Any
 import numpy as np
 import polars as pl
 
+from moetrace.errors import MoetraceError
+
 EVENT_KINDS = ("compute", "comm", "memory", "host", "marker", "other")
 """What an event does. `compute` and `comm` drive the overlap metrics."""
 
@@ -77,7 +79,7 @@ SCHEMAS: dict[str, dict[str, pl.DataType]] = {
 }
 
 
-class TraceFormatError(ValueError):
+class TraceFormatError(MoetraceError, ValueError):
     """Bad input: names the file, the position and what was wrong, in one line."""
 
     def __init__(self, path: str | Path | None, message: str, position: str | None = None):
@@ -94,7 +96,7 @@ class TraceFormatError(ValueError):
         return (type(self), (self.path, self.message, self.position))
 
 
-class TraceValidationError(ValueError):
+class TraceValidationError(MoetraceError, ValueError):
     """A `Trace` breaks an invariant of the model (see `Trace.problems`)."""
 
 

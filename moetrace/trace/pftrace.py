@@ -11,12 +11,13 @@ from __future__ import annotations
 
 import io
 from pathlib import Path
-from typing import BinaryIO
+from typing import BinaryIO, cast
 
 import numpy as np
 from perfetto.protos.perfetto.trace import perfetto_trace_pb2 as pb
 from perfetto.trace_builder.proto_builder import StreamingTraceProtoBuilder
 
+from moetrace.trace.atomic import atomic_write
 from moetrace.trace.model import Trace
 from moetrace.trace.pftrace_plan import SEQ_NEEDS_INCREMENTAL_STATE, PftracePlan, make_plan
 from moetrace.trace.pftrace_read import read_pftrace
@@ -95,8 +96,11 @@ def encode_pftrace(trace: Trace, *, fast: bool = True) -> bytes:
     return buffer.getvalue()
 
 
-def write_pftrace(trace: Trace, out: str | Path | BinaryIO, *, fast: bool = True) -> None:
-    """Write `trace` as a Perfetto protobuf trace to a path or a binary stream.
+def write_pftrace(
+    trace: Trace, out: str | Path | BinaryIO, *, fast: bool = True, force: bool = True
+) -> None:
+    """Write `trace` as a Perfetto protobuf trace to a path or a binary stream; a path is
+    written atomically (complete or not at all) and replaced only with `force`.
 
     `fast` hand-encodes the slice/counter packets with numpy (byte-identical to the official
     `StreamingTraceProtoBuilder` output, several times faster); `fast=False` uses the
@@ -104,8 +108,8 @@ def write_pftrace(trace: Trace, out: str | Path | BinaryIO, *, fast: bool = True
     """
     plan = make_plan(trace)
     if isinstance(out, str | Path):
-        with open(out, "wb") as stream:
-            _write(plan, stream, fast)
+        with atomic_write(out, force=force) as stream:
+            _write(plan, cast(BinaryIO, stream), fast)
     else:
         _write(plan, out, fast)
 
