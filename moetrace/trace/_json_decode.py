@@ -37,6 +37,8 @@ CHUNK = 4 << 20
 """Bytes per decoded piece: large enough to amortise msgspec calls, small enough to bound memory."""
 
 _WS = b" \t\r\n"
+_OVERLAP = 1 << 16
+"""Bytes before newly read data searched again for a boundary (`}` `,` `{` may straddle)."""
 
 _DECODE_DICT = msgspec.json.Decoder(dict[str, Any])
 _BYTE_RE = re.compile(r"\(byte (\d+)\)")
@@ -75,6 +77,12 @@ def _error_position(exc: Exception, base: int) -> str:
     """`byte N` of the whole stream from a msgspec error message at offset `base`."""
     m = _BYTE_RE.search(str(exc))
     return f"byte {base + int(m.group(1))}" if m else f"near byte {base}"
+
+
+def _what(exc: Exception) -> str:
+    """msgspec's message without its "(byte N)", which counts from the decoded piece, not
+    the file (the caller names the file's byte)."""
+    return _BYTE_RE.sub("", str(exc)).strip()
 
 
 def decode_file(path: str | Path) -> RawTrace:
@@ -133,6 +141,14 @@ def _decode_stream(path: Path, reader: _Reader) -> RawTrace:
             warnings.extend(tail_warn)
             break
         cut = _find_cut(buf, pos, pos + CHUNK)
+        while cut <= pos and not reader.eof:
+            # No event boundary within a piece: one event is bigger than CHUNK. Read on
+            # until its end (a boundary in the new bytes); events have no size limit.
+            searched = len(buf)
+            buf += reader.read(CHUNK)
+            cut = _find_cut(buf, max(pos, searched - _OVERLAP), len(buf))
+        if cut <= pos:
+            continue  # the rest of the data is one piece: decoded as the tail
         piece_frame = None
         tries = 0
         while cut > pos and tries < 4:
@@ -151,7 +167,7 @@ def _decode_stream(path: Path, reader: _Reader) -> RawTrace:
             except msgspec.DecodeError as exc:
                 raise TraceFormatError(
                     path,
-                    f"invalid JSON in traceEvents: {exc}",
+                    f"invalid JSON in traceEvents: {_what(exc)}",
                     _error_position(exc, base + pos - 1),
                 ) from None
             raise TraceFormatError(path, "invalid JSON in traceEvents", f"near byte {base + pos}")
@@ -240,7 +256,9 @@ def _object_without_events(
             raise TraceFormatError(
                 path, '"traceEvents" is not an array', f"byte {bad_value_at}"
             ) from None
-        raise TraceFormatError(path, f"invalid JSON: {exc}", _error_position(exc, start)) from None
+        raise TraceFormatError(
+            path, f"invalid JSON: {_what(exc)}", _error_position(exc, start)
+        ) from None
     if isinstance(whole, dict) and "traceEvents" in whole:
         kind = type(whole["traceEvents"]).__name__
         raise TraceFormatError(
@@ -309,7 +327,9 @@ def _decode_tail(
     except msgspec.DecodeError as exc:
         if not _is_truncation(exc, len(body) + 2):
             raise TraceFormatError(
-                path, f"invalid JSON in traceEvents: {exc}", _error_position(exc, base + pos - 1)
+                path,
+                f"invalid JSON in traceEvents: {_what(exc)}",
+                _error_position(exc, base + pos - 1),
             ) from None
     # The data stops inside the last event: keep every complete one before it.
     cut = _find_cut(buf, pos, len(buf))
@@ -321,7 +341,7 @@ def _decode_tail(
             if not _is_truncation(exc, len(piece) + 2):
                 raise TraceFormatError(
                     path,
-                    f"invalid JSON in traceEvents: {exc}",
+                    f"invalid JSON in traceEvents: {_what(exc)}",
                     _error_position(exc, base + pos - 1),
                 ) from None
             cut = _prev_cut(buf, pos, cut)

@@ -17,9 +17,10 @@ import numpy as np
 import polars as pl
 
 from moetrace.trace import chrome_parts as parts
+from moetrace.trace._deep import MAX_DEPTH, TooDeep, call_deep, first_too_deep
 from moetrace.trace._json_decode import RawTrace, decode_file
 from moetrace.trace.flavors import detect_flavor, interpret
-from moetrace.trace.model import Trace
+from moetrace.trace.model import Trace, TraceFormatError
 
 _SLICE_PHASES = ("X", "B", "E", "i", "I", "R", "b", "e", "n")
 _KNOWN = {*_SLICE_PHASES, "C", "s", "t", "f", "M"}
@@ -46,8 +47,28 @@ def read_chrome(path: str | Path, *, flavor: str | None = None) -> Trace:
     `flavor` forces an interpretation ("kineto", "ascend", "moetrace", "chrome"); by
     default it is detected from the file. Raises `TraceFormatError` on unreadable input.
     """
-    raw = decode_file(path)
-    return trace_from_raw(raw, path, flavor=flavor)
+    try:
+        return call_deep(lambda: trace_from_raw(decode_file(path), path, flavor=flavor))
+    except TooDeep:
+        raise TraceFormatError(
+            path,
+            f"JSON nested deeper than {MAX_DEPTH:,} levels (moetrace's nesting limit)",
+            _deep_position(Path(path)),
+        ) from None
+
+
+def _deep_position(path: Path) -> str | None:
+    """`byte N` (of the decompressed data) where the nesting passes MAX_DEPTH."""
+    from moetrace.trace._json_source import Reader
+
+    with open(path, "rb") as fh:
+        head = fh.read(4)
+    reader = Reader(path, head)
+    try:
+        at = first_too_deep(lambda: reader.read(16 << 20))
+    finally:
+        reader.close()
+    return None if at is None else f"byte {at}"
 
 
 def write_chrome(trace: Trace, out: str | Path | IO[bytes], *, force: bool = True) -> None:

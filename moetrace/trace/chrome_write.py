@@ -23,6 +23,7 @@ import msgspec
 import numpy as np
 import polars as pl
 
+from moetrace.trace._deep import call_deep
 from moetrace.trace.atomic import atomic_write
 from moetrace.trace.chrome_phases import assign_overflow_lanes
 from moetrace.trace.chrome_write_flows import (
@@ -276,7 +277,7 @@ def _top_level(trace: Trace, stored: dict[str, Any]) -> bytes:
     top = trace.meta.get("top") if isinstance(trace.meta.get("top"), dict) else {}
     head = {k: v for k, v in (top or {}).items() if k not in ("traceEvents", "moetrace")}
     head["moetrace"] = stored
-    encoded = msgspec.json.encode(head, enc_hook=_enc_hook)
+    encoded = call_deep(lambda: msgspec.json.encode(head, enc_hook=_enc_hook))  # deep meta
     return encoded[:-1]  # without the closing brace
 
 

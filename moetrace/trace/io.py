@@ -7,6 +7,7 @@
 
 from __future__ import annotations
 
+import zlib
 from collections.abc import Sequence
 from pathlib import Path
 from typing import IO, Any
@@ -35,17 +36,58 @@ def _is_trace_name(p: Path) -> bool:
 
 
 def find_traces(directory: Path) -> list[Path]:
-    """Trace files under `directory`: Ascend `*_ascend_pt/ASCEND_PROFILER_OUTPUT/trace_view.json`
-    (one per rank; the side files next to them are not traces), else every .json, .json.gz and
-    .pftrace file (recursively), sorted by path."""
-    ascend = sorted(directory.rglob("ASCEND_PROFILER_OUTPUT/trace_view.json"))
+    """Trace files of `directory`, sorted by path: Ascend
+    `*_ascend_pt/ASCEND_PROFILER_OUTPUT/trace_view.json` at any depth (one per rank; the side
+    files next to them are not traces), plus the .json, .json.gz and .pftrace files directly
+    in `directory`. Other sub-folders are not searched (they are usually other runs), and
+    hidden files and JSON side files without a `traceEvents` array are skipped."""
+    ascend = sorted(
+        p
+        for p in directory.rglob("ASCEND_PROFILER_OUTPUT/trace_view.json")
+        if not any(part.startswith(".") for part in p.relative_to(directory).parts)
+    )
     ascend_roots = {p.parent.parent for p in ascend}
     others = [
         p
-        for p in sorted(directory.rglob("*"))
-        if p.is_file() and _is_trace_name(p) and not any(r in p.parents for r in ascend_roots)
+        for p in sorted(directory.iterdir())
+        if not p.name.startswith(".")
+        and p.is_file()
+        and _is_trace_name(p)
+        and not any(r in p.parents for r in ascend_roots)
+        and _may_be_trace(p)
     ]
     return sorted({*ascend, *others})
+
+
+_SNIFF = 1 << 20
+
+
+def _may_be_trace(path: Path) -> bool:
+    """False only for a JSON object file that ends within its first MB without a
+    `"traceEvents"` key (run metadata and other side files); anything else may be a trace
+    (a damaged one is then reported by the reader, not skipped)."""
+    if path.name.lower().endswith(".pftrace"):
+        return True
+    try:
+        with open(path, "rb") as fh:
+            head = fh.read(_SNIFF + 1)
+        if head[:2] == b"\x1f\x8b":
+            inflate = zlib.decompressobj(wbits=31)
+            head = inflate.decompress(head, _SNIFF + 1)
+            if not inflate.eof:
+                return True  # longer than the sniffed part
+        elif len(head) > _SNIFF:
+            return True
+    except (OSError, zlib.error):
+        return True
+    text = head.lstrip(b"\xef\xbb\xbf \t\r\n")
+    return not (text[:1] == b"{" and b'"traceEvents"' not in text)
+
+
+def _traces_below(directory: Path) -> list[str]:
+    """Sub-folders (one level) that hold traces, for the error message."""
+    subs = [p for p in sorted(directory.iterdir()) if p.is_dir() and not p.name.startswith(".")]
+    return [p.name for p in subs if any(_is_trace_name(f) for f in p.rglob("*"))][:8]
 
 
 def _expand(paths: str | Path | Sequence[str | Path]) -> list[Path]:
@@ -58,8 +100,15 @@ def _expand(paths: str | Path | Sequence[str | Path]) -> list[Path]:
         if p.is_dir():
             found = find_traces(p)
             if not found:
+                below = _traces_below(p)
+                hint = (
+                    f"; its sub-folders {', '.join(below)} hold traces (pass those)"
+                    if below
+                    else ""
+                )
                 raise TraceFormatError(
-                    p, "directory holds no traces (*.json, *.json.gz, *.pftrace, *_ascend_pt/)"
+                    p,
+                    "directory holds no traces (*.json, *.json.gz, *.pftrace, *_ascend_pt/)" + hint,
                 )
             out.extend(found)
         elif not p.exists():
