@@ -65,7 +65,7 @@ def _decimal_ns(text: str | None, scale: int) -> int | None:
         value = Decimal(t)
         # Out of int64 ns long before 10^20 us: reject before multiplying, so '1e1000000'
         # neither raises decimal.Overflow nor builds a million-digit integer.
-        if not value.is_finite() or value.adjusted() > 20:
+        if not value.is_finite() or (value and value.adjusted() > 20):  # '0e30' is 0
             return None
         value = value * scale
     except ArithmeticError:  # InvalidOperation (not a number), Overflow

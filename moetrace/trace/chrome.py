@@ -8,6 +8,7 @@ flow points (s/t/f and v2 bind_id), and `flavors` says what they mean (unit, ran
 
 from __future__ import annotations
 
+import re
 from collections import Counter
 from pathlib import Path
 from typing import IO, Any
@@ -19,6 +20,7 @@ import polars as pl
 from moetrace.trace import chrome_parts as parts
 from moetrace.trace._deep import MAX_DEPTH, TooDeep, call_deep, first_too_deep
 from moetrace.trace._json_decode import RawTrace, decode_file
+from moetrace.trace.chrome_write_flows import CANONICAL_INT
 from moetrace.trace.flavors import detect_flavor, interpret
 from moetrace.trace.model import Trace, TraceFormatError
 
@@ -217,8 +219,9 @@ def decode_args(args: list[str | None]) -> list[dict[str, Any]]:
 
 def as_int_or_text(values: np.ndarray | list[Any]) -> list[Any]:
     """pid/tid texts -> int where they are integer digits (writers emit numbers then)."""
+    canonical = re.compile(CANONICAL_INT)
     out: list[Any] = []
     for v in values:
         s = str(v)
-        out.append(int(s) if s.lstrip("-").isdigit() and len(s) < 20 else s)
+        out.append(int(s) if canonical.match(s) and len(s) < 20 else s)  # "07" stays text
     return out

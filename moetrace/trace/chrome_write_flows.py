@@ -21,9 +21,15 @@ def json_str(expr: pl.Expr) -> pl.Expr:
     return encoded.str.slice(5, encoded.str.len_chars() - 6)
 
 
+CANONICAL_INT = r"^(0|-?[1-9][0-9]*)$"
+"""Text that is an integer as a JSON reader prints it back (no leading zeros, no "+", no "-0")."""
+
+
 def id_json(expr: pl.Expr) -> pl.Expr:
-    """pid/tid text -> a JSON integer when it is one, else a JSON string."""
-    return pl.when(expr.str.contains(r"^-?[0-9]{1,18}$")).then(expr).otherwise(json_str(expr))
+    """pid/tid text -> a JSON integer when it is one as written (any size: the reader keeps
+    big ones as text), else a JSON string: "07", "00", "-07" stay strings, so they read back
+    as themselves and the file stays valid JSON."""
+    return pl.when(expr.str.contains(CANONICAL_INT)).then(expr).otherwise(json_str(expr))
 
 
 def us_text(expr: pl.Expr) -> pl.Expr:

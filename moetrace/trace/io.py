@@ -122,7 +122,10 @@ def read_one(path: Path, *, flavor: str | None = None) -> Trace:
     """Read one trace file; .pftrace by name or magic, everything else as Chrome JSON."""
     with open(path, "rb") as fh:
         head = fh.read(16)
-    is_json_like = head.lstrip()[:1] in (b"[", b"{") or head[:2] == b"\x1f\x8b"
+    # A protobuf trace starts with 0x0a (packet field tag), which lstrip() would eat as "\n".
+    is_json_like = head[:1] != b"\n" and (
+        head.lstrip()[:1] in (b"[", b"{") or head[:2] == b"\x1f\x8b"
+    )
     if path.name.endswith(".pftrace") and not is_json_like:
         try:
             from moetrace.trace.pftrace import read_pftrace
