@@ -85,6 +85,9 @@ def _analyze_paths(
     """Load and analyze the arguments as ONE job (every file a rank of it), or with
     `separate` each file on its own (warnings are printed by the caller)."""
     from moetrace.analysis.classify import check_patterns
+    from moetrace.commands.numbers import check_peak_tflops
+
+    peak_tflops = check_peak_tflops(peak_tflops)  # MFU from -1 TFLOP/s would be nonsense
     from moetrace.analysis.report import analyze
     from moetrace.analysis.steps import WINDOW_SPANS, parse_window
     from moetrace.trace.model import TraceFormatError, TraceValidationError

@@ -24,6 +24,7 @@ from moetrace.commands.executor_common import (
     simulate_write_summarize,
     summarize,
 )
+from moetrace.commands.numbers import check_seed
 
 if TYPE_CHECKING:
     pass
@@ -104,7 +105,7 @@ def _params(kw: dict[str, Any], overrides: dict[str, Any]) -> dict[str, Any]:
         "schedule": kw["schedule"],
         "routing": kw["routing"],
         "placement": kw["placement"],
-        "seed": _int(str(kw["seed"]), "seed"),
+        "seed": check_seed(kw["seed"]),
         "hw_overrides": overrides or None,
         "chunks": kw["chunks"],
         "dispatch_dtype": kw["dispatch_dtype"],

@@ -8,6 +8,7 @@ from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
 from moetrace.commands._common import UserError
+from moetrace.commands.numbers import check_hw_overrides
 
 if TYPE_CHECKING:
     from moetrace.trace.model import Trace
@@ -91,7 +92,7 @@ def hw_overrides(pairs: tuple[str, ...], hw_file: str | None) -> dict[str, Any]:
     with executor_errors():
         out: dict[str, Any] = load_overrides_file(hw_file) if hw_file else {}
         out.update(parse_overrides(pairs))
-    return out
+    return check_hw_overrides(out)
 
 
 def simulate_write_summarize(params: dict[str, Any], path: str) -> dict[str, Any]:

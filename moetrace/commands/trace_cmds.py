@@ -7,7 +7,7 @@ from typing import Any
 
 import click
 
-from moetrace.commands._common import check_output_path, handle_errors, load_options
+from moetrace.commands._common import UserError, check_output_path, handle_errors, load_options
 
 _FLAVORS = click.Choice(["auto", "kineto", "ascend", "moetrace", "chrome"])
 
@@ -157,6 +157,18 @@ def info(traces: tuple[str, ...], as_json: bool, flavor: str) -> None:
         _print_table(summary)
 
 
+_MAX_WARNINGS_SHOWN = 20
+
+
+def _report_warnings(warnings: list[str]) -> None:
+    """The reader's warnings (what was dropped or repaired) on stderr, as `info` lists them."""
+    for warning in warnings[:_MAX_WARNINGS_SHOWN]:
+        shown = "".join(c if c.isprintable() else repr(c)[1:-1] for c in warning)
+        click.echo(f"warning: {shown}", err=True)
+    if len(warnings) > _MAX_WARNINGS_SHOWN:
+        click.echo(f"warning: ... and {len(warnings) - _MAX_WARNINGS_SHOWN} more", err=True)
+
+
 @click.command("convert")
 @click.argument("inputs", nargs=-1, required=True, type=click.Path(dir_okay=True))
 @click.option(
@@ -180,6 +192,8 @@ def convert(inputs: tuple[str, ...], output: str, force: bool, flavor: str) -> N
 
     Several inputs are merged (one rank per file). moetrace's Chrome JSON keeps every
     track's unit and rank, event kinds and dependencies, so converting back loses nothing.
+    What the reader dropped or repaired is printed as warnings; when every event was
+    dropped nothing is written (exit status 2). The output is written atomically.
 
     \b
     Examples:
@@ -191,6 +205,12 @@ def convert(inputs: tuple[str, ...], output: str, force: bool, flavor: str) -> N
 
     target = check_output_path(output, force)
     trace = load(list(inputs), flavor=None if flavor == "auto" else flavor)
+    _report_warnings(trace.warnings)
+    if trace.events.height == 0 and trace.counters.height == 0 and trace.warnings:
+        raise UserError(
+            f"{', '.join(inputs)}: every event was dropped (see the warnings above); "
+            "nothing written"
+        )
     if target is None:
         write_trace(trace, sys.stdout.buffer)
         sys.stdout.buffer.flush()

@@ -24,6 +24,9 @@ from moetrace.trace.chrome_write_flows import CANONICAL_INT
 from moetrace.trace.flavors import detect_flavor, interpret
 from moetrace.trace.model import Trace, TraceFormatError
 
+TIME_LIMIT_NS = 2**62 - 1
+"""Largest |time| (ns) an event may have: any difference of two such times fits in int64."""
+
 _SLICE_PHASES = ("X", "B", "E", "i", "I", "R", "b", "e", "n")
 _KNOWN = {*_SLICE_PHASES, "C", "s", "t", "f", "M"}
 _IGNORED_NAMES = {
@@ -153,6 +156,17 @@ def decode_columns(raw: pl.DataFrame, warnings: list[str]) -> pl.DataFrame:
     negative = (dur < 0).fill_null(False)
     _warn_count(warnings, keep & is_x & negative, idx, "with a negative 'dur', skipped")
     keep = keep & ~(is_x & (dur.is_null() | negative | dur_bad))
+    # Times beyond ±2^62 ns would overflow int64 in ends, windows and differences (a window
+    # from -9.2e15 to +9.2e15 µs is 1.8e19 ns): such events are refused, by position.
+    beyond = (ts > TIME_LIMIT_NS) | (ts < -TIME_LIMIT_NS) | (is_x & (dur > TIME_LIMIT_NS - ts))
+    beyond = keep & ~is_meta & beyond.fill_null(False)
+    _warn_count(
+        warnings,
+        beyond,
+        idx,
+        "with 'ts' or 'ts'+'dur' beyond ±2^62 ns (±146 years, moetrace's time range), skipped",
+    )
+    keep = keep & ~beyond
     _warn_count(
         warnings, keep & raw["pid"].is_null() & ~is_meta, idx, "without 'pid' (put on pid 0)"
     )

@@ -135,6 +135,13 @@ def interpret(
         return _assemble(built, built.tracks, events, _stored_deps(built), merged, mark_steps=False)
     if flavor == "kineto":
         rank = _kineto_rank(top)
+        if rank is None and isinstance(top.get("distributedInfo"), dict):
+            given = top["distributedInfo"].get("rank")
+            if given is not None:
+                meta.setdefault("warnings", []).append(
+                    f"distributedInfo.rank {str(given)[:40]!r} is not an integer in "
+                    "0..2^31-1: rank unknown"
+                )
         tracks, events = _kineto(built, rank)
     elif flavor == "ascend":
         rank = _ascend_rank(path)
@@ -197,13 +204,21 @@ def _with_kind(events: pl.DataFrame, expr: pl.Expr) -> pl.DataFrame:
     return events.with_columns(pl.coalesce(pl.col("kind_ext"), expr).alias("kind"))
 
 
+RANK_LIMIT = 2**31
+"""Ranks are Int32: 0 .. 2^31-1."""
+
+
 def _kineto_rank(top: dict[str, Any]) -> int | None:
     info = top.get("distributedInfo")
     if isinstance(info, dict):
-        try:
-            return int(info["rank"])
-        except (KeyError, TypeError, ValueError):
+        value = info.get("rank")
+        if isinstance(value, bool) or (isinstance(value, float) and not value.is_integer()):
             return None
+        try:
+            rank = int(value)  # type: ignore[arg-type]
+        except (TypeError, ValueError, OverflowError):
+            return None
+        return rank if 0 <= rank < RANK_LIMIT else None  # reported by `interpret`
     return None
 
 
@@ -272,13 +287,13 @@ def _ascend_rank(path: str | Path) -> int | None:
     p = Path(path)
     for part in reversed(p.parts):
         m = _RANK_IN_PATH.search(part)
-        if m:
+        if m and int(m.group(1)) < RANK_LIMIT:
             return int(m.group(1))
     for parent in (p.parent, p.parent.parent):
         found = sorted(parent.glob("profiler_info_*.json")) if parent.is_dir() else []
         for info in found:
             digits = info.stem.rsplit("_", 1)[-1]
-            if digits.isdigit():
+            if digits.isdigit() and int(digits) < RANK_LIMIT:
                 return int(digits)
     return None
 
