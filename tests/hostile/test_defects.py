@@ -1,0 +1,209 @@
+"""One test per defect of the hostile-input campaign (issue 12): bad numbers, int64-overflowing
+times, huge ranks, long file names, and `convert` reporting what it dropped."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from click.testing import CliRunner
+
+from moetrace.cli import main
+from moetrace.commands.numbers import HW_RANGES
+from moetrace.trace.io import load
+
+SMALL = ["--ranks", "4", "--tokens", "128"]
+
+
+def _cli(args: list[str]) -> tuple[int, str, str]:
+    result = CliRunner().invoke(main, args)
+    if result.exception is not None and not isinstance(result.exception, SystemExit):
+        raise result.exception  # a traceback is a failure
+    return result.exit_code, result.stdout, result.stderr
+
+
+def _one_error_line(err: str) -> str:
+    lines = err.strip().splitlines()
+    assert len(lines) == 1, err
+    assert lines[0].startswith("moetrace: error: ")
+    return lines[0]
+
+
+def _write(path: Path, events: list[dict[str, Any]], **top: Any) -> Path:
+    path.write_text(json.dumps({**top, "traceEvents": events}))
+    return path
+
+
+def _x(name: str, ts: Any, dur: Any = 2, **more: Any) -> dict[str, Any]:
+    return {"ph": "X", "name": name, "pid": 1, "tid": 1, "ts": ts, "dur": dur, **more}
+
+
+@pytest.mark.parametrize(
+    ("args", "expected"),
+    [
+        (["--seed", "-1"], "--seed '-1': must be an integer in 0..2^63-1"),
+        (["--seed", str(2**63)], "must be an integer in 0..2^63-1"),
+        (["--seed", "1.5"], "--seed '1.5': expected an integer"),
+        (
+            ["--hw", "link_bw=1"],
+            "--hw link_bw '1': must be a finite number in 1e+06..1e+16 bytes/s",
+        ),
+        (["--hw", "link_bw=nan"], "--hw link_bw 'nan': must be a finite number"),
+        (["--hw", "link_bw=-5e9"], "--hw link_bw '-5e9': must be a finite number"),
+        (["--hw", "hbm_bw=inf"], "--hw hbm_bw 'inf': must be a finite number"),
+        (["--hw", "gemm_eff=1.5"], "in 0.001..1 of peak"),
+        (["--hw", "n_aic=2.5"], "expected a whole number of cores"),
+        (["--hw", "clock_hz=abc"], "--hw clock_hz 'abc': expected a number"),
+    ],
+)
+def test_bad_executor_numbers_are_one_line_exit_2(args: list[str], expected: str) -> None:
+    code, out, err = _cli(["run", *SMALL, *args])
+    assert code == 2 and out == ""
+    assert expected in _one_error_line(err)
+
+
+def test_hw_file_values_are_checked_too(tmp_path: Path) -> None:
+    hw = tmp_path / "hw.toml"
+    hw.write_text("link_bw = 1.0\n")
+    code, _, err = _cli(["run", *SMALL, "--hw-file", str(hw)])
+    assert code == 2 and "--hw link_bw 1.0: must be a finite number" in _one_error_line(err)
+
+
+def test_every_range_accepts_its_ends_and_link_bw_zero_means_the_tables() -> None:
+    from moetrace.commands.numbers import check_hw_overrides
+
+    for key, (low, high, _) in HW_RANGES.items():
+        assert check_hw_overrides({key: low}) == {key: low}
+        assert check_hw_overrides({key: str(high)}) == {key: str(high)}
+    assert check_hw_overrides({"link_bw": "0"}) == {"link_bw": "0"}
+    assert check_hw_overrides({"dispatch_bw": "8:1e9"}) == {"dispatch_bw": "8:1e9"}  # executor's
+
+
+def test_valid_extreme_hw_values_run(tmp_path: Path) -> None:
+    code, out, err = _cli(["run", *SMALL, "--hw", "link_bw=1e6", "--json"])
+    assert code == 0, err
+    assert json.loads(out)["makespan_ns"] > 0
+
+
+@pytest.mark.parametrize("value", ["-1", "0", "nan", "inf", "1e9"])
+def test_peak_tflops_out_of_range(value: str) -> None:
+    trace = Path(__file__).resolve().parents[2] / "sample_traces" / "tile_zipf.json.gz"
+    code, out, err = _cli(["metrics", str(trace), "--json", "--peak-tflops", value])
+    assert code == 2 and out == ""
+    assert "--peak-tflops" in _one_error_line(err) and "0.001..1e+06 TFLOP/s" in err
+
+
+def test_peak_tflops_in_range_changes_mfu_as_expected() -> None:
+    trace = Path(__file__).resolve().parents[2] / "sample_traces" / "tile_zipf.json.gz"
+    code, out, _ = _cli(["metrics", str(trace), "--json", "--peak-tflops", "100"])
+    assert code == 0
+    code2, out2, _ = _cli(["metrics", str(trace), "--json", "--peak-tflops", "200"])
+    assert code2 == 0
+    a = json.loads(out)["traces"][0]["summary"]["mfu"]
+    b = json.loads(out2)["traces"][0]["summary"]["mfu"]
+    assert a == pytest.approx(2 * b)
+
+
+def test_times_overflowing_int64_ns_are_refused_with_the_event_position(tmp_path: Path) -> None:
+    path = _write(
+        tmp_path / "t.json",
+        [
+            _x("ok", 100),
+            _x("end_beyond", 4_611_686_018_427_387, 1_000),  # ts fits, ts + dur > 2^62 ns
+            _x("huge", 9.2e15),
+            _x("neg", -9.2e15),
+            {"ph": "C", "name": "c", "pid": 1, "ts": -5e15, "args": {"v": 1}},
+        ],
+    )
+    trace = load(path)
+    assert trace.events["name"].to_list() == ["ok"]
+    assert trace.counters.height == 0
+    (warning,) = [w for w in trace.warnings if "2^62" in w]
+    assert warning.startswith("4 event(s) with 'ts' or 'ts'+'dur' beyond ±2^62 ns")
+    assert warning.endswith("(first: event #1)")
+    window = trace.window()
+    assert window is not None and window[1] - window[0] == 2000
+
+
+def test_times_just_inside_the_range_load_exactly(tmp_path: Path) -> None:
+    limit_us = (2**62 - 1) // 1000  # whole microseconds that still fit
+    path = _write(tmp_path / "t.json", [_x("lo", -limit_us, 0), _x("hi", limit_us - 5, 5)])
+    trace = load(path)
+    assert sorted(trace.events["ts"].to_list()) == [-limit_us * 1000, (limit_us - 5) * 1000]
+    window = trace.window()
+    assert window is not None and window[1] - window[0] == 2 * limit_us * 1000  # no overflow
+
+
+@pytest.mark.parametrize("rank", [2**31, 2**70, -1, "x", 1.5, True])
+def test_distributed_rank_outside_int32_is_a_warning(tmp_path: Path, rank: Any) -> None:
+    path = _write(
+        tmp_path / "k.json",
+        [_x("k", 1, cat="kernel")],
+        distributedInfo={"rank": rank},
+        schemaVersion=1,
+    )
+    code, out, err = _cli(["info", str(path), "--json"])
+    assert code == 0, err
+    info = json.loads(out)
+    assert info["ranks"] == []
+    assert any("distributedInfo.rank" in w and "0..2^31-1" in w for w in info["warnings"])
+
+
+def test_rank_2_31_minus_1_is_kept(tmp_path: Path) -> None:
+    path = _write(
+        tmp_path / "k.json", [_x("k", 1, cat="kernel")], distributedInfo={"rank": 2**31 - 1}
+    )
+    assert load(path).ranks == [2**31 - 1]
+
+
+def test_300_character_file_names(tmp_path: Path) -> None:
+    src = _write(tmp_path / "in.json", [_x("a", 1)])
+    long_out = tmp_path / ("o" * 300 + ".json")
+    code, _, err = _cli(["convert", str(src), "-o", str(long_out)])
+    assert code == 2 and "file name too long (305 characters" in _one_error_line(err)
+    code, _, err = _cli(["info", str(tmp_path / ("i" * 300 + ".json"))])
+    assert code == 2
+    line = _one_error_line(err)
+    assert "name too long" in line.lower() or "no such file" in line
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["in.json"]
+
+
+def test_convert_reports_warnings_and_refuses_an_empty_output(tmp_path: Path) -> None:
+    src = _write(tmp_path / "in.json", [_x("a", "x"), _x("b", 1, None)])
+    out = tmp_path / "out.json"
+    code, stdout, err = _cli(["convert", str(src), "-o", str(out)])
+    assert code == 2 and stdout == ""
+    lines = err.strip().splitlines()
+    assert lines[0].startswith("warning: 1 event(s) with a non-numeric or out-of-range 'ts'")
+    assert lines[1].startswith("warning: 1 event(s) of phase X without 'dur'")
+    assert lines[2] == (
+        f"moetrace: error: {src}: every event was dropped (see the warnings above); nothing written"
+    )
+    assert not out.exists()
+
+
+def test_convert_reports_truncation_and_writes_what_was_kept(tmp_path: Path) -> None:
+    src = tmp_path / "cut.json"
+    src.write_text('[{"ph":"X","name":"a","pid":1,"tid":1,"ts":1,"dur":2},{"ph":"X","na')
+    out = tmp_path / "out.json"
+    code, _, err = _cli(["convert", str(src), "-o", str(out)])
+    assert code == 0
+    assert err.startswith("warning: truncated at byte 67")
+    assert "wrote 1 events" in err
+    assert load(out).events["name"].to_list() == ["a"]
+
+
+def test_convert_of_an_empty_trace_is_fine(tmp_path: Path) -> None:
+    src = tmp_path / "empty.json"
+    src.write_text("[]")
+    code, _, err = _cli(["convert", str(src), "-o", str(tmp_path / "out.json")])
+    assert code == 0 and "wrote 0 events" in err
+
+
+def test_warnings_with_control_characters_are_shown_escaped(tmp_path: Path) -> None:
+    src = _write(tmp_path / "in.json", [_x("ok", 1), {"ph": "\x1b", "ts": 1}])
+    code, _, err = _cli(["convert", str(src), "-o", str(tmp_path / "o.json")])
+    assert code == 0
+    assert "\x1b" not in err and "\\x1b" in err
