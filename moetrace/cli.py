@@ -7,6 +7,7 @@ import importlib
 import click
 
 from moetrace import __version__
+from moetrace.commands._common import OneLineErrorGroup
 
 # Modules under moetrace.commands, each exporting COMMANDS (a list of click commands).
 _COMMAND_MODULES = (
@@ -22,7 +23,7 @@ _COMMAND_MODULES = (
 CONTEXT_SETTINGS = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
 
 
-@click.group(context_settings=CONTEXT_SETTINGS)
+@click.group(cls=OneLineErrorGroup, context_settings=CONTEXT_SETTINGS)
 @click.version_option(__version__, prog_name="moetrace")
 def main() -> None:
     """moetrace: see where a Mixture-of-Experts step spends its time.

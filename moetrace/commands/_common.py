@@ -128,3 +128,38 @@ def load_options(func: F) -> F:
     for option in reversed(options):
         func = option(func)
     return func
+
+
+class OneLineUsageError(click.UsageError):
+    """A bad option or argument, shown like every other error: one line, exit status 2."""
+
+    def show(self, file: Any = None) -> None:
+        hint = f" (see '{self.ctx.command_path} --help')" if self.ctx is not None else ""
+        message = self.format_message().replace("\n", " ")
+        click.echo(f"moetrace: error: {message}{hint}", err=True)
+
+
+class OneLineErrorGroup(click.Group):
+    """The `moetrace` group: click's usage errors (bad option values, unknown commands) are
+    printed as one `moetrace: error: ...` line instead of usage + hint + error."""
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        try:
+            return super().parse_args(ctx, args)
+        except click.UsageError as exc:
+            raise _one_line(exc) from None
+
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except click.UsageError as exc:
+            raise _one_line(exc) from None
+
+
+_NO_ARGS_IS_HELP = getattr(click.exceptions, "NoArgsIsHelpError", OneLineUsageError)
+
+
+def _one_line(exc: click.UsageError) -> click.UsageError:
+    if isinstance(exc, OneLineUsageError | _NO_ARGS_IS_HELP):  # bare `moetrace`: the help
+        return exc
+    return OneLineUsageError(exc.format_message(), exc.ctx)

@@ -138,7 +138,12 @@ def _text_strict(values: list[Any]) -> tuple[pl.Series, bool]:
 
 
 def _args(values: list[msgspec.Raw]) -> pl.Series:
-    joined = _SEP.join(values).decode("utf-8")
+    try:
+        joined = _SEP.join(values).decode("utf-8")
+    except UnicodeDecodeError as exc:
+        # msgspec checks UTF-8 in strings it decodes, not in raw values: report it as the
+        # JSON error it is (the caller finds the byte).
+        raise msgspec.DecodeError(f"invalid UTF-8 in 'args' ({exc.reason})") from None
     s = pl.Series([joined]).str.split("\x1f").explode()
     if s.len() != len(values):  # cannot happen with valid JSON; stay correct anyway
         s = pl.Series([bytes(v).decode("utf-8") for v in values], dtype=pl.String)

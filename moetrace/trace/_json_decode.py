@@ -85,6 +85,23 @@ def _what(exc: Exception) -> str:
     return _BYTE_RE.sub("", str(exc)).strip()
 
 
+def _bad_json(path: Path, exc: Exception, piece: bytes | bytearray, at: int) -> TraceFormatError:
+    """The error for events `piece` (no brackets; starts at byte `at` of the stream) that
+    msgspec refused as `[piece]`. Invalid UTF-8 gets the exact byte (msgspec names none)."""
+    if "UTF-8" in str(exc):
+        try:
+            bytes(piece).decode("utf-8")
+        except UnicodeDecodeError as bad:
+            return TraceFormatError(
+                path,
+                "invalid UTF-8 in the JSON text (JSON must be UTF-8)",
+                f"byte {at + bad.start}",
+            )
+    return TraceFormatError(
+        path, f"invalid JSON in traceEvents: {_what(exc)}", _error_position(exc, at - 1)
+    )
+
+
 def decode_file(path: str | Path) -> RawTrace:
     """Decode a Chrome JSON trace file (plain or gzip) into raw event columns."""
     path = Path(path)
@@ -165,11 +182,7 @@ def _decode_stream(path: Path, reader: _Reader) -> RawTrace:
             try:
                 msgspec.json.decode(b"[" + bytes(buf[pos:end]) + b"]")
             except msgspec.DecodeError as exc:
-                raise TraceFormatError(
-                    path,
-                    f"invalid JSON in traceEvents: {_what(exc)}",
-                    _error_position(exc, base + pos - 1),
-                ) from None
+                raise _bad_json(path, exc, buf[pos:end], base + pos) from None
             raise TraceFormatError(path, "invalid JSON in traceEvents", f"near byte {base + pos}")
         frames.append(piece_frame)
         count += piece_frame.height
@@ -306,7 +319,9 @@ def _decode_tail(
             body = body[:-1]
         try:
             return _decode_piece(body, count, path, base + pos, full), extra, warnings
-        except msgspec.DecodeError:
+        except msgspec.DecodeError as exc:
+            if "UTF-8" in str(exc):  # not a wrong `]`: the text itself is bad
+                raise _bad_json(path, exc, body, base + pos) from None
             continue
     end_at = base + len(buf)
     body = tail.rstrip()
@@ -326,11 +341,7 @@ def _decode_tail(
         return frame, {}, warnings
     except msgspec.DecodeError as exc:
         if not _is_truncation(exc, len(body) + 2):
-            raise TraceFormatError(
-                path,
-                f"invalid JSON in traceEvents: {_what(exc)}",
-                _error_position(exc, base + pos - 1),
-            ) from None
+            raise _bad_json(path, exc, body, base + pos) from None
     # The data stops inside the last event: keep every complete one before it.
     cut = _find_cut(buf, pos, len(buf))
     while cut > pos:
@@ -339,11 +350,7 @@ def _decode_tail(
             frame = _decode_piece(piece, count, path, base + pos, full)
         except msgspec.DecodeError as exc:
             if not _is_truncation(exc, len(piece) + 2):
-                raise TraceFormatError(
-                    path,
-                    f"invalid JSON in traceEvents: {_what(exc)}",
-                    _error_position(exc, base + pos - 1),
-                ) from None
+                raise _bad_json(path, exc, piece, base + pos) from None
             cut = _prev_cut(buf, pos, cut)
             continue
         warnings.append(

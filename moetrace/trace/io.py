@@ -8,7 +8,7 @@
 from __future__ import annotations
 
 import zlib
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import IO, Any
 
@@ -133,10 +133,25 @@ def read_one(path: Path, *, flavor: str | None = None) -> Trace:
             raise TraceFormatError(
                 path, "reading .pftrace is not available yet (moetrace.trace.pftrace missing)"
             ) from None
-        return read_pftrace(path)
+        return _refusing_damage(path, read_pftrace)
     from moetrace.trace.chrome import read_chrome
 
     return read_chrome(path, flavor=flavor)
+
+
+_DAMAGE = (ValueError, TypeError, KeyError, IndexError, OverflowError, pl.exceptions.PolarsError)
+
+
+def _refusing_damage(path: Path, read: Callable[[Path], Trace]) -> Trace:
+    """`read(path)` for binary formats: damaged protobuf content (a flipped byte makes a name
+    invalid UTF-8 or a kind unknown) becomes one TraceFormatError line, not a traceback."""
+    try:
+        return read(path)
+    except TraceFormatError:
+        raise
+    except _DAMAGE as exc:
+        reason = (str(exc).strip().splitlines() or [""])[0][:200]
+        raise TraceFormatError(path, f"damaged .pftrace ({type(exc).__name__}: {reason})") from None
 
 
 LOAD_DEFAULTS: dict[str, Any] = {"cache": True, "jobs": None, "engine": "local", "address": None}
