@@ -8,6 +8,12 @@ import tempfile
 from pathlib import Path
 
 import pytest
+from hypothesis import settings
+
+# No wall-clock limits in tests: hypothesis's default 200 ms deadline per example fails on a
+# loaded machine; tests assert behaviour, benchmarks/ measure time.
+settings.register_profile("moetrace", deadline=None)
+settings.load_profile("moetrace")
 
 # The columnar trace cache (moetrace.trace.cache) goes to a throwaway directory for the whole
 # run, subprocesses included: tests never read or write the user's ~/.cache/moetrace.

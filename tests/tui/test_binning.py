@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import time
-
 import numpy as np
 import pytest
 
@@ -129,15 +127,12 @@ def test_runs_encode_style_changes() -> None:
     assert len(GLYPHS) == 18 and GLYPHS[16:] == "▓▒"
 
 
-def test_million_events_on_one_lane_bin_fast_and_exactly() -> None:
+def test_million_events_on_one_lane_bin_exactly() -> None:
+    # Speed is measured by benchmarks/bench_tui.py; a test asserts behaviour, not time.
     rng = np.random.default_rng(0)
     starts, ends = disjoint_lane(rng, 1_000_000)
     index = IntervalIndex(starts, ends, np.arange(len(starts)), np.zeros(len(starts), np.int8))
-    t = time.perf_counter()
-    for _ in range(10):
-        binned = bin_lane(index, 0.0, float(ends[-1]), 200)
-    per_frame = (time.perf_counter() - t) / 10
-    assert per_frame < 0.05
+    binned = bin_lane(index, 0.0, float(ends[-1]), 200)
     occupancy = index.occupancy(0.0, float(ends[-1]), 200)
     total_busy = float(np.sum(ends - starts))
     np.testing.assert_allclose(occupancy.sum() * ends[-1] / 200, total_busy, rtol=1e-9)
