@@ -393,7 +393,8 @@ def _check(
         counts.bad_exit += 1
         counts.failures.append(f"exit {result.exit_code} <- {label}")
     if result.exit_code == 2:
-        lines = [ln for ln in result.stderr.splitlines() if not ln.startswith("warning: ")]
+        warn = ("warning: ", "moetrace: warning: ")
+        lines = [ln for ln in result.stderr.splitlines() if not ln.startswith(warn)]
         if len(lines) != 1 or not lines[0].startswith("moetrace: error: "):
             counts.multi_line_errors += 1
             counts.failures.append(f"error output {lines[:3]!r} <- {label}")

@@ -52,7 +52,7 @@ def call_deep(func: Callable[[], T]) -> T:
         try:
             threading.stack_size(STACK_BYTES)
             sys.setrecursionlimit(MAX_DEPTH + 10_000)
-            worker = threading.Thread(target=run, name="moetrace-deep-json")
+            worker = threading.Thread(target=run, name="moetrace-deep-json", daemon=True)
             worker.start()
             worker.join()
         finally:

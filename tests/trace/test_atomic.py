@@ -257,3 +257,26 @@ def test_write_trace_round_trip_still_works(tmp_path: Path) -> None:
     assert load(out).frames_equal(trace)
     with pytest.raises(OutputError, match="already exists"):
         write_trace(trace, out)
+
+
+def test_no_writer_bypasses_the_atomic_helper() -> None:
+    """Static guard: outside trace/atomic.py nothing in moetrace opens a file for writing or
+    calls Path.write_text / write_bytes (writers go through atomic_write / atomic_path)."""
+    import ast
+
+    offenders: list[str] = []
+    for path in sorted((REPO / "moetrace").rglob("*.py")):
+        if path.name == "atomic.py":
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            if not isinstance(node, ast.Call):
+                continue
+            func = node.func
+            name = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
+            if name in ("write_text", "write_bytes"):
+                offenders.append(f"{path.name}:{node.lineno} {name}")
+            if name == "open" and len(node.args) >= 2:
+                mode = node.args[1]
+                if isinstance(mode, ast.Constant) and set(str(mode.value)) & set("wax+"):
+                    offenders.append(f"{path.name}:{node.lineno} open(..., {mode.value!r})")
+    assert offenders == []
