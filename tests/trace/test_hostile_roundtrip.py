@@ -12,9 +12,10 @@ import json
 from pathlib import Path
 from typing import Any
 
-import polars as pl
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from test_pftrace_props import assert_same  # tests/trace is on sys.path (rootdir-less tests)
+from test_roundtrip import _diff
 
 from moetrace.trace.chrome import read_chrome
 from moetrace.trace.io import load, write_trace
@@ -71,24 +72,8 @@ def hostile_events(draw: Any) -> list[dict[str, Any]]:
     return events
 
 
-def _diff(a: Trace, b: Trace) -> str:
-    for table in ("events", "tracks", "deps", "counters"):
-        x, y = getattr(a, table), getattr(b, table)
-        if not x.equals(y):
-            return f"{table}:\n{x}\n{y}"
-    return ""
-
-
 def _event_pids(trace: Trace) -> set[str]:
     return set(trace.events.join(trace.tracks, on="track")["pid"].to_list())
-
-
-def _same_pftrace(trace: Trace, back: Trace) -> None:
-    assert back.tracks.equals(trace.tracks.sort("track")), _diff(trace, back)
-    assert back.events.equals(trace.events.sort("id")), _diff(trace, back)
-    assert back.deps.equals(trace.deps)
-    key = ["track", pl.col("name").is_null(), "name", "ts"]
-    assert back.counters.equals(trace.counters.sort(key, maintain_order=True))
 
 
 @settings(
@@ -118,7 +103,7 @@ def test_hostile_values_round_trip_through_json_and_pftrace(
     assert _event_pids(load(tmp_path / "plain.json")) == _event_pids(first)
 
     back = load(write_trace(first, tmp_path / "out.pftrace", force=True))
-    _same_pftrace(first, back)
+    assert_same(first, back)
 
 
 def test_string_pids_with_leading_zeros_stay_strings(tmp_path: Path) -> None:
