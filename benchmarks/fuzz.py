@@ -124,6 +124,7 @@ class Counts:
     by_exit: Counter[int] = field(default_factory=Counter)
     failures: list[str] = field(default_factory=list)
     last: str = ""  # the last case's command line (for the slowest-case list)
+    log: Any = None  # a text stream: each case's command line before it runs (--log)
     slowest: list[tuple[float, str]] = field(default_factory=list)
 
     @property
@@ -354,6 +355,8 @@ def run_case(rng: random.Random, seeds: list[Path], root: Path, counts: Counts) 
         if rng.random() < 0.05:
             inputs = [inputs[0].parent]  # a directory
         args, allowed = _command(rng, inputs, case_dir)
+        if counts.log is not None:
+            print(f"case {counts.cases}: {' '.join(args)}", file=counts.log, flush=True)
         before = _snapshot(case_dir)
         result = CliRunner().invoke(_main(), args)
         after = _snapshot(case_dir)
@@ -407,10 +410,14 @@ def _check(
 
 
 def campaign(
-    cases: int, seed: int = 0, seconds: float | None = None, include_real: bool = True
+    cases: int,
+    seed: int = 0,
+    seconds: float | None = None,
+    include_real: bool = True,
+    log: Any = None,
 ) -> Counts:
     """Run `cases` cases (or until `seconds` have passed), deterministic for a `seed`."""
-    counts = Counts()
+    counts = Counts(log=log)
     rng = random.Random(seed)
     with tempfile.TemporaryDirectory(prefix="moetrace-fuzz-") as folder:
         root = Path(folder)
@@ -431,9 +438,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--cases", type=int, default=2000)
     parser.add_argument("--seconds", type=float, default=None)
     parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--log", action="store_true", help="print each case before it runs")
     opts = parser.parse_args(argv)
     start = time.perf_counter()
-    counts = campaign(opts.cases, opts.seed, opts.seconds)
+    counts = campaign(opts.cases, opts.seed, opts.seconds, log=sys.stderr if opts.log else None)
     elapsed = time.perf_counter() - start
     print(f"cases tried      {counts.cases}  ({counts.cases / elapsed:.1f}/s, seed {opts.seed})")
     print(f"by command       {dict(sorted(counts.by_command.items()))}")

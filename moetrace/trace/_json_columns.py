@@ -19,7 +19,7 @@ from typing import Any
 import msgspec
 import polars as pl
 
-from moetrace.trace._json_values import us_values_to_ns
+from moetrace.trace._json_values import flatten_nested, us_values_to_ns
 
 _NULL = msgspec.Raw(b"null")
 _SEP = b"\x1f"  # valid JSON never holds a raw control character
@@ -121,6 +121,9 @@ def _text(values: list[Any]) -> pl.Series:
 def _text_strict(values: list[Any]) -> tuple[pl.Series, bool]:
     """`_text` plus whether a strict constructor took the values: then every value was a
     str (or every one an int) or None, and no value needs the odd-value check."""
+    flat = flatten_nested(values)
+    if flat is not values:  # arrays/objects among them: text, and the odd-value check
+        return pl.Series(flat, dtype=pl.String, strict=False), False
     first = next((v for v in values if v is not None), None)
     if isinstance(first, int) and not isinstance(first, bool):
         try:
