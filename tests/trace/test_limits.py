@@ -197,3 +197,26 @@ def test_damaged_trace_in_a_directory_is_reported_not_skipped(tmp_path: Path) ->
     (tmp_path / "rank1.json").write_text('{"traceEvents":[{"a":1,,}]}')
     with pytest.raises(TraceFormatError, match=r"rank1\.json"):
         load(tmp_path)
+
+
+def test_deep_arrays_in_scalar_fields_become_text_and_warnings(tmp_path: Path) -> None:
+    """A 1500-deep array as pid, ts or id once sent Polars' nested type inference into
+    minutes and gigabytes; now it is the value's JSON text, flagged like any odd value."""
+    deep = _deep_args(1500)
+    data = (
+        '{"traceEvents":['
+        f'{{"ph":"X","name":"a","pid":{deep},"tid":1,"ts":1,"dur":2}},'
+        f'{{"ph":"X","name":"b","pid":1,"tid":1,"ts":{deep},"dur":2}},'
+        f'{{"ph":"X","name":"c","pid":1,"tid":{{"k":{deep}}},"ts":3,"dur":2,"id":{deep}}}'
+        "]}"
+    )
+    path = tmp_path / "nested.json"
+    path.write_text(data)
+    trace = load(path)
+    assert sorted(trace.events["name"].to_list()) == ["a", "c"]
+    pids = set(trace.tracks["pid"].to_list())
+    assert deep in pids
+    tids = set(trace.tracks["tid"].to_list())
+    assert '{"k":' + deep + "}" in tids
+    assert any("non-numeric or out-of-range 'ts'" in w and "event #1" in w for w in trace.warnings)
+    assert any("neither number nor string" in w and "event #0" in w for w in trace.warnings)
