@@ -36,6 +36,7 @@ HW_RANGES: dict[str, tuple[float, float, str]] = {
     "collective_ns": (*_LATENCY, "ns"),
     "tile_sync_ns": (*_LATENCY, "ns"),
     "dequeue_ns": (*_LATENCY, "ns"),
+    "a2a_setup_ns": (*_LATENCY, "ns"),
     "aiv_copy_bw": (*_RATE, "bytes/s"),
     "gemm_eff": (1e-3, 1.0, "of peak"),
     "tile_gemm_eff": (1e-3, 1.0, "of peak"),

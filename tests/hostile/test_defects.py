@@ -81,6 +81,19 @@ def test_every_range_accepts_its_ends_and_link_bw_zero_means_the_tables() -> Non
     assert check_hw_overrides({"dispatch_bw": "8:1e9"}) == {"dispatch_bw": "8:1e9"}  # executor's
 
 
+def test_every_numeric_hardware_field_has_a_range_that_fits_every_preset() -> None:
+    import dataclasses
+
+    from moetrace.executor.hardware import PRESETS, Hardware
+
+    numeric = [f.name for f in dataclasses.fields(Hardware) if f.type in ("int", "float")]
+    assert sorted(numeric) == sorted(HW_RANGES)
+    for hw in PRESETS.values():
+        for key, (low, high, _) in HW_RANGES.items():
+            value = getattr(hw, key)
+            assert low <= value <= high or (key == "link_bw" and value == 0), (hw.name, key)
+
+
 def test_valid_extreme_hw_values_run(tmp_path: Path) -> None:
     code, out, err = _cli(["run", *SMALL, "--hw", "link_bw=1e6", "--json"])
     assert code == 0, err
