@@ -201,9 +201,11 @@ def convert(inputs: tuple[str, ...], output: str, force: bool, flavor: str) -> N
       moetrace convert rank*.json.gz -o job.json.gz
       moetrace convert run.json -o - | gzip > run.json.gz
     """
-    from moetrace.trace.io import load, write_trace
+    from moetrace.trace.io import TRACE_SUFFIXES, load, write_trace
 
     target = check_output_path(output, force)
+    if target is not None and not target.name.lower().endswith(TRACE_SUFFIXES):
+        raise UserError(f"{target}: unknown output format: use .json, .json.gz or .pftrace")
     trace = load(list(inputs), flavor=None if flavor == "auto" else flavor)
     _report_warnings(trace.warnings)
     if trace.events.height == 0 and trace.counters.height == 0 and trace.warnings:

@@ -220,3 +220,9 @@ def test_warnings_with_control_characters_are_shown_escaped(tmp_path: Path) -> N
     code, _, err = _cli(["convert", str(src), "-o", str(tmp_path / "o.json")])
     assert code == 0
     assert "\x1b" not in err and "\\x1b" in err
+
+
+def test_convert_refuses_an_unknown_output_format_before_reading(tmp_path: Path) -> None:
+    missing = tmp_path / "not_read.json"  # never opened: the format is checked first
+    code, _, err = _cli(["convert", str(missing), "-o", str(tmp_path / "out.txt")])
+    assert code == 2 and "unknown output format" in _one_error_line(err)
