@@ -60,7 +60,10 @@ def routing_of(wl: LayerWorkload, folder: Path) -> tuple[str, dict[str, str]]:
     if rows.size and np.all(rows == even):
         return "balanced", {}
     path = folder / "expert_rows.txt"
-    path.write_text(" ".join(str(max(int(r), 0)) for r in rows) + "\n")
+    from moetrace.trace.atomic import write_bytes_atomic
+
+    text = " ".join(str(max(int(r), 0)) for r in rows) + "\n"
+    write_bytes_atomic(path, text.encode(), force=True)  # complete or not at all
     return f"counts:{path}", {
         "routing": "assumed: top-k drawn from the measured rows per expert (same load in "
         "expectation, not token for token)"
