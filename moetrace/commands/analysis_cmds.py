@@ -377,9 +377,7 @@ def _job_lines(job: dict[str, Any]) -> list[str]:
     top = job.get("stragglers") or []
     if top and top[0]["caused_wait_ns"] > 0:
         worst = top[0]
-        others = ", ".join(
-            f"rank {s['rank']} {s['caused_wait_ns'] / 1e6:.1f} ms" for s in top[1:3]
-        )
+        others = ", ".join(f"rank {s['rank']} {s['caused_wait_ns'] / 1e6:.1f} ms" for s in top[1:3])
         lines.append(
             f"straggler: rank {worst['rank']} made the others wait "
             f"{worst['caused_wait_ns'] / 1e6:.1f} ms (last to arrive {worst['late_count']} times)"
