@@ -346,7 +346,7 @@ def _prepare_demo_dir(directory: Path, force: bool) -> None:
     "--format",
     "fmt",
     type=click.Choice(["pftrace", "json.gz", "json"]),
-    default="json.gz",
+    default="pftrace",  # 3-5x faster to write than Chrome JSON (sync edges become flows there)
     show_default=True,
 )
 @click.option("--ranks", default=64, show_default=True, help="EP degree.")

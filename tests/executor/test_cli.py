@@ -153,7 +153,7 @@ def test_demo_writes_both_traces_and_protects_other_directories(tmp_path: Path) 
     code, out, _ = _run(args)
     assert code == 0
     for name in ("chunked", "sequential", "tile"):
-        assert (target / f"{name}.json.gz").exists()
+        assert (target / f"{name}.pftrace").exists()
     # the reference row is the chunked baseline (2 micro-batches) at 1.00x; every speedup is
     # chunked's makespan over the row's, recomputed from the simulations themselves
     spans = {
@@ -167,11 +167,11 @@ def test_demo_writes_both_traces_and_protects_other_directories(tmp_path: Path) 
         assert f"{spans[name] / 1e6:.2f} ms" in row
         assert f"{spans['chunked'] / spans[name]:.2f}x" in row
     assert "vs chunked" in out
-    first = (target / "tile.json.gz").read_bytes()
+    first = (target / "tile.pftrace").read_bytes()
     code, out2, _ = _run([*args, "--jobs", "1"])  # rerunning replaces its own files, in-process
     assert code == 0
     assert out2 == out  # the parallel and the in-process demo print the same table
-    assert len((target / "tile.json.gz").read_bytes()) == len(first)
+    assert len((target / "tile.pftrace").read_bytes()) == len(first)
     other = tmp_path / "mine"
     other.mkdir()
     (other / "notes.txt").write_text("keep me")
