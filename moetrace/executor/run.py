@@ -205,23 +205,31 @@ def execute(
     # makespan (`lane_work_bound`); a plan whose bound cannot beat the best so far is skipped.
     # The winner is the one an exhaustive search keeps: least makespan, ties to the earlier
     # candidate (index), so skipping only what could at best tie later is exact.
-    candidates = []
+    # only the arrays of the candidate timed first are kept (a Timed holds ~20 arrays per
+    # task); the others are rebuilt if their bound does not skip them
+    bounds: list[tuple[int, int, ScheduleOptions, int]] = []
+    kept: Timed | None = None
     for index, (order, bias) in enumerate(itertools.product(orders, biases)):
         cand = dataclasses.replace(opts, order=order, aic_hbm_bias=bias)
         timed = schedule(graph, wl, hw, cand)
-        candidates.append((lane_work_bound(timed, layout), index, cand, timed))
-    candidates.sort(key=lambda c: (c[0], c[1]))
-    candidates.reverse()  # popped from the end: a timed candidate's arrays are freed after use
+        bound = lane_work_bound(timed, layout)
+        if not bounds or (bound, index) < min(c[:2] for c in bounds):
+            kept = timed
+        bounds.append((bound, index, cand, timed.n))
+        del timed
+    bounds.sort(key=lambda c: (c[0], c[1]))
     best_key = (0, 0)
-    while candidates:
-        bound, index, cand, timed = candidates.pop()
-        for sub, name in enumerate(_plan_names(cand, timed)):
+    for bound, index, cand, n_timed in bounds:
+        current, kept = kept, None
+        for sub, name in enumerate(_plan_names(cand, n_timed <= EVENT_PLAN_LIMIT)):
             key = (index, sub)
             if best is not None and not exhaustive and (bound, key) >= (best.makespan_ns, best_key):
                 continue  # its makespan is at least the bound: it cannot be kept
-            start, lane = _time_plan(name, timed, layout)
+            if current is None:
+                current = schedule(graph, wl, hw, cand)
+            start, lane = _time_plan(name, current, layout)
             plan = f"{cand.order}/{name}/hbm-bias {cand.aic_hbm_bias:g}"
-            run = Run(wl, hw, cand, graph, timed, start, lane, plan)
+            run = Run(wl, hw, cand, graph, current, start, lane, plan)
             if best is None or (run.makespan_ns, key) < (best.makespan_ns, best_key):
                 best, best_key = run, key
     assert best is not None
@@ -244,11 +252,11 @@ def lane_work_bound(t: Timed, layout: dict[int, tuple[int, int]]) -> int:
     return int(np.floor((work[cell] / cores[cell % 8]).max()))
 
 
-def _plan_names(cand: ScheduleOptions, timed: Timed) -> list[str]:
+def _plan_names(cand: ScheduleOptions, small_graph: bool) -> list[str]:
     """The per-core orders the planner tries for one candidate (see `execute`)."""
     if cand.dynamic:
         return ["fifo queue"]
-    if timed.list_scheduled and timed.n <= EVENT_PLAN_LIMIT:
+    if cand.schedule == "tile" and small_graph:
         return ["static", "stage priority", "fifo"]
     return ["static"]
 
