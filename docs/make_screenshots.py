@@ -9,6 +9,7 @@ Run: /work/venv/bin/python docs/make_screenshots.py
 from __future__ import annotations
 
 import asyncio
+import os
 import re
 import shutil
 import subprocess
@@ -44,7 +45,12 @@ def executor_trace() -> Trace | None:
 
 Prepare = Callable[[MoetraceApp, Any], Awaitable[None]]
 Scene = tuple[str, Callable[[], Trace | None], Prepare | None, list[str]]
+SMALL = (80, 24)  # scenes shot at this size (the side pane folded away)
+SIZES = {"small_80x24": SMALL}
+NO_COLOR_SCENES = {"no_color"}
 SCENES: list[Scene] = [
+    ("small_80x24", lambda: synthetic_trace(ranks=3, seed=1), select_on_path, ["w", "w"]),
+    ("no_color", lambda: synthetic_trace(ranks=3, seed=1), select_on_path, ["c", "x", "i", "w"]),
     ("main", lambda: synthetic_trace(ranks=3, seed=1), select_on_path, ["w"]),
     ("critical_path", lambda: synthetic_trace(ranks=3, seed=1), select_on_path, ["w", "c"]),
     ("idle_gaps", lambda: synthetic_trace(ranks=3, seed=1), select_on_path, ["w", "i"]),
@@ -62,12 +68,25 @@ def svg_to_png(svg: Path, png: Path) -> None:
     subprocess.run(["rsvg-convert", "-w", str(PNG_WIDTH), str(svg), "-o", str(png)], check=True)
 
 
+async def settle(app: MoetraceApp, pilot: Any) -> None:
+    """Until the workers and the viewer's analysis thread are done."""
+    from moetrace.tui.loading import busy
+
+    await pilot.pause()
+    await app.workers.wait_for_complete()
+    while busy():
+        await asyncio.sleep(0.01)
+    await pilot.pause()
+
+
 async def shoot(name: str, trace: Trace, before: Any, keys: list[str], tmp: Path) -> Path:
+    if name in NO_COLOR_SCENES:
+        os.environ["NO_COLOR"] = "1"
+    else:
+        os.environ.pop("NO_COLOR", None)
     app = MoetraceApp(trace, title=f"{name.replace('_', ' ')}")
-    async with app.run_test(size=SIZE) as pilot:
-        await pilot.pause()
-        await app.workers.wait_for_complete()
-        await pilot.pause()
+    async with app.run_test(size=SIZES.get(name, SIZE)) as pilot:
+        await settle(app, pilot)
         if before is not None:
             await before(app, pilot)
         await pilot.press(*keys)

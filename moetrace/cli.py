@@ -9,7 +9,15 @@ import click
 from moetrace import __version__
 
 # Modules under moetrace.commands, each exporting COMMANDS (a list of click commands).
-_COMMAND_MODULES = ("trace_cmds", "executor_cmds", "analysis_cmds", "view_cmd", "job_cmds")
+_COMMAND_MODULES = (
+    "trace_cmds",
+    "executor_cmds",
+    "analysis_cmds",
+    "view_cmd",
+    "job_cmds",
+    "whatif_cmds",
+    "cache_cmds",
+)
 
 CONTEXT_SETTINGS = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
 

@@ -2,9 +2,17 @@
 
 from __future__ import annotations
 
+import os
+import shutil
+import tempfile
 from pathlib import Path
 
 import pytest
+
+# The columnar trace cache (moetrace.trace.cache) goes to a throwaway directory for the whole
+# run, subprocesses included: tests never read or write the user's ~/.cache/moetrace.
+_CACHE_HOME = tempfile.mkdtemp(prefix="moetrace-test-cache-")
+os.environ["XDG_CACHE_HOME"] = _CACHE_HOME
 
 REPO = Path(__file__).resolve().parent.parent
 # ../shared/real_traces next to the checkout (CI lays shared/ beside the clone).
@@ -31,3 +39,8 @@ def real_trace_files(real_traces: Path) -> list[Path]:
         for p in real_traces.rglob("*")
         if p.name.endswith((".json", ".json.gz")) and p.name not in NOT_TRACES
     )
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    """Remove the run's cache directory."""
+    shutil.rmtree(_CACHE_HOME, ignore_errors=True)

@@ -92,3 +92,13 @@ def test_floors_import_only_downwards() -> None:
             elif isinstance(node, ast.ImportFrom) and node.module:
                 names = [node.module]
             assert not any(n.split(".")[0] in ("textual", "rich") for n in names), path
+
+
+def test_whatif_sits_above_analysis_and_executor() -> None:
+    """whatif/ may import analysis/, executor/ and trace/; none of those imports whatif/."""
+    whatif = _imports("whatif")
+    allowed = ("moetrace.whatif", "moetrace.analysis", "moetrace.executor", "moetrace.trace")
+    assert all(m.startswith(allowed) for m in whatif), sorted(whatif)
+    for floor in ("trace", "analysis", "executor"):
+        below = _imports(floor)
+        assert not any(m.startswith("moetrace.whatif") for m in below), (floor, sorted(below))

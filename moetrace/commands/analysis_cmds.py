@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from moetrace.commands._common import UserError, handle_errors
+from moetrace.commands._common import UserError, handle_errors, load_options
 
 if TYPE_CHECKING:
     import polars as pl
@@ -296,6 +296,7 @@ def _window_options(func: Any) -> Any:
     "the ops that launched them at capture time (time per captured op).",
 )
 @_window_options
+@load_options
 @handle_errors
 def metrics(
     traces: tuple[str, ...],
@@ -354,6 +355,9 @@ def metrics(
         if by == "rank-step" and report.ranks["rank"].n_unique() > 1:
             step = _frame_by(report, "step", people=True)
             _print_table(step, f"{path}  (per step across ranks; times in ms)")
+        if report.job is not None and by in ("rank-step", "rank"):
+            for line in _job_lines(report.job):
+                click.echo(line)
         if path in captured:
             got = captured[path]
             ops = pl.DataFrame(got["ops"], schema={"op": pl.String, "kernel_ns": pl.Int64})
@@ -362,6 +366,54 @@ def metrics(
                 f"{got['mapped']} of {got['replayed']} mapped; ms)"
             )
             _print_table(ops, title)
+
+
+def _job_lines(job: dict[str, Any]) -> list[str]:
+    """The job in two or three lines for people: who held the others back, and the job's path."""
+    lines: list[str] = []
+    top = job.get("stragglers") or []
+    if top and top[0]["caused_wait_ns"] > 0:
+        worst = top[0]
+        others = ", ".join(
+            f"rank {s['rank']} {s['caused_wait_ns'] / 1e6:.1f} ms" for s in top[1:3]
+        )
+        lines.append(
+            f"straggler: rank {worst['rank']} made the others wait "
+            f"{worst['caused_wait_ns'] / 1e6:.1f} ms (last to arrive {worst['late_count']} times)"
+            + (f"; next: {others}" if others else "")
+        )
+    cp = job.get("critical_path") or {}
+    if cp.get("span_ns"):
+        share = cp.get("comm_share")
+        by_rank = sorted(cp.get("ns_by_rank", {}).items(), key=lambda kv: -kv[1])[:3]
+        ranks = ", ".join(f"rank {r} {ns / 1e6:.1f} ms" for r, ns in by_rank)
+        lines.append(
+            f"job critical path: {cp['span_ns'] / 1e6:.3f} ms across ranks, communication "
+            f"{'-' if share is None else f'{100 * share:.1f}%'}; on the path: {ranks}"
+        )
+    missing = job.get("missing_ranks") or []
+    if missing:
+        lines.append(f"partial job: ranks {_ranges(missing)} missing")
+    if lines:
+        lines.append("(moetrace collectives FILES: every matched collective, skews, bandwidth)")
+    return lines
+
+
+def _ranges(ranks: Sequence[int]) -> str:
+    """[2, 3, 4, 7] -> '2-4, 7'."""
+    out: list[str] = []
+    start = prev = None
+    for r in sorted(ranks):
+        if start is None:
+            start = prev = r
+        elif prev is not None and r == prev + 1:
+            prev = r
+        else:
+            out.append(f"{start}" if start == prev else f"{start}-{prev}")
+            start = prev = r
+    if start is not None:
+        out.append(f"{start}" if start == prev else f"{start}-{prev}")
+    return ", ".join(out)
 
 
 def _captured_ops(report: Report, capture: str) -> dict[str, Any]:
@@ -408,6 +460,7 @@ def _captured_ops(report: Report, capture: str) -> dict[str, Any]:
     metavar="step|trace|annotation:NAME[#K]",
     help="Windows of both sides (see `moetrace metrics --help`).",
 )
+@load_options
 @handle_errors
 def compare(
     a: str,
@@ -464,6 +517,7 @@ def compare(
     show_default=True,
     help="Rows shown in the table (CSV/JSON print all).",
 )
+@load_options
 @handle_errors
 def query(trace: tuple[str, ...], sql: str, as_json: bool, as_csv: bool, limit: int) -> None:
     """Run Polars SQL over the tables events, tracks, deps and counters of TRACE (files and

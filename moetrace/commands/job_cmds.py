@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from moetrace.commands._common import UserError, handle_errors
+from moetrace.commands._common import UserError, handle_errors, load_options
 
 if TYPE_CHECKING:
     import polars as pl
@@ -108,6 +108,7 @@ def _load(files: tuple[str, ...]) -> Any:
     is_flag=True,
     help="The ranks share one clock (one host): report clock offsets but do not apply them.",
 )
+@load_options
 @handle_errors
 def collectives(files: tuple[str, ...], as_json: bool, as_csv: bool, same_clock: bool) -> None:
     """Collectives matched across the ranks of FILES (one job): skew, transfer, bandwidth.
@@ -208,6 +209,7 @@ def _by_category(frame: pl.DataFrame) -> pl.DataFrame:
     metavar="FILE",
     help="Extra TOML name rules (tried before the built-in ones; repeatable).",
 )
+@load_options
 @handle_errors
 def moe(
     files: tuple[str, ...], as_json: bool, as_csv: bool, table: str, rule_files: tuple[str, ...]

@@ -7,7 +7,7 @@ from typing import Any
 
 import click
 
-from moetrace.commands._common import check_output_path, handle_errors
+from moetrace.commands._common import check_output_path, handle_errors, load_options
 
 _FLAVORS = click.Choice(["auto", "kineto", "ascend", "moetrace", "chrome"])
 
@@ -131,6 +131,7 @@ def _ranges(values: list[int]) -> str:
     show_default=True,
     help="How to interpret Chrome JSON.",
 )
+@load_options
 @handle_errors
 def info(traces: tuple[str, ...], as_json: bool, flavor: str) -> None:
     """Show what is in a trace: format, flavor, events, tracks, ranks, units, window,
@@ -172,6 +173,7 @@ def info(traces: tuple[str, ...], as_json: bool, flavor: str) -> None:
     show_default=True,
     help="How to interpret Chrome JSON inputs.",
 )
+@load_options
 @handle_errors
 def convert(inputs: tuple[str, ...], output: str, force: bool, flavor: str) -> None:
     """Convert traces between formats; the output format follows its extension.

@@ -69,12 +69,20 @@ def assign_overflow_lanes(
     track = np.asarray(track, dtype=np.int64)
     if _all_flat(track, np.asarray(ts, dtype=np.int64), np.asarray(dur, dtype=np.int64)):
         return lane, depth
+    # Each round re-nests only the threads where a slice moved in the previous one: the
+    # others keep their lanes and depths (keys include the thread), so a few overlaps on a
+    # few of 512 threads cost a pass over those threads, not over every event again.
+    active = np.arange(len(ts))
+    ts, dur = np.asarray(ts, dtype=np.int64), np.asarray(dur, dtype=np.int64)
     for _ in range(max_lanes):
-        key = track * (max_lanes + 1) + lane
-        depth, bad = nesting_depth(key, ts, dur)
+        key = track[active] * (max_lanes + 1) + lane[active]
+        sub_depth, bad = nesting_depth(key, ts[active], dur[active])
+        depth[active] = sub_depth
         if not bad.any():
             break
-        lane[bad] += 1
+        moved = active[bad]
+        lane[moved] += 1
+        active = np.flatnonzero(np.isin(track, np.unique(track[moved])))
     return lane, depth
 
 

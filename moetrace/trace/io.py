@@ -87,15 +87,45 @@ def read_one(path: Path, *, flavor: str | None = None) -> Trace:
     return read_chrome(path, flavor=flavor)
 
 
-def load(paths: str | Path | Sequence[str | Path], *, flavor: str | None = None) -> Trace:
+LOAD_DEFAULTS: dict[str, Any] = {"cache": True, "jobs": None, "engine": "local", "address": None}
+"""What `load` does when not told: use the columnar cache, one process per core for several
+files, locally. The CLI's --no-cache / --jobs / --engine / --address set these."""
+
+
+def read_one_cached(path: Path, flavor: str | None = None, *, cache: bool = True) -> Trace:
+    """`read_one` through the columnar cache (moetrace.trace.cache) unless `cache` is False."""
+    if not cache:
+        return read_one(path, flavor=flavor)
+    from moetrace.trace.cache import load_with_cache
+
+    return load_with_cache(path, flavor, lambda p, f: read_one(p, flavor=f))
+
+
+def load(
+    paths: str | Path | Sequence[str | Path],
+    *,
+    flavor: str | None = None,
+    cache: bool | None = None,
+    jobs: int | None = None,
+    engine: str | None = None,
+) -> Trace:
     """Load one trace file, several (one rank each, merged), or a directory of traces.
 
     Ranks come from each file (Kineto `distributedInfo.rank`, moetrace's metadata, Ascend
     `rank<N>` in the path); a file that names none gets its position in the list.
+    `cache` (default on) reads and writes the columnar cache; several files are read by
+    `jobs` processes (default: the core count) or, with `engine="ray"`, as Ray tasks, with
+    the same result as one process.
     Raises `TraceFormatError` for bad input.
     """
     files = _expand(paths)
-    traces = [read_one(p, flavor=flavor) for p in files]
+    use_cache = LOAD_DEFAULTS["cache"] if cache is None else cache
+    if len(files) == 1:
+        traces = [read_one_cached(files[0], flavor, cache=use_cache)]
+    else:
+        from moetrace.trace.parallel import read_many
+
+        traces = read_many(files, flavor, cache=use_cache, jobs=jobs, engine=engine)
     if len(traces) == 1:
         return traces[0]
     claimed: dict[int, Path] = {}

@@ -49,15 +49,7 @@ def _annotation_value(note: pb.DebugAnnotation) -> Any:
     return getattr(note, which)
 
 
-def _load(path: Path) -> pb.Trace:
-    try:
-        data = path.read_bytes()
-    except IsADirectoryError:
-        raise TraceFormatError(path, "is a directory, not a .pftrace file") from None
-    except OSError as exc:
-        raise TraceFormatError(path, f"cannot read: {exc.strerror}") from None
-    if not data:
-        raise TraceFormatError(path, "empty file", "byte 0")
+def _load(path: Path, data: bytes) -> pb.Trace:
     try:
         message = pb.Trace.FromString(data)
     except DecodeError as exc:
@@ -131,19 +123,23 @@ class _Reader:
         if kind == _BEGIN:
             self.stacks[uuid].append(len(self.events) - 1)
 
+    def packet(self, packet: pb.TracePacket) -> None:
+        """Take one packet: interned strings, an event, a track descriptor or the metadata."""
+        seq = packet.trusted_packet_sequence_id
+        self.intern(seq, packet)
+        which = packet.WhichOneof("data")
+        if which == "track_event":
+            self.event(seq, _signed(packet.timestamp), packet.track_event)
+        elif which == "track_descriptor":
+            self.descriptors[packet.track_descriptor.uuid] = packet.track_descriptor
+        elif which == "chrome_events":
+            for entry in packet.chrome_events.metadata:
+                if entry.name == META_NAME and entry.HasField("json_value"):
+                    self.payload = json.loads(entry.json_value)
+
     def run(self, message: pb.Trace) -> None:
         for packet in message.packet:
-            seq = packet.trusted_packet_sequence_id
-            self.intern(seq, packet)
-            which = packet.WhichOneof("data")
-            if which == "track_event":
-                self.event(seq, _signed(packet.timestamp), packet.track_event)
-            elif which == "track_descriptor":
-                self.descriptors[packet.track_descriptor.uuid] = packet.track_descriptor
-            elif which == "chrome_events":
-                for entry in packet.chrome_events.metadata:
-                    if entry.name == META_NAME and entry.HasField("json_value"):
-                        self.payload = json.loads(entry.json_value)
+            self.packet(packet)
         for uuid, stack in self.stacks.items():
             for index in stack:
                 self.events[index]["end"] = self.events[index]["ts"]
@@ -239,11 +235,36 @@ def read_pftrace(path: str | Path) -> Trace:
     """Parse a Perfetto protobuf trace into a `Trace` (meta["format"] = "pftrace").
 
     Rows come back in canonical order: events by id, tracks by track id, deps in the
-    written order, counters by (track, name, ts).
+    written order, counters by (track, name, ts). The vectorised reader (`pftrace_vec`)
+    takes the files it fully understands (every file moetrace writes, and plain TrackEvent
+    traces); anything else goes through the per-packet reader below, with the same result.
     """
     path = Path(path)
+    data = _read_bytes(path)
+    from moetrace.trace.pftrace_vec import read_vectorised
+
+    fast = read_vectorised(path, data)
+    if fast is not None:
+        return fast
+    return read_slow(path, data)
+
+
+def _read_bytes(path: Path) -> bytes:
+    try:
+        data = path.read_bytes()
+    except IsADirectoryError:
+        raise TraceFormatError(path, "is a directory, not a .pftrace file") from None
+    except OSError as exc:
+        raise TraceFormatError(path, f"cannot read: {exc.strerror}") from None
+    if not data:
+        raise TraceFormatError(path, "empty file", "byte 0")
+    return data
+
+
+def read_slow(path: Path, data: bytes) -> Trace:
+    """The per-packet reader: protobuf classes for every packet (the reference)."""
     reader = _Reader()
-    reader.run(_load(path))
+    reader.run(_load(path, data))
     payload = reader.payload or {}
     moetrace = payload.get("writer") == "moetrace"
     tracks = _Tracks(reader.descriptors)
@@ -276,15 +297,47 @@ def read_pftrace(path: str | Path) -> Trace:
     }
     counter_rows: dict[str, list[Any]] = {"track": [], "name": [], "ts": [], "value": []}
     for uuid, ts, value in reader.counters:
-        info = _description(reader.descriptors.get(uuid), "moetrace_counter")
-        if info is None:
-            desc = reader.descriptors.get(uuid, pb.TrackDescriptor())
-            owner = desc.parent_uuid if desc.HasField("parent_uuid") else uuid
-            info = {"track": tracks.track(owner), "name": desc.name or None}
+        info = counter_track(reader.descriptors, tracks, uuid)
         counter_rows["track"].append(info["track"])
         counter_rows["name"].append(info["name"])
         counter_rows["ts"].append(ts)
         counter_rows["value"].append(value)
+    return finish(
+        path,
+        reader,
+        tracks,
+        pl.DataFrame(events, schema_overrides={"ts": pl.Int64, "dur": pl.Int64}),
+        _deps(reader.events, ids, moetrace),
+        pl.DataFrame(
+            counter_rows,
+            schema={"track": pl.Int64, "name": pl.String, "ts": pl.Int64, "value": pl.Float64},
+        ),
+    )
+
+
+def counter_track(
+    descriptors: dict[int, pb.TrackDescriptor], tracks: _Tracks, uuid: int
+) -> dict[str, Any]:
+    """The moetrace track and counter name of a counter descriptor uuid."""
+    info = _description(descriptors.get(uuid), "moetrace_counter")
+    if info is None:
+        desc = descriptors.get(uuid, pb.TrackDescriptor())
+        owner = desc.parent_uuid if desc.HasField("parent_uuid") else uuid
+        info = {"track": tracks.track(owner), "name": desc.name or None}
+    return info
+
+
+def finish(
+    path: Path,
+    reader: _Reader,
+    tracks: _Tracks,
+    events: pl.DataFrame,
+    deps: dict[str, list[Any]] | pl.DataFrame,
+    counters: pl.DataFrame,
+) -> Trace:
+    """The `Trace` from the read columns: meta from the metadata packet, depths, order."""
+    payload = reader.payload or {}
+    moetrace = payload.get("writer") == "moetrace"
     meta = dict(payload.get("meta") or {})
     meta["warnings"] = [*meta.get("warnings", []), *reader.warnings]
     meta["format"] = "pftrace"
@@ -293,13 +346,10 @@ def read_pftrace(path: str | Path) -> Trace:
     track_rows = [tracks.rows[t] for t in sorted(tracks.rows)]
     track_frame = pl.DataFrame(track_rows, infer_schema_length=None) if track_rows else None
     trace = Trace.from_frames(
-        events=pl.DataFrame(events, schema_overrides={"ts": pl.Int64, "dur": pl.Int64}),
+        events=events,
         tracks=track_frame,
-        deps=_deps(reader.events, ids, moetrace),
-        counters=pl.DataFrame(
-            counter_rows,
-            schema={"track": pl.Int64, "name": pl.String, "ts": pl.Int64, "value": pl.Float64},
-        ),
+        deps=deps,
+        counters=counters,
         meta=meta,
         compute_depth=True,
     )

@@ -35,6 +35,44 @@ def step_windows(report: Any) -> list[tuple[int, int, int]]:
     return [(int(a), int(b), int(c)) for a, b, c in spans.iter_rows()]
 
 
+def idle_notes(report: Any) -> dict[tuple[object, ...], str]:
+    """' idle N%' for each rank row (its free time ÷ its windows, over its steps) and each
+    top-level lane of a device track (idle ÷ busy + idle), from the analyzer's frames."""
+    notes: dict[tuple[object, ...], str] = {}
+    ranks = getattr(report, "ranks", None)
+    if isinstance(ranks, pl.DataFrame) and ranks.height:
+        per_rank = ranks.group_by("rank").agg(pl.col("free_ns").sum(), pl.col("window_ns").sum())
+        for rank, free, window in per_rank.iter_rows():
+            if window:
+                notes[("rank", rank)] = f" idle {100 * free / window:.0f}%"
+    tracks = getattr(report, "tracks", None)
+    if isinstance(tracks, pl.DataFrame) and tracks.height:
+        per_track = tracks.group_by("track").agg(pl.col("busy_ns").sum(), pl.col("idle_ns").sum())
+        for track, busy, idle in per_track.iter_rows():
+            if busy + idle:
+                notes[("lane", int(track), 0)] = f" idle {100 * idle / (busy + idle):.0f}%"
+    return notes
+
+
+TIME_UNITS = {"ns": 1.0, "us": 1e3, "µs": 1e3, "ms": 1e6, "s": 1e9}
+
+
+def parse_time(text: str) -> float | None:
+    """'1.5ms', '200 us', '3s' or a bare number of ns -> ns; None if it is not a time."""
+    s = text.replace(" ", "")
+    for unit in sorted(TIME_UNITS, key=len, reverse=True):
+        if s.endswith(unit):
+            s, scale = s[: -len(unit)], TIME_UNITS[unit]
+            break
+    else:
+        scale = 1.0
+    try:
+        value = float(s) * scale
+    except ValueError:
+        return None
+    return value if value == value and abs(value) != float("inf") else None
+
+
 OVERLAY_NAMES = {"critical": "critical path", "gaps": "idle gaps", "exposed": "exposed comm"}
 
 
@@ -61,20 +99,50 @@ class ViewerActions:
         def push_screen(self, *args: Any, **kwargs: Any) -> Any: ...
         def exit(self, *args: Any, **kwargs: Any) -> None: ...
         def refresh_details(self) -> None: ...
+        def action_toggle_side(self) -> None: ...
 
     # -------------------------------------------------------------- panes
     def action_details(self) -> None:
-        """Enter: on a lane, select the event under the cursor and show the details pane;
-        on a group row, expand or collapse it."""
+        """Enter: select the event under the cursor (on a rank or unit row: on its lanes)
+        and show it in the details pane. Space, not Enter, expands/collapses groups."""
         tl = self.timeline
-        side = self.query_one("#side")
-        side.display = True
-        if tl.rows and tl.rows[tl.cursor_row].lane is None:
-            tl.action_toggle_group()
+        if not tl.rows:
             return
-        tl.select_at_cursor()
-        side.display = True
+        self.show_side()
+        if not tl.select_at_cursor():
+            row = tl.rows[tl.cursor_row]
+            self.set_status(
+                f"no event under the cursor on {row.label}"
+                + (" (Space expands the group)" if row.lane is None else "")
+            )
         self.refresh_details()
+
+    def show_side(self) -> None:
+        """Open the side pane (the user asked for details)."""
+        if not self.query_one("#side").display:
+            self.action_toggle_side()
+
+    def action_metrics_sort(self) -> None:
+        """o: sort the metrics pane's rank table by the next key."""
+        from .widgets.metrics import MetricsPane
+
+        self.show_side()
+        name = self.query_one(MetricsPane).cycle_sort()
+        self.set_status(f"metrics: ranks sorted by {name}")
+
+    def metrics_unavailable(self, what: str) -> bool:
+        """Say why `what` cannot be shown yet (metrics off, failed or computing)."""
+        from .widgets.metrics import MetricsPane
+
+        if self.report is not None:
+            return False
+        state = self.query_one(MetricsPane).state
+        message = {
+            "disabled": "metrics are off (started with --no-metrics)",
+            "error": "the analysis failed (see the metrics pane)",
+        }.get(state, "metrics are still being computed")
+        self.notify(message, title=what, severity="warning")
+        return True
 
     def action_close_or_quit(self) -> None:
         """q: close the side pane if open, else quit."""
@@ -143,10 +211,7 @@ class ViewerActions:
     def action_overlay(self, name: str) -> None:
         """Toggle the critical path (c), idle gaps (i) or exposed comm (x) overlay."""
         tl = self.timeline
-        if self.report is None:
-            self.notify(
-                "metrics are still being computed", title=OVERLAY_NAMES[name], severity="warning"
-            )
+        if self.metrics_unavailable(OVERLAY_NAMES[name]):
             return
         tl.active_overlays = tl.active_overlays ^ {name}
         state = "on" if name in tl.active_overlays else "off"
@@ -204,12 +269,14 @@ class ViewerActions:
         """Open the one-line prompt for a search (/) or a lane filter (\\)."""
         prompt = self.query_one("#prompt", Input)
         self.prompt_mode = mode
-        prompt.placeholder = (
-            "search event names (Enter, then n/N)"
-            if mode == "search"
-            else "filter lanes (empty: all)"
+        prompt.placeholder = {
+            "search": "search event names (Enter, then n/N)",
+            "filter": "filter lanes: text in rank/unit/lane, or 'rank N' exactly (empty: all)",
+            "goto": "go to: rank N · step N · time (e.g. 1.5ms)",
+        }[mode]
+        prompt.value = {"search": self.search_text, "filter": self.timeline.lane_filter}.get(
+            mode, ""
         )
-        prompt.value = self.search_text if mode == "search" else self.timeline.lane_filter
         prompt.display = True
         prompt.focus()
 
@@ -220,11 +287,15 @@ class ViewerActions:
         if self.prompt_mode == "filter":
             self.timeline.lane_filter = event.value
             self.timeline.rebuild_rows()
+            self.timeline.ensure_row_visible()  # the cursor's row (if kept) stays in view
             self.set_status(
                 f"lane filter: {event.value!r} ({len(self.timeline.rows)} rows)"
                 if event.value
                 else "lane filter cleared"
             )
+            return
+        if self.prompt_mode == "goto":
+            self.goto(event.value)
             return
         self.search_text = event.value
         self.search_hits = (
@@ -234,6 +305,36 @@ class ViewerActions:
             self.set_status(f"no event name contains {event.value!r}")
             return
         self._show_hit(0)
+
+    def goto(self, text: str) -> None:
+        """`:rank N` (exactly rank N), `:step N`, or `:1.5ms` (a time from the trace start)."""
+        words = text.strip().lower().removeprefix("goto").split()
+        tl = self.timeline
+        if len(words) == 2 and words[0] == "rank" and words[1].lstrip("-").isdigit():
+            rank = int(words[1])
+            for i, row in enumerate(tl.rows):
+                if row.kind in ("rank", "braille") and row.rank == rank:
+                    tl.cursor_row = i
+                    tl.ensure_row_visible()
+                    tl.refresh()
+                    self.set_status(f"rank {rank}")
+                    return
+            self.set_status(f"no rank {rank} among the visible rows")
+            return
+        if len(words) == 2 and words[0] == "step" and words[1].isdigit():
+            if not any(n == int(words[1]) for n, _, _ in self.steps):
+                self.set_status(f"no step {words[1]} known")
+                return
+            self.action_goto_step(int(words[1]))
+            return
+        ns = parse_time(" ".join(words))
+        if ns is None:
+            self.set_status(f"cannot go to {text!r}: try 'rank 3', 'step 2' or '1.5ms'")
+            return
+        half = (tl.t1 - tl.t0) / 2
+        tl.cursor_t = ns
+        tl.set_view(ns - half, ns + half)
+        self.set_status(f"time {text.strip()}")
 
     def on_key(self, event: Any) -> None:
         prompt = self.query_one("#prompt", Input)
@@ -268,8 +369,7 @@ class ViewerActions:
 
         if self.trace is None:
             return
-        if name != "names" and self.report is None:
-            self.notify("metrics are still being computed", severity="warning")
+        if name != "names" and self.metrics_unavailable("table"):
             return
 
         def jump(event_id: int | None) -> None:

@@ -16,10 +16,12 @@ import numpy as np
 
 # Glyph codes -> characters. Bars ▁…▇ (and █) show the busy fraction of merged cells;
 # half blocks ▌▐ show sub-cell edges of a single event; slivers ▏▕ events thinner than half.
-GLYPHS = " ▏▕▌▐█▁▂▃▄▅▆▇│·─"
+# Overlays change glyphs as well as colours, so they read without colour (NO_COLOR):
+# critical path ▓ (its waits ═), exposed comm ▒, idle gaps ·.
+GLYPHS = " ▏▕▌▐█▁▂▃▄▅▆▇│·═▓▒"
 IDLE, SLIVER_L, SLIVER_R, HALF_L, HALF_R, FULL = 0, 1, 2, 3, 4, 5
 BAR_BASE = 5  # BAR_BASE + level for level 1..7 -> ▁…▇; level 8 -> █ (FULL)
-INSTANT, GAP_DOT, WAIT_LINE = 13, 14, 15
+INSTANT, GAP_DOT, WAIT_LINE, CRITICAL_FULL, EXPOSED_FULL = 13, 14, 15, 16, 17
 GLYPH_ARRAY = np.array(list(GLYPHS), dtype="<U1")
 
 # Style flag bits or-ed onto a cell's base kind code (0 = idle, 1 + kind index otherwise).
@@ -32,6 +34,8 @@ SELECTED = 0x100
 CURSOR = 0x200
 AREA = 0x400
 VIEWPORT = 0x800
+NAME = 0x1000  # the body of a slice wide enough to carry its name: drawn as a filled box
+FLOW = 0x2000  # an end of a flow (dependency) of the selected event
 
 
 def _take(values: np.ndarray, order: np.ndarray | None) -> np.ndarray:
@@ -204,6 +208,63 @@ def bin_lane(
         keys[lonely] = 1
     keys[merged] |= MERGED
     return Binned(glyphs.astype(np.int8, copy=False), keys)
+
+
+def name_boxes(
+    index: IntervalIndex, t0: float, t1: float, width: int, min_cells: int = 4
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Slices of a disjoint lane whose whole cells in [t0, t1) number ≥ `min_cells`:
+    (positions in start order, first whole column, end column exclusive). Vectorised over
+    the slices in view; the caller writes each one's name inside its box."""
+    empty = np.empty(0, dtype=np.int64)
+    if width <= 0 or not t1 > t0 or len(index.starts) == 0:
+        return empty, empty, empty
+    a = int(np.searchsorted(index.ends, t0, side="right"))
+    b = int(np.searchsorted(index.starts, t1, side="left"))
+    if b <= a:
+        return empty, empty, empty
+    cell = (t1 - t0) / width
+    first = np.ceil((index.starts[a:b] - t0) / cell - 1e-9).clip(0, width).astype(np.int64)
+    last = np.floor((index.ends[a:b] - t0) / cell + 1e-9).clip(0, width).astype(np.int64)
+    fit = last - first >= min_cells
+    return np.flatnonzero(fit) + a, first[fit], last[fit]
+
+
+def fit_name(name: str, cells: int) -> str:
+    """`name` in exactly `cells` cells: centred if it fits, else cut with '…'. Characters
+    wider than one cell become '?' so columns stay aligned."""
+    from rich.cells import cell_len
+
+    if cell_len(name) != len(name):
+        name = "".join(c if cell_len(c) == 1 else "?" for c in name)
+    if len(name) > cells:
+        name = name[: max(cells - 1, 0)] + "…"
+    return name.center(cells)
+
+
+def step_levels(
+    ts: np.ndarray, values: np.ndarray, t0: float, t1: float, width: int, lo: float, hi: float
+) -> np.ndarray:
+    """A counter as a step chart: per cell the highest value it takes there (the value held
+    from the sample before the cell, or any sample inside), scaled to 0..8 between lo and hi;
+    -1 before the first sample. `ts` sorted (ns from the origin). Vectorised."""
+    out = np.full(max(width, 0), -1, dtype=np.int64)
+    if width <= 0 or not t1 > t0 or len(ts) == 0:
+        return out
+    edges = _edges(t0, t1, width + 1)
+    held = np.searchsorted(ts, edges[:-1], side="right") - 1  # sample in force at cell start
+    start = np.maximum(held + 1, 0)  # samples strictly inside each cell: [start, end)
+    end = np.searchsorted(ts, edges[1:], side="left")
+    best = np.where(held >= 0, values[np.maximum(held, 0)], -np.inf)
+    inside = end > start
+    if inside.any():
+        cut = int(end[inside][-1])
+        maxima = np.maximum.reduceat(values[:cut], start[inside])
+        best[inside] = np.maximum(best[inside], maxima)
+    known = np.isfinite(best)
+    span = hi - lo if hi > lo else 1.0
+    out[known] = np.clip(np.ceil((best[known] - lo) / span * 8 - 1e-9), 0, 8).astype(np.int64)
+    return out
 
 
 def overlay_cells(index: IntervalIndex | None, t0: float, t1: float, width: int) -> np.ndarray:

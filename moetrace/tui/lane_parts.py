@@ -84,6 +84,25 @@ class Lane:
 
 
 @dataclass
+class CounterSeries:
+    """The samples of one counter (e.g. 'AI Core Freq MHz'): a value holds until the next."""
+
+    track: int
+    name: str
+    ts: np.ndarray  # ns from the origin, sorted
+    values: np.ndarray
+
+    @property
+    def low(self) -> float:
+        """Bottom of the chart: 0, or the smallest value when it goes below 0."""
+        return float(min(self.values.min(), 0.0)) if len(self.values) else 0.0
+
+    @property
+    def high(self) -> float:
+        return float(self.values.max()) if len(self.values) else 1.0
+
+
+@dataclass
 class TrackInfo:
     """A track and its lanes by depth."""
 
@@ -99,7 +118,7 @@ class Row:
     """One visible timeline row: a rank or unit summary, or a lane."""
 
     key: tuple[object, ...]
-    kind: str  # "rank" | "unit" | "lane"
+    kind: str  # "rank" | "unit" | "lane" | "braille" | "counter"
     label: str
     indent: int
     rank: int | None

@@ -9,6 +9,7 @@ Polars/numpy (no Textual), so it is unit-testable and cheap to rebuild.
 from __future__ import annotations
 
 import itertools
+import re
 
 import numpy as np
 import polars as pl
@@ -16,9 +17,10 @@ import polars as pl
 from moetrace.trace.model import UNITS, Trace
 
 from .binning import IntervalIndex
-from .lane_parts import Lane, LaneEvents, Row, TrackInfo, safe_text
+from .lane_parts import CounterSeries, Lane, LaneEvents, Row, TrackInfo, safe_text
 
 __all__ = [
+    "CounterSeries",
     "Lane",
     "LaneEvents",
     "LaneModel",
@@ -45,6 +47,7 @@ class LaneModel:
         self.tracks: list[TrackInfo] = []
         self.lanes: dict[tuple[int, int], Lane] = {}
         self._summaries: dict[tuple[object, ...], IntervalIndex] = {}
+        self.counters = self._build_counters()
         self._build_tracks()
         self._build_lanes()
         self.ranks: list[int | None] = list(dict.fromkeys(t.rank for t in self.tracks))
@@ -72,10 +75,28 @@ class LaneModel:
             )
         )
         for r in rows:
-            name = r["thread_name"] or (
-                f"{r['unit_s']} {r['tid']}" if r["tid"] is not None else f"track {r['track']}"
+            counter_name = r["process_name"] if r["track"] in self.counters else None
+            name = (
+                r["thread_name"]
+                or counter_name
+                or (f"{r['unit_s']} {r['tid']}" if r["tid"] is not None else f"track {r['track']}")
             )
             self.tracks.append(TrackInfo(int(r["track"]), r["rank"], r["unit_s"], safe_text(name)))
+
+    def _build_counters(self) -> dict[int, list[CounterSeries]]:
+        """Counter samples by track, one series per counter name, times from the origin."""
+        frame = self.trace.counters
+        out: dict[int, list[CounterSeries]] = {}
+        if frame.height == 0:
+            return out
+        frame = frame.drop_nulls(["ts", "value"]).sort(["track", "name", "ts"])
+        for (track, name), part in frame.group_by(["track", "name"], maintain_order=True):
+            ts = (part["ts"].to_numpy() - self.origin).astype(np.float64)
+            values = part["value"].to_numpy().astype(np.float64)
+            out.setdefault(int(track), []).append(
+                CounterSeries(int(track), safe_text(name), ts, values)
+            )
+        return out
 
     def _build_lanes(self) -> None:
         ev = self.trace.events
@@ -88,7 +109,9 @@ class LaneModel:
                 pl.col("ts"),
                 pl.col("dur"),
                 pl.col("kind").to_physical().alias("kind_code"),
+                pl.col("name"),
             ).sort(["track", "depth", "ts"])
+            self._ev_names = ev["name"]
             track = ev["track"].to_numpy().astype(np.int64)
             depth = ev["depth"].to_numpy().astype(np.int64)
             start = (ev["ts"].to_numpy() - self.origin).astype(np.float64)
@@ -116,6 +139,7 @@ class LaneModel:
             self._ev_start, self._ev_end = start, end
         else:
             self._ids_sorted = np.empty(0, dtype=np.uint32)
+            self._ev_names = pl.Series("name", [], dtype=pl.String)
         for info in self.tracks:
             if not info.lanes:
                 lane = Lane(info.track, 0, info.rank, info.unit, info.label, None)
@@ -131,6 +155,41 @@ class LaneModel:
         row = int(self._id_order[k])
         lane = self.lanes[(int(self._ev_track[row]), int(self._ev_depth[row]))]
         return lane, float(self._ev_start[row]), float(self._ev_end[row])
+
+    def flow_ends(self, event_id: int) -> list[tuple[tuple[int, int], float, str]]:
+        """Where the flows (dependencies) of an event end: ▶ at the end of each event it
+        depends on, ◀ at the start of each event that depends on it, and a ▶/◀ on the event
+        itself for each direction it has. (lane key, time ns from the origin, mark)."""
+        deps = self.trace.deps
+        if deps.height == 0:
+            return []
+        sources = deps.filter(pl.col("dst") == event_id)["src"].to_numpy()
+        targets = deps.filter(pl.col("src") == event_id)["dst"].to_numpy()
+        out: list[tuple[tuple[int, int], float, str]] = []
+        for ids, mark in ((sources, "▶"), (targets, "◀")):
+            for eid in ids[:64].tolist():
+                found = self.locate(int(eid))
+                if found is not None:
+                    lane, start, end = found
+                    at = max(end - 1e-6, start) if mark == "▶" else start
+                    out.append(((lane.track, lane.depth), at, mark))
+        me = self.locate(event_id)
+        if me is not None:
+            lane, start, end = me
+            if len(sources):
+                out.append(((lane.track, lane.depth), start, "◀"))
+            if len(targets):
+                out.append(((lane.track, lane.depth), max(end - 1e-6, start), "▶"))
+        return out
+
+    def names_of(self, event_ids: np.ndarray) -> list[str]:
+        """Event names (control characters escaped) for known event ids, in order."""
+        ids = np.asarray(event_ids, dtype=np.int64)
+        if len(ids) == 0 or len(self._ids_sorted) == 0:
+            return []
+        k = np.clip(np.searchsorted(self._ids_sorted, ids), 0, len(self._ids_sorted) - 1)
+        rows = self._id_order[k]
+        return [safe_text(n) for n in self._ev_names.gather(rows).cast(pl.String).to_list()]
 
     def lanes_of(self, event_ids: np.ndarray) -> np.ndarray:
         """(track, depth) per event id as an (n, 2) int64 array; (-1, -1) for unknown ids."""
@@ -182,6 +241,14 @@ class LaneModel:
         device = [t for t in self.tracks if t.unit in DEVICE_UNITS]
         return device or self.tracks
 
+    def group_lanes(self, key: tuple[object, ...]) -> list[Lane]:
+        """The lanes of a rank or unit group (braille rows: of their ranks), top first."""
+        if key and key[0] == "braille":
+            return [lane for k in key[1:] if isinstance(k, tuple) for lane in self.group_lanes(k)]
+        if key and key[0] in ("rank", "unit"):
+            return [lane for info in self._group_tracks(key) for lane in info.lanes]
+        return []
+
     def summary_scale(self, key: tuple[object, ...]) -> int:
         """How many tracks a summary averages over."""
         if key[0] == "all":
@@ -216,9 +283,15 @@ class LaneModel:
         return pack_braille(rows) if dense else rows
 
     def _rows(self, collapsed: set[tuple[object, ...]], lane_filter: str) -> list[Row]:
-        needle = lane_filter.lower()
+        needle = lane_filter.lower().strip()
+        exact = re.fullmatch(r"rank\s*(-?\d+)", needle)
+        only_rank = int(exact.group(1)) if exact else None
+        if exact:
+            needle = ""  # 'rank 3' is rank 3 exactly, not 30-39
         out: list[Row] = []
         for rank in self.ranks:
+            if exact and rank != only_rank:
+                continue
             rank_label = "no rank" if rank is None else f"rank {rank}"
             rkey = ("rank", rank)
             if rkey in collapsed and not needle:  # nothing below it is visible
@@ -232,6 +305,10 @@ class LaneModel:
                 for info in self.unit_tracks[(rank, unit)]:
                     path = f"{rank_label} {unit} {info.label}".lower()
                     if needle and needle not in path:
+                        continue
+                    series = self.counters.get(info.track)
+                    if series and info.lanes[0].events is None:  # a counter track
+                        unit_rows.extend(counter_rows(series, rank, unit))
                         continue
                     tkey = ("track", info.track)
                     deep = len(info.lanes) > 1
@@ -297,6 +374,14 @@ class LaneModel:
             if r_open:
                 out.extend(rank_rows)
         return out
+
+
+def counter_rows(series: list[CounterSeries], rank: int | None, unit: str) -> list[Row]:
+    """One row per counter series (drawn as a step chart)."""
+    return [
+        Row(("counter", c.track, c.name), "counter", c.name, 2, rank, unit, None, 1, False, False)
+        for c in series
+    ]
 
 
 def pack_braille(rows: list[Row]) -> list[Row]:

@@ -220,3 +220,33 @@ def test_window_option_errors_are_one_line(tmp_path: Path) -> None:
         assert code == 2 and len(err.strip().splitlines()) == 1, err
     code, out, _ = run("metrics", str(p), "--json", "--window", "annotation:ProfilerStep#1")
     assert code == 0 and json.loads(out)["traces"][0]["ranks"][0]["window_ns"] == 150_000
+
+
+def test_job_lines_name_the_straggler_and_missing_ranks() -> None:
+    from moetrace.commands.analysis_cmds import _job_lines, _ranges
+
+    assert _ranges([7, 2, 3, 4, 9]) == "2-4, 7, 9"
+    job = {
+        "stragglers": [
+            {"rank": 5, "caused_wait_ns": 3_000_000, "late_count": 4},
+            {"rank": 1, "caused_wait_ns": 500_000, "late_count": 1},
+        ],
+        "critical_path": {"span_ns": 10_000_000, "comm_share": 0.25, "ns_by_rank": {"5": 8e6}},
+        "missing_ranks": [2, 3],
+    }
+    lines = _job_lines(job)
+    assert lines[0].startswith("straggler: rank 5 made the others wait 3.0 ms")
+    assert "last to arrive 4 times" in lines[0] and "next: rank 1 0.5 ms" in lines[0]
+    assert "10.000 ms across ranks, communication 25.0%" in lines[1]
+    assert lines[2] == "partial job: ranks 2-3 missing"
+    # nobody waited: no straggler is named
+    calm = {**job, "stragglers": [{"rank": 0, "caused_wait_ns": 0, "late_count": 0}]}
+    assert not any(line.startswith("straggler") for line in _job_lines(calm))
+
+
+def test_metrics_names_the_gloo_straggler(real_traces: Path) -> None:
+    """The skewed gloo job routes most tokens to rank 0: plain `metrics` names it."""
+    folder = real_traces / "torch_gloo_moe" / "skewed"
+    result = CliRunner().invoke(main, ["metrics", str(folder)])
+    assert result.exit_code == 0, result.output
+    assert "straggler: rank 0 made the others wait" in result.output

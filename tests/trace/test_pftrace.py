@@ -9,6 +9,7 @@ import numpy as np
 import polars as pl
 import pytest
 from perfetto.protos.perfetto.trace import perfetto_trace_pb2 as pb
+from pftrace_helpers import server_tracks
 
 from moetrace.trace.model import Trace, TraceFormatError
 from moetrace.trace.pftrace import encode_pftrace, read_pftrace, write_pftrace
@@ -422,14 +423,7 @@ def test_reads_a_trace_moetrace_did_not_write(tmp_path: Path) -> None:
         p.trusted_packet_sequence_id = 7
         return p
 
-    proc = packet(0).track_descriptor
-    proc.uuid, proc.process.pid, proc.process.process_name = 10, 42, "server"
-    thread = packet(0).track_descriptor
-    thread.uuid, thread.parent_uuid = 11, 10
-    thread.thread.pid, thread.thread.tid, thread.thread.thread_name = 42, 43, "worker"
-    counter = packet(0).track_descriptor
-    counter.uuid, counter.parent_uuid, counter.name = 12, 10, "queue"
-    counter.counter.SetInParent()
+    server_tracks(packet)
     for ts, kind, name, flows, ends in [
         (100, pb.TrackEvent.TYPE_SLICE_BEGIN, "outer", [5], []),
         (110, pb.TrackEvent.TYPE_SLICE_BEGIN, "inner", [5], []),

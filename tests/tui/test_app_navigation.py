@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import polars as pl
 from rich.color import Color
+from textual import events
 from tui_helpers import find_row, lane_text, running, static_text
 
 from moetrace.trace.model import Trace
@@ -23,7 +26,7 @@ async def test_first_frame_draws_each_event_where_it_is(small_trace: Trace) -> N
         tl = app.timeline
         text = lane_text(tl, ("lane", 0, 0))
         assert text.startswith("    AIC 0")
-        cells = text[24 : 24 + tl.lanes_width]
+        cells = text[tl.label_width : tl.label_width + tl.lanes_width]
         # Independent check: a cell is blank iff no event of track 0 meets it.
         ev = small_trace.events.filter(pl.col("track") == 0)
         s = (ev["ts"].to_numpy() - tl.model.origin).astype(float)
@@ -47,21 +50,108 @@ async def test_next_previous_event_and_details(small_trace: Trace) -> None:
         assert "matmul_1" in details_text(app)
 
 
-async def test_zoom_keeps_the_cursor_time_and_pan_moves_the_view(small_trace: Trace) -> None:
+async def test_zoom_keeps_the_view_centre_and_pan_moves_the_view(small_trace: Trace) -> None:
+    # Perfetto's keyboard zoom: with nothing selected it anchors at the centre of the view.
     app = MoetraceApp(small_trace, metrics=False)
     async with running(app) as pilot:
         tl = app.timeline
-        tl.cursor_t = tl.t0 + 0.3 * (tl.t1 - tl.t0)
-        width, frac = tl.t1 - tl.t0, 0.3
+        width, centre = tl.t1 - tl.t0, (tl.t0 + tl.t1) / 2
         await pilot.press("w")
         assert np.isclose(tl.t1 - tl.t0, 0.8 * width)
-        assert np.isclose((tl.cursor_t - tl.t0) / (tl.t1 - tl.t0), frac)
+        assert np.isclose((tl.t0 + tl.t1) / 2, centre)
+        assert tl.t0 <= tl.cursor_t < tl.t1  # the cursor is never left outside the view
         t0, w = tl.t0, tl.t1 - tl.t0
         await pilot.pause(0.2)  # not a held key: no acceleration
         await pilot.press("d")
         assert np.isclose(tl.t0, t0 + 0.1 * w)
         await pilot.press("0")
         assert tl.t0 == 0.0 and np.isclose(tl.t1, tl.model.span)
+
+
+async def test_zoom_keeps_the_selected_slice_under_the_anchor(small_trace: Trace) -> None:
+    """With a selection in view, w/s zoom around it: the columns it covered before a zoom
+    in still show it afterwards (it only grows around its middle)."""
+    app = MoetraceApp(small_trace, metrics=False)
+    async with running(app) as pilot:
+        tl = app.timeline
+        ev = small_trace.events.filter(pl.col("track") == 0).sort("ts")
+        target = ev.row(25, named=True)  # well right of the view centre
+        tl.select_event(int(target["id"]))
+        await pilot.pause()
+        start = target["ts"] - tl.model.origin
+        mid = start + target["dur"] / 2
+        before = (mid - tl.t0) / (tl.t1 - tl.t0)
+        assert abs(before - 0.5) > 0.1
+        for key in ("w", "w", "s", "w"):
+            await pilot.press(key)
+            await pilot.pause(0.2)
+            assert np.isclose((mid - tl.t0) / (tl.t1 - tl.t0), before)
+        # The drawn row shows the selected event at the anchor's column.
+        col = int((mid - tl.t0) / tl.cell_ns)
+        text = lane_text(tl, ("lane", 0, 0))
+        assert text[tl.label_width + col] != " "
+
+
+async def test_mouse_zoom_anchors_at_the_pointer(small_trace: Trace) -> None:
+    app = MoetraceApp(small_trace, metrics=False)
+    async with running(app, size=(140, 16)) as pilot:  # more lanes than rows: lanes scroll
+        tl = app.timeline
+        x = tl.label_width + tl.lanes_width // 4
+        t_under = tl._time_at(x)
+        await wheel(pilot, tl, events.MouseScrollUp, x, ctrl=True)
+        assert tl.t1 - tl.t0 < tl.model.span  # zoomed in
+        assert np.isclose(tl._time_at(x), t_under, atol=tl.cell_ns)
+        top = tl.scroll_offset.y
+        t0, t1 = tl.t0, tl.t1
+        await wheel(pilot, tl, events.MouseScrollDown, x, shift=True)
+        assert tl.t0 > t0 and np.isclose(tl.t1 - tl.t0, t1 - t0)  # Shift+wheel pans
+        assert tl.scroll_offset.y == top
+        t0, t1 = tl.t0, tl.t1
+        await wheel(pilot, tl, events.MouseScrollDown, x)  # the plain wheel scrolls lanes
+        assert tl.scroll_offset.y > top and (tl.t0, tl.t1) == (t0, t1)
+
+
+async def wheel(pilot: Any, tl: Any, kind: Any, x: int, **mods: bool) -> None:
+    """Send one wheel event at column x of the timeline, with Ctrl/Shift as given."""
+    tl.post_message(
+        kind(tl, x, 5, 0, 0, 0, mods.get("shift", False), False, mods.get("ctrl", False))
+    )
+    await pilot.pause()
+
+
+async def test_held_zoom_is_rate_limited(small_trace: Trace) -> None:
+    """Ten quick w presses zoom by at most MAX_ZOOM_PER_S (unlimited they were ×1400)."""
+    from moetrace.tui.widgets.timeline_nav import MAX_ZOOM_PER_S
+
+    app = MoetraceApp(small_trace, metrics=False)
+    async with running(app) as pilot:
+        tl = app.timeline
+        tl.clock = lambda: 1000.0  # all ten presses within the same second, however slow
+        width = tl.t1 - tl.t0
+        await pilot.press(*["w"] * 10)
+        assert width / (tl.t1 - tl.t0) <= MAX_ZOOM_PER_S * (1 + 1e-9)
+        assert width / (tl.t1 - tl.t0) > 1.2
+        zoomed = tl.t1 - tl.t0
+        await pilot.pause(0.2)  # not a repeat (no acceleration)
+        await pilot.press("s")  # the other way is never held back
+        assert np.isclose((tl.t1 - tl.t0) / zoomed, 1 / 0.8)
+        tl.clock = lambda: 1001.5  # a second later the limit has passed
+        zoomed = tl.t1 - tl.t0
+        await pilot.pause(0.2)
+        await pilot.press("w")
+        assert np.isclose((tl.t1 - tl.t0) / zoomed, 0.8)
+
+
+async def test_cursor_never_leaves_the_trace(small_trace: Trace) -> None:
+    app = MoetraceApp(small_trace, metrics=False)
+    async with running(app) as pilot:
+        tl = app.timeline
+        await pilot.press(*["right"] * 300, "s", "s", *["right"] * 300)
+        assert 0 <= tl.cursor_t < tl.model.span
+        await pilot.press(*["left"] * 400, "d")
+        assert 0 <= tl.cursor_t < tl.model.span
+        tl.set_view(-1e12, -1e12 + 1000)  # asked for a view far before the trace
+        assert 0 <= tl.cursor_t < tl.model.span
 
 
 async def test_held_keys_accelerate(small_trace: Trace) -> None:
@@ -213,7 +303,7 @@ async def test_mouse_click_selects_the_event_under_it(small_trace: Trace) -> Non
         mid = first["ts"] - tl.model.origin + first["dur"] / 2
         col = int((mid - tl.t0) / tl.cell_ns)
         y = find_row(tl, lambda r: r.key == ("lane", 0, 0)) + 2
-        await pilot.click("#timeline", offset=(24 + col, y))
+        await pilot.click("#timeline", offset=(app.timeline.label_width + col, y))
         assert tl.selected == first["id"]
 
 
@@ -255,11 +345,11 @@ async def test_mouse_drag_selects_an_area(small_trace: Trace) -> None:
         await app.workers.wait_for_complete()
         await pilot.pause()
         assert tl.area is not None and tl.area.row0 == 2 and tl.area.row1 == 6
-        assert np.isclose(tl.area.t0, tl.t0 + (40 - 24 + 0.5) * tl.cell_ns)
+        assert np.isclose(tl.area.t0, tl.t0 + (40 - tl.label_width + 0.5) * tl.cell_ns)
         assert "area" in static_text(app, "#metrics-body")
 
 
-async def test_wheel_pans_and_ctrl_wheel_zooms(small_trace: Trace) -> None:
+async def test_shift_wheel_pans_and_ctrl_wheel_zooms(small_trace: Trace) -> None:
     from textual import events
 
     app = MoetraceApp(small_trace, metrics=False)
@@ -268,14 +358,14 @@ async def test_wheel_pans_and_ctrl_wheel_zooms(small_trace: Trace) -> None:
         await pilot.press("w", "w")
         await pilot.pause(0.2)
         t0, width = tl.t0, tl.t1 - tl.t0
-        tl.on_mouse_scroll_down(events.MouseScrollDown(tl, 50, 5, 0, 1, 0, False, False, False))
+        tl.on_mouse_scroll_down(events.MouseScrollDown(tl, 50, 5, 0, 1, 0, True, False, False))
         assert np.isclose(tl.t0, t0 + 0.1 * width) and np.isclose(tl.t1 - tl.t0, width)
         x = 60
-        under = tl.t0 + (x - 24 + 0.5) * tl.cell_ns
+        under = tl.t0 + (x - tl.label_width + 0.5) * tl.cell_ns
         tl.on_mouse_scroll_up(events.MouseScrollUp(tl, x, 5, 0, -1, 0, False, False, True))
         assert np.isclose(tl.t1 - tl.t0, 0.8 * width)
         assert np.isclose(
-            tl.t0 + (x - 24 + 0.5) * tl.cell_ns, under
+            tl.t0 + (x - tl.label_width + 0.5) * tl.cell_ns, under
         )  # the time under the pointer stays
 
 
@@ -287,3 +377,125 @@ async def test_bindings_can_be_remapped_by_id(small_trace: Trace) -> None:
         width = app.timeline.t1 - app.timeline.t0
         await pilot.press("e")
         assert np.isclose(app.timeline.t1 - app.timeline.t0, 0.8 * width)
+
+
+async def test_slice_names_are_drawn_inside_wide_slices(small_trace: Trace) -> None:
+    app = MoetraceApp(small_trace, metrics=False)
+    async with running(app, size=(160, 30)) as pilot:
+        tl = app.timeline
+        ev = small_trace.events.filter(pl.col("track") == 0).sort("ts")
+        target = ev.row(3, named=True)
+        s = target["ts"] - tl.model.origin
+        e = s + target["dur"]
+        tl.set_view(s - (e - s), e + (e - s))  # the slice fills the middle third
+        await pilot.pause()
+        text = lane_text(tl, ("lane", 0, 0))[tl.label_width :]
+        cell = tl.cell_ns
+        first, last = int(np.ceil((s - tl.t0) / cell)), int(np.floor((e - tl.t0) / cell))
+        body = text[first:last]
+        assert body.strip() == target["name"]  # e.g. "matmul_3", centred in its box
+        assert text[first - 1] in "▐▕█ " and text[last] in "▌▏█ "
+        # Zoomed out to the whole trace the slices are too thin: no names, only glyphs.
+        await pilot.press("0")
+        text = lane_text(tl, ("lane", 0, 0))[tl.label_width :]
+        assert "matmul" not in text
+
+
+async def test_overlays_differ_by_glyph_not_only_colour(
+    small_trace: Trace, monkeypatch: Any
+) -> None:
+    """Under NO_COLOR: ▓ only where a critical-path event is, ▒ only on exposed comm, ·
+    only in idle gaps; each overlay shows at least one such cell on the trace."""
+    monkeypatch.setenv("NO_COLOR", "1")
+    app = MoetraceApp(small_trace)
+    async with running(app, size=(200, 40)) as pilot:
+        assert app.no_color
+        tl = app.timeline
+        report, origin = app.report, tl.model.origin
+        edges = np.linspace(tl.t0, tl.t1, tl.lanes_width + 1)
+
+        def covered(starts: np.ndarray, ends: np.ndarray, col: int) -> bool:
+            return bool(np.any((starts < edges[col + 1]) & (ends > edges[col])))
+
+        seen = {"▓": 0, "▒": 0, "·": 0}
+        await pilot.press("c", "x", "i")
+        for row in [r for r in tl.rows if r.kind == "lane" and r.lane.depth == 0]:
+            track = row.lane.track
+            cells = lane_text(tl, row.key)[tl.label_width :]
+            cp = report.critical_path.filter(pl.col("segment") == "event").join(
+                small_trace.events.select(pl.col("id").alias("event_id"), "track"), on="event_id"
+            )
+            cp = cp.filter(pl.col("track") == track)
+            exp = report.exposed.filter(pl.col("rank") == row.rank)
+            gaps = report.gaps.filter(pl.col("track") == track)
+            for col, ch in enumerate(cells):
+                if ch == "▓":
+                    assert covered(
+                        cp["start_ns"].to_numpy() - origin, cp["end_ns"].to_numpy() - origin, col
+                    )
+                if ch == "▒":
+                    assert row.unit == "link"
+                    assert covered(
+                        exp["start_ns"].to_numpy() - origin, exp["end_ns"].to_numpy() - origin, col
+                    )
+                if ch == "·":
+                    assert covered(
+                        gaps["start_ns"].to_numpy() - origin,
+                        gaps["end_ns"].to_numpy() - origin,
+                        col,
+                    )
+                if ch in seen:
+                    seen[ch] += 1
+        assert all(seen.values()), seen
+
+
+async def test_flows_of_the_selected_event_are_marked_at_both_ends(small_trace: Trace) -> None:
+    app = MoetraceApp(small_trace, metrics=False)
+    async with running(app, size=(200, 40)) as pilot:
+        tl = app.timeline
+        deps = small_trace.deps
+        ev = small_trace.events
+        # An event with a dependency in and one out.
+        chosen = next(
+            int(e)
+            for e in deps["dst"].to_list()
+            if deps.filter(pl.col("src") == e).height and deps.filter(pl.col("dst") == e).height
+        )
+        tl.select_event(chosen)
+        await pilot.pause()
+        origin, cell = tl.model.origin, tl.cell_ns
+
+        def mark_at(event_id: int, at_end: bool) -> str:
+            row = ev.filter(pl.col("id") == event_id).row(0, named=True)
+            lane, _, _ = tl.model.locate(event_id)
+            t = row["ts"] - origin + (row["dur"] if at_end else 0) - (1e-6 if at_end else 0)
+            text = lane_text(tl, ("lane", lane.track, lane.depth))
+            return text[tl.label_width + int((t - tl.t0) // cell)]
+
+        for src in deps.filter(pl.col("dst") == chosen)["src"].to_list():
+            assert mark_at(src, at_end=True) == "▶"  # the flow leaves its source's end
+        for dst in deps.filter(pl.col("src") == chosen)["dst"].to_list():
+            assert mark_at(dst, at_end=False) == "◀"  # and arrives at its destination's start
+        await pilot.press("right_square_bracket")  # and the jump along it
+        assert tl.selected in deps.filter(pl.col("src") == chosen)["dst"].to_list()
+        await pilot.press("escape")
+        assert tl.flow_ends == []
+
+
+async def test_pinned_rows_stay_at_the_top(small_trace: Trace) -> None:
+    app = MoetraceApp(small_trace, metrics=False)
+    async with running(app, size=(120, 14)) as pilot:
+        tl = app.timeline
+        target = find_row(tl, lambda r: r.key == ("lane", 7, 0))  # a lane of rank 1
+        tl.cursor_row = target
+        await pilot.press("t")
+        assert tl.rows[0].key == ("lane", 7, 0) and tl.rows[0].label.startswith("⚑")
+        assert [r.key for r in tl.rows].count(("lane", 7, 0)) == 1
+        await pilot.press(*["j"] * 14)  # scrolled down: the pinned lane stays below the ruler
+        assert tl.scroll_offset.y > 0
+        assert tl.render_line(2).text == lane_text(tl, ("lane", 7, 0))
+        assert tl.render_line(2).text.startswith(f"⚑ {tl.model.lanes[(7, 0)].label}")
+        assert tl.row_at(3) == 1 + int(tl.scroll_offset.y)
+        tl.cursor_row = 0
+        await pilot.press("t")  # unpin: back in its place under rank 1
+        assert tl.rows[0].key == ("rank", 0) and tl.rows[target].key == ("lane", 7, 0)

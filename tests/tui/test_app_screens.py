@@ -157,6 +157,38 @@ def test_view_missing_file_exits_2_with_one_line(tmp_path: Path) -> None:
     assert "Traceback" not in result.output
 
 
+def test_view_without_a_terminal_refuses_in_one_line(tmp_path: Path) -> None:
+    """CliRunner's stdin/stdout are not ttys: the viewer must not start (it would spin)."""
+    import subprocess
+    import sys
+
+    from moetrace.cli import main
+
+    trace = tmp_path / "t.json"
+    trace.write_text('{"traceEvents": []}')
+    result = CliRunner().invoke(main, ["view", str(trace)])
+    assert result.exit_code == 2
+    assert result.output.strip().count("\n") == 0 and "needs a terminal" in result.output
+    # The same from a real process with stdin from /dev/null, stdout a pipe.
+    proc = subprocess.run(
+        [sys.executable, "-c", "from moetrace.cli import main; main()", "view", str(trace)],
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert proc.returncode == 2 and proc.stdout == ""
+    assert proc.stderr.strip().count("\n") == 0 and "needs a terminal" in proc.stderr
+
+
+async def test_title_names_the_job_and_the_files(tmp_path: Path) -> None:
+    from moetrace.tui.app import job_name
+
+    paths = [tmp_path / "job7" / f"rank{r}.json" for r in range(3)]
+    assert job_name(paths) == "job7/ (3 files)"
+    assert job_name(paths[:1]) == "rank0.json"
+
+
 async def test_loads_several_files_one_rank_each(tmp_path: Path, small_trace: Trace) -> None:
     pytest.importorskip("moetrace.trace.io")
     paths = []
@@ -184,24 +216,53 @@ async def test_loading_shows_progress_then_the_trace(
     import moetrace.trace.io as io
 
     release = threading.Event()
+    path = tmp_path / "x.json"
+    path.write_bytes(b"[" + b" " * 999 + b"]")
 
     def slow_load(paths: Any, **kw: Any) -> Trace:
-        release.wait(10)
+        with open(path, "rb", buffering=0) as fh:  # read 400 of 1001 bytes, then wait
+            fh.read(400)
+            release.wait(10)
         return small_trace
 
     monkeypatch.setattr(io, "load", slow_load)
-    app = MoetraceApp(paths=[tmp_path / "x.json"])
+    app = MoetraceApp(paths=[path])
     async with app.run_test(size=(140, 36)) as pilot:
-        await pilot.pause()
-        assert app.timeline.loading and "loading x.json" in static_text(app, "#status")
-        assert [w.name for w in app.workers] == ["load"]
+        await pilot.pause(0.6)  # the progress timer ticks every 0.25 s
+        status = static_text(app, "#status")
+        assert "40% of 0.0 MB" in status and "ETA" in status  # 400 of 1001 bytes read
+        assert "x.json" in app.title and app.trace is None
+        assert "q or Ctrl+C quits" in app.timeline.render_line(2).text
         release.set()
         await settle(app, pilot)
-        assert not app.timeline.loading and app.trace is small_trace
+        assert app.trace is small_trace and app.load_progress is None
+        status = static_text(app, "#status")
+        assert f"loaded {small_trace.events.height} events in" in status and "events/s" in status
         assert app.focused is app.timeline
         await pilot.press("j", "j", "full_stop")
         assert app.timeline.selected == 0
         assert "AIC 0" in lane_text(app.timeline, ("lane", 0, 0))
+
+
+@pytest.mark.parametrize("key", ["ctrl+c", "q"])
+async def test_quit_during_a_load_does_not_wait_for_it(
+    small_trace: Trace, monkeypatch: Any, tmp_path: Path, key: str
+) -> None:
+    """Ctrl+C (and q) end the app while the load still runs; the load is left behind."""
+    import moetrace.trace.io as io
+
+    release = threading.Event()
+    monkeypatch.setattr(io, "load", lambda paths, **kw: release.wait(30) and small_trace)
+    app = MoetraceApp(paths=[tmp_path / "x.json"])
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.pause()
+        await pilot.press(key)
+        await pilot.pause()
+        assert app._exit  # the app is closing although the load has not returned
+        from moetrace.tui.loading import busy
+
+        assert busy()
+    release.set()
 
 
 async def test_metrics_pane_shows_the_analyzer_totals(small_trace: Trace) -> None:
@@ -212,7 +273,138 @@ async def test_metrics_pane_shows_the_analyzer_totals(small_trace: Trace) -> Non
         body = static_text(app, "#metrics-body")
         totals = app.report.summary()
         assert (
-            f"exposed comm {fmt_ns(totals['exposed_comm_ns'])} ({fmt_pct(totals['exposed_ratio'])})"
-            in body
-        )
+            f"sum over ranks·steps {fmt_ns(totals['exposed_comm_ns'])}"
+            f" = {fmt_pct(totals['exposed_ratio'])} of comm"
+        ) in body
+        ranks = app.report.ranks
+        worst = ranks.sort("exposed_comm_ns", descending=True).row(0, named=True)
+        assert f"max per rank·step {fmt_ns(worst['exposed_comm_ns'])} (r{worst['rank']} " in body
+        assert "CPcov = critical-path span ÷ window" in " ".join(body.split())  # legend
         assert f"aic {fmt_pct(totals['util:aic'])}" in body
+
+
+async def test_metrics_pane_lists_every_rank_sorted_by_the_chosen_key() -> None:
+    from moetrace.tui.synthetic import synthetic_trace
+
+    trace = synthetic_trace(ranks=24, events_per_lane=8, seed=3)
+    app = MoetraceApp(trace)
+    async with running(app, size=(200, 50)) as pilot:
+        ranks = app.report.ranks
+
+        def listed() -> list[int]:
+            lines = static_text(app, "#metrics-body").splitlines()
+            head = next(
+                i for i, line in enumerate(lines) if line.split()[:2] == ["rank", "compute"]
+            )
+            out = []
+            for line in lines[head + 1 :]:
+                if not line.strip() or not line.split()[0].isdigit() or "rows (rank" in line:
+                    break
+                out.append(int(line.split()[0]))
+            return out
+
+        by_exposed = ranks.sort(["exposed_comm_ns", "rank"], descending=[True, False])
+        assert listed() == by_exposed["rank"].to_list()  # all 24, not the first 16
+        assert "24 rows (rank × step), by exposed comm" in static_text(app, "#metrics-body")
+        await pilot.press("o")
+        by_idle = ranks.sort(["free_ns", "rank"], descending=[True, False])
+        assert listed() == by_idle["rank"].to_list()
+        await pilot.press("o")
+        by_compute = ranks.sort(["compute_ns", "rank"], descending=[True, False])
+        assert listed() == by_compute["rank"].to_list()
+        await pilot.press("o")
+        assert listed() == sorted(ranks["rank"].to_list())
+
+
+async def test_no_metrics_says_so_instead_of_still_computing(small_trace: Trace) -> None:
+    app = MoetraceApp(small_trace, metrics=False)
+    async with running(app) as pilot:
+        await pilot.press("c")
+        await pilot.pause()
+        messages = [n.message for n in app._notifications]
+        assert any("--no-metrics" in m for m in messages)
+        assert not any("still being computed" in m for m in messages)
+        assert "--no-metrics" in static_text(app, "#metrics-body")
+
+
+async def test_goto_rank_is_exact_and_filter_keeps_the_position() -> None:
+    from moetrace.tui.synthetic import synthetic_trace
+
+    trace = synthetic_trace(ranks=40, events_per_lane=4, seed=2)
+    app = MoetraceApp(trace, metrics=False)
+    async with running(app, size=(120, 30)) as pilot:
+        tl = app.timeline
+        await pilot.press("colon", *"rank 3", "enter")
+        row = tl.rows[tl.cursor_row]
+        assert row.kind == "rank" and row.rank == 3
+        await pilot.press("colon", *"rank 33", "enter")
+        assert tl.rows[tl.cursor_row].rank == 33
+        assert 33 - int(tl.scroll_offset.y) < tl.visible_lane_rows  # scrolled into view
+        # Filter 'rank 3' keeps rank 3 only (not 30-39); clearing it returns to rank 33's row?
+        await pilot.press("backslash", *"rank 3", "enter")
+        assert {r.rank for r in tl.rows} == {3}
+        await pilot.press("backslash", *["backspace"] * 6, "enter")
+        assert tl.rows[tl.cursor_row].rank == 3  # the position is kept: still on rank 3
+        assert 0 <= tl.cursor_row - int(tl.scroll_offset.y) < tl.visible_lane_rows
+        await pilot.press("colon", *"100us", "enter")
+        assert abs(tl.cursor_t - 100e3) < tl.cell_ns and tl.t0 < 100e3 < tl.t1
+
+
+async def test_table_columns_sort_by_value_and_say_how_many_rows(small_trace: Trace) -> None:
+    from textual.widgets import DataTable
+
+    app = MoetraceApp(small_trace)
+    async with running(app) as pilot:
+        await pilot.press("2")
+        screen = app.screen
+        table = screen.query_one(DataTable)
+        gaps = app.report.gaps
+        assert f"{gaps.height} rows" in str(screen.query_one("#table-title").content)
+        column = list(table.columns)[3]  # "idle": durations such as "1.5 µs" / "12 µs"
+        screen.on_data_table_header_selected(DataTable.HeaderSelected(table, column, 3, "idle"))
+        await pilot.pause()
+        from moetrace.tui.format import fmt_ns
+
+        durations = sorted(gaps["dur_ns"].to_list())
+        shown = [str(table.get_row_at(i)[3].plain) for i in range(table.row_count)]
+        assert shown == [fmt_ns(d) for d in durations]  # by value, not as text
+        screen.on_data_table_header_selected(DataTable.HeaderSelected(table, column, 3, "idle"))
+        await pilot.pause()
+        assert str(table.get_row_at(0)[3].plain) == fmt_ns(durations[-1])
+        # Enter still jumps to the row's event after sorting.
+        longest = gaps.sort("dur_ns", descending=True).row(0, named=True)
+        await pilot.press("enter")
+        assert app.timeline.selected in (longest["after_id"], longest["before_id"])
+
+
+async def test_idle_table_lists_every_core_with_the_analyzers_idle(small_trace: Trace) -> None:
+    from textual.widgets import DataTable
+
+    from moetrace.tui.format import fmt_ns
+
+    app = MoetraceApp(small_trace)
+    async with running(app) as pilot:
+        await pilot.press("5")
+        table = app.screen.query_one(DataTable)
+        tracks = app.report.tracks
+        assert table.row_count == tracks.height
+        top = tracks.sort(["idle_ns", "rank", "track"], descending=[True, False, False]).row(
+            0, named=True
+        )
+        first = [c.plain for c in table.get_row_at(0)]
+        assert first[0] == str(top["rank"]) and first[5] == fmt_ns(top["idle_ns"])
+        free = app.report.ranks.filter(pl.col("rank") == top["rank"])["free_ns"][0]
+        assert first[7] == fmt_ns(free)  # the rank's idle (nothing running) beside it
+
+
+async def test_rank_and_lane_labels_show_their_idle_share(small_trace: Trace) -> None:
+    app = MoetraceApp(small_trace)
+    async with running(app, size=(200, 40)):
+        ranks = app.report.ranks.filter(pl.col("rank") == 1)
+        share = ranks["free_ns"].sum() / ranks["window_ns"].sum()
+        label = lane_text(app.timeline, ("rank", 1))[: app.timeline.label_width]
+        assert f"rank 1 idle {100 * share:.0f}%" in label
+        tracks = app.report.tracks.filter(pl.col("track") == 0)
+        idle = tracks["idle_ns"].sum() / (tracks["idle_ns"].sum() + tracks["busy_ns"].sum())
+        label = lane_text(app.timeline, ("lane", 0, 0))[: app.timeline.label_width]
+        assert f"AIC 0 idle {100 * idle:.0f}%" in label

@@ -125,7 +125,8 @@ def test_lookups() -> None:
 def test_runs_encode_style_changes() -> None:
     keys = np.array([0, 0, 1, 1, 1, CRITICAL, 0])
     assert runs(keys) == [(0, 2, 0), (2, 5, 1), (5, 6, CRITICAL), (6, 7, 0)]
-    assert len(GLYPHS) == 16
+    # one character per glyph code, the last two the overlays' own (critical ▓, exposed ▒)
+    assert len(GLYPHS) == 18 and GLYPHS[16:] == "▓▒"
 
 
 def test_million_events_on_one_lane_bin_fast_and_exactly() -> None:

@@ -85,3 +85,36 @@ def test_search_is_literal_and_case_insensitive() -> None:
     assert search_events(trace, "a.B").tolist() == [0]
     assert search_events(trace, "[x").tolist() == [2]
     assert search_events(trace, "").tolist() == []
+
+
+def test_name_boxes_and_fit_name_by_hand() -> None:
+    from moetrace.tui.binning import IntervalIndex, fit_name, name_boxes
+
+    # 10 cells of 10 ns over [0, 100): slices [5, 57) -> whole cells 1..4 (cols 1-4, 4 cells),
+    # [60, 70) -> 1 cell (too thin), [72, 200) -> cells 8, 9 (cut by the view: 2 cells).
+    index = IntervalIndex(
+        np.array([5.0, 60.0, 72.0]), np.array([57.0, 70.0, 200.0]), np.array([7, 8, 9])
+    )
+    where, first, last = name_boxes(index, 0.0, 100.0, 10)
+    assert where.tolist() == [0] and first.tolist() == [1] and last.tolist() == [5]
+    assert fit_name("ab", 4) == " ab " and fit_name("matmul_12", 4) == "mat…"
+    assert fit_name("名字", 4) == " ?? "  # wide characters would shift the columns
+
+
+def test_names_of_follow_event_ids(small_trace: Trace) -> None:
+    model = LaneModel(small_trace)
+    ids = small_trace.events["id"].to_numpy()[[5, 0, 17]]
+    expected = small_trace.events["name"].to_list()
+    assert model.names_of(ids) == [expected[5], expected[0], expected[17]]
+
+
+def test_step_levels_by_hand() -> None:
+    from moetrace.tui.binning import step_levels
+
+    # samples: t=10 -> 4, t=12 -> 8, t=35 -> 0, t=70 -> 2; cells of 10 ns over [0, 100).
+    ts = np.array([10.0, 12.0, 35.0, 70.0])
+    values = np.array([4.0, 8.0, 0.0, 2.0])
+    levels = step_levels(ts, values, 0.0, 100.0, 10, 0.0, 8.0)
+    # cell 0 before any sample; cell 1 has 4 and 8 -> 8; cell 2 holds 8; cell 3 holds 8 then
+    # 0 at 35 -> 8; cells 4-6 hold 0; cell 7 has 2; cells 8-9 hold 2.
+    assert levels.tolist() == [-1, 8, 8, 8, 0, 0, 0, 2, 2, 2]

@@ -65,7 +65,7 @@ async def test_odd_traces_render_and_take_keys(name: str) -> None:
         await pilot.pause()
         tl = app.timeline
         for y in range(min(len(tl.rows) + 2, 10)):
-            assert tl.render_line(y).cell_length == 24 + tl.lanes_width
+            assert tl.render_line(y).cell_length == tl.label_width + tl.lanes_width
         if name == "empty":
             assert tl.rows == [] and " 0 events" in app.sub_title
         if name == "nested_20":
@@ -76,7 +76,7 @@ async def test_odd_traces_render_and_take_keys(name: str) -> None:
             await pilot.press("space")
             assert len([r for r in tl.rows if r.kind == "lane"]) == 21
         if name == "million_on_one_lane":
-            text = lane_text(tl, ("lane", 0, 0))[24:]
+            text = lane_text(tl, ("lane", 0, 0))[tl.label_width :]
             assert set(text.strip()) <= set("▁▂▃▄▅▆▇█▌▐▏▕")
 
 
@@ -110,7 +110,7 @@ async def test_many_ranks_collapse_to_one_summary_lane_each() -> None:
         assert len(tl.rows) == 256 and all(r.kind == "rank" for r in tl.rows)
         # A collapsed rank shows the busy share of its lanes: blank exactly where all are idle.
         model = LaneModel(trace)
-        text = lane_text(tl, ("rank", 0))[24:]
+        text = lane_text(tl, ("rank", 0))[tl.label_width :]
         assert text.strip() and any(c in "▁▂▃▄▅▆▇█" for c in text)
         await pilot.press("space")
         assert len(tl.rows) > 256 and tl.rows[1].kind == "unit"
@@ -227,7 +227,7 @@ async def test_real_ascend_trace_comm_table_and_exposed_overlay(real_traces: Pat
         await pilot.press("x")
         lane = app.timeline.model.locate(int(top))[0]
         text = lane_text(app.timeline, ("lane", lane.track, lane.depth))
-        assert text[24:].strip()
+        assert text[app.timeline.label_width :].strip()
 
 
 async def test_step_navigation_on_a_real_multi_step_trace(real_traces: Path) -> None:
@@ -256,7 +256,7 @@ async def test_braille_packs_four_collapsed_ranks_per_row() -> None:
         tl = app.timeline
         await pilot.press("b")
         assert len(tl.rows) == 10 and tl.rows[0].label == "rank 0–3"
-        cells = lane_text(tl, tl.rows[0].key)[24:]
+        cells = lane_text(tl, tl.rows[0].key)[tl.label_width :]
         assert all(0x2800 <= ord(c) <= 0x28FF for c in cells)
         # Independent check of one cell: dot row i lit iff rank i has a non-marker event there.
         ev = trace.events_with_tracks().filter(pl.col("kind") != "marker")
@@ -300,6 +300,45 @@ async def test_big_summaries_are_built_in_a_worker(monkeypatch: pytest.MonkeyPat
         assert any(w.name == "summaries" for w in app.workers) or app.timeline.model.cached_summary(
             ("all",)
         )
-        text = lane_text(app.timeline, ("rank", 0))[24:]
+        text = lane_text(app.timeline, ("rank", 0))[app.timeline.label_width :]
         assert "…" not in text and any(c in "▁▂▃▄▅▆▇█" for c in text)
         assert app.timeline.model.cached_summary(("rank", 0)) is not None
+
+
+async def test_ascend_counters_are_step_charts(real_traces: Path) -> None:
+    """Ascend counter tracks (AI Core Freq, HBM, LLC…) are one row per counter, named, with
+    ▁…█ the highest value in force in each cell (checked by a slow loop over the samples)."""
+    io = pytest.importorskip("moetrace.trace.io")
+    trace = io.load([real_traces / "ascend" / "level0__rank0_ascend_pt__trace_view.json"])
+    app = MoetraceApp(trace, metrics=False)
+    async with running(app, size=(200, 60)) as pilot:
+        tl = app.timeline
+        counters = [r for r in tl.rows if r.kind == "counter"]
+        names = trace.counters["name"].unique().to_list()
+        assert sorted(r.label for r in counters) == sorted(names)
+        assert not any(r.kind == "lane" and r.label.startswith("other ") for r in tl.rows)
+        origin, cell = tl.model.origin, tl.cell_ns
+        checked = 0
+        for row in counters:
+            samples = trace.counters.filter(pl.col("name") == row.label).sort("ts")
+            ts = (samples["ts"].to_numpy() - origin).astype(float)
+            values = samples["value"].to_numpy()
+            lo, hi = min(values.min(), 0.0), values.max()
+            i = tl.rows.index(row)
+            tl.cursor_row = i
+            tl.ensure_row_visible()
+            await pilot.pause()
+            text = lane_text(tl, row.key)[tl.label_width :]
+            assert f"≤{hi:.4g}" in lane_text(tl, row.key)[: tl.label_width] or len(row.label) > 30
+            for col, ch in enumerate(text):
+                a, b = tl.t0 + col * cell, tl.t0 + (col + 1) * cell
+                in_force = [v for t, v in zip(ts, values, strict=True) if t <= a]
+                inside = [v for t, v in zip(ts, values, strict=True) if a < t < b]
+                seen = ([in_force[-1]] if in_force else []) + inside
+                if not seen:
+                    assert ch == " "
+                    continue
+                level = int(np.clip(np.ceil((max(seen) - lo) / ((hi - lo) or 1) * 8 - 1e-9), 0, 8))
+                assert ch == ("▁" if level == 0 else " ▁▂▃▄▅▆▇█"[level]), (row.label, col)
+                checked += 1
+        assert checked > 100

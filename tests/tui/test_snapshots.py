@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from tui_helpers import settle
 
 from moetrace.tui.app import MoetraceApp
 from moetrace.tui.synthetic import synthetic_trace
@@ -22,9 +23,7 @@ def make_app() -> MoetraceApp:
 
 
 async def ready(pilot: Any) -> None:
-    await pilot.pause()
-    await pilot.app.workers.wait_for_complete()
-    await pilot.pause()
+    await settle(pilot.app, pilot)
 
 
 async def select_on_path(pilot: Any) -> None:
@@ -59,3 +58,20 @@ def test_many_ranks(snap_compare: Any, keys: tuple[str, ...]) -> None:
         synthetic_trace(ranks=40, events_per_lane=10, seed=2), metrics=False, title="40 ranks"
     )
     assert snap_compare(app, press=list(keys), terminal_size=SIZE, run_before=ready)
+
+
+@pytest.mark.parametrize(
+    "size", [(80, 24), (120, 40), (250, 70)], ids=["80x24", "120x40", "250x70"]
+)
+def test_terminal_sizes(snap_compare: Any, size: tuple[int, int]) -> None:
+    """The layout at a small, a middle and a big terminal (side pane folds below 120)."""
+    assert snap_compare(make_app(), press=["w"], terminal_size=size, run_before=select_on_path)
+
+
+@pytest.mark.parametrize("size", [(80, 24), (150, 40)], ids=["80x24", "150x40"])
+def test_no_color_overlays(snap_compare: Any, monkeypatch: Any, size: tuple[int, int]) -> None:
+    """NO_COLOR: critical path ▓, exposed comm ▒ and idle gaps · differ by glyph."""
+    monkeypatch.setenv("NO_COLOR", "1")
+    assert snap_compare(
+        make_app(), press=["c", "x", "i", "w", "w"], terminal_size=size, run_before=select_on_path
+    )

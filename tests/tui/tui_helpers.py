@@ -7,7 +7,7 @@ from contextlib import asynccontextmanager
 from typing import Any
 
 from moetrace.tui.app import MoetraceApp
-from moetrace.tui.widgets.timeline import FIXED_ROWS, TimelineView
+from moetrace.tui.widgets.timeline import TimelineView
 
 
 @asynccontextmanager
@@ -19,17 +19,30 @@ async def running(app: MoetraceApp, size: tuple[int, int] = (140, 36)) -> AsyncI
 
 
 async def settle(app: MoetraceApp, pilot: Any) -> None:
+    """Wait for Textual's workers and the viewer's load/analysis threads, then their
+    messages."""
     await pilot.pause()
+    await wait_background(app)
+    await pilot.pause()
+
+
+async def wait_background(app: MoetraceApp) -> None:
+    """Until no worker or load/analysis daemon thread runs (they post their results)."""
+    import asyncio
+
+    from moetrace.tui.loading import busy
+
     await app.workers.wait_for_complete()
-    await pilot.pause()
+    while busy():
+        await asyncio.sleep(0.01)
+    await app.workers.wait_for_complete()
 
 
 def lane_text(timeline: TimelineView, key: tuple[object, ...]) -> str:
     """The rendered text of the visible row with this key (label gutter included)."""
     for i, row in enumerate(timeline.rows):
         if row.key == key:
-            top = int(timeline.scroll_offset.y)
-            return timeline.render_line(i - top + FIXED_ROWS).text
+            return timeline.render_line(timeline.row_y(i)).text
     raise AssertionError(f"row {key} not visible")
 
 

@@ -18,15 +18,16 @@ from textual.widgets import DataTable, Footer, Static
 from moetrace.analysis.names import events_by_name
 from moetrace.trace.model import Trace
 
-from ..format import fmt_ns
+from ..format import fmt_ns, fmt_pct
 from ..lanes import LaneModel, safe_text
 
-MAX_ROWS = 2000
+MAX_ROWS = 50_000  # DataTable draws only the visible rows; the title says when rows were cut
 TITLES = {
     "critical": "critical path segments (in path order)",
     "gaps": "top idle gaps (longest first)",
     "comm": "communication events (most exposed first)",
     "names": "events by name (total time, longest first)",
+    "idle": "idle per rank and core (per rank·step; most idle first)",
 }
 
 
@@ -113,6 +114,32 @@ def table_rows(
                 )
             )
         return cols, rows
+    if name == "idle":
+        per_track = report.tracks.sort(
+            ["idle_ns", "rank", "track"], descending=[True, False, False]
+        )
+        labels = trace.tracks.select("track", pl.coalesce("thread_name", "tid").alias("lane"))
+        per_track = per_track.head(MAX_ROWS).join(labels, on="track", how="left")
+        free = report.ranks.select("rank", "step", pl.col("free_ns").alias("rank_idle"))
+        per_track = per_track.join(free, on=["rank", "step"], how="left", nulls_equal=True)
+        cols = ["rank", "step", "lane", "unit", "busy", "idle", "util", "rank idle"]
+        for r in per_track.iter_rows(named=True):
+            rows.append(
+                (
+                    None,
+                    [
+                        Text(str(r["rank"])),
+                        Text(str(r["step"])),
+                        Text(safe_text(r.get("lane") or r["track"])),
+                        Text(str(r["unit"])),
+                        _dur(r["busy_ns"]),
+                        _dur(r["idle_ns"]),
+                        Text(fmt_pct(r["util"]), justify="right"),
+                        _dur(r["rank_idle"]),
+                    ],
+                )
+            )
+        return cols, rows
     by_name = events_by_name(trace).head(MAX_ROWS)
     cols = ["name", "count", "total", "mean", "max"]
     for r in by_name.iter_rows(named=True):
@@ -131,6 +158,17 @@ def table_rows(
     return cols, rows
 
 
+def sort_value(cell: Text) -> tuple[int, float, str]:
+    """Sort key of a cell: numbers and durations ('1.5 ms') by value, then text."""
+    from ..app_actions import parse_time
+
+    text = cell.plain.strip().rstrip("%")
+    value = parse_time(text)
+    if value is None:
+        return (1, 0.0, text.lower())
+    return (0, value, "")
+
+
 class TableScreen(Screen[int | None]):
     """One table; Enter jumps to the row's event, Escape/q goes back."""
 
@@ -145,6 +183,8 @@ class TableScreen(Screen[int | None]):
         self.trace, self.report = trace, report
         self.origin = model.origin if model is not None else 0
         self.row_events: list[int | None] = []
+        self.rows: list[tuple[int | None, list[Text]]] = []
+        self.sorted_by: tuple[int, bool] | None = None  # (column, descending)
 
     def compose(self) -> ComposeResult:
         yield Static(Text(TITLES[self.table_name], style="bold"), id="table-title")
@@ -161,12 +201,44 @@ class TableScreen(Screen[int | None]):
             )
             return
         table.add_columns(*cols)
+        self.rows = rows
+        self._fill(rows)
+        total = self._total_rows()
+        shown = f"{len(rows)} rows" if total <= len(rows) else f"first {len(rows)} of {total} rows"
+        title = f"{TITLES[self.table_name]} · {shown} · click a column to sort · Enter jumps"
+        self.query_one("#table-title", Static).update(Text(title, style="bold"))
+        table.focus()
+
+    def _total_rows(self) -> int:
+        """Rows the table would have without the MAX_ROWS cut."""
+        frame = {
+            "critical": "critical_path",
+            "gaps": "gaps",
+            "comm": "comm",
+            "idle": "tracks",
+        }.get(self.table_name)
+        if frame is None:
+            return int(self.trace.events["name"].n_unique()) if self.trace.events.height else 0
+        data = getattr(self.report, frame, None)
+        return data.height if isinstance(data, pl.DataFrame) else 0
+
+    def _fill(self, rows: list[tuple[int | None, list[Text]]]) -> None:
+        table = self.query_one(DataTable)
+        table.clear()
+        self.row_events = []
         for event_id, cells in rows:
             table.add_row(*cells)
             self.row_events.append(event_id)
-        title = f"{TITLES[self.table_name]} · {len(rows)} rows · Enter jumps to the event"
-        self.query_one("#table-title", Static).update(Text(title, style="bold"))
-        table.focus()
+
+    def on_data_table_header_selected(self, event: DataTable.HeaderSelected) -> None:
+        """Sort by the clicked column (numbers and durations by value); again: reversed."""
+        event.stop()
+        column = event.column_index
+        descending = self.sorted_by == (column, False)
+        self.sorted_by = (column, descending)
+        self._fill(
+            sorted(self.rows, key=lambda row: sort_value(row[1][column]), reverse=descending)
+        )
 
     def action_back(self) -> None:
         self.dismiss(None)

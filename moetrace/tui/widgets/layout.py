@@ -1,4 +1,14 @@
 """Timeline geometry shared by its mixins: the label gutter and the fixed rows above lanes."""
 
-LABEL_WIDTH = 24  # cells of the lane-label gutter
+LABEL_WIDTH = 24  # cells of the lane-label gutter when the labels are short
+MAX_LABEL_WIDTH = 48  # never wider than this…
+MAX_LABEL_SHARE = 0.3  # …nor than this share of the timeline (the rest is time)
 FIXED_ROWS = 2  # overview + time ruler above the lanes
+
+
+def label_width_for(content_width: int, needed: int) -> int:
+    """Gutter cells for a timeline `content_width` cells wide whose labels need `needed`:
+    24 (or 30% when that is less), growing with the labels up to 48 cells or 30%."""
+    share = int(content_width * MAX_LABEL_SHARE)
+    floor = max(min(LABEL_WIDTH, share), 8)
+    return max(min(needed, MAX_LABEL_WIDTH, share), floor)

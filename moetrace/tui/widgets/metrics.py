@@ -17,7 +17,23 @@ from textual.widgets import Static
 
 from ..format import fmt_ns, fmt_pct
 
-MAX_RANK_ROWS = 16
+MAX_RANK_ROWS = 4096  # the pane scrolls; beyond this many (rank, step) rows it says so
+
+# What the rank table can be sorted by (o cycles): title, column, descending.
+SORT_KEYS: list[tuple[str, str, bool]] = [
+    ("exposed comm", "exposed_comm_ns", True),
+    ("idle", "free_ns", True),
+    ("compute", "compute_ns", True),
+    ("rank", "rank", False),
+]
+
+LEGEND = (
+    "per rank and step: compute = time some compute runs (ns); exp.comm = comm not hidden "
+    "under compute; exp% = exp.comm ÷ comm time; idle = window time with nothing running; "
+    "CPcov = critical-path span ÷ window; CPcomm = share of comm time on the critical path. "
+    "util = busy ÷ (lanes × window) per unit. Critical path: compute-X = events on unit X, "
+    "comm = communication, wait = the path waits for a dependency (wait:X: for one on X)."
+)
 
 
 def _frame(report: Any, name: str) -> pl.DataFrame | None:
@@ -29,30 +45,58 @@ def _get(row: dict[str, Any], key: str) -> Any:
     return row.get(key)
 
 
-def ranks_table(report: Any) -> Table | None:
-    """Per rank/step: compute, comm, exposed comm and its share, critical-path coverage."""
+def sorted_ranks(ranks: pl.DataFrame, sort_key: int) -> pl.DataFrame:
+    """The (rank, step) rows in the order the user chose (ties by rank, step)."""
+    _, column, descending = SORT_KEYS[sort_key % len(SORT_KEYS)]
+    keys = [k for k in (column, "rank", "step") if k in ranks.columns]
+    keys = list(dict.fromkeys(keys))
+    return ranks.sort(keys, descending=[descending] + [False] * (len(keys) - 1), nulls_last=True)
+
+
+def text_table(headers: list[str], rows: list[list[str]], caption: str = "") -> Text:
+    """Right-aligned columns as plain Text: a Rich Table of 256 ranks takes ~0.3 s to lay
+    out on every repaint, this a few ms."""
+    widths = [max([len(h)] + [len(r[i]) for r in rows]) for i, h in enumerate(headers)]
+    out = Text(" ".join(h.rjust(w) for h, w in zip(headers, widths, strict=True)) + "\n")
+    out.stylize("bold", 0, len(out) - 1)
+    out.append(
+        "\n".join(" ".join(c.rjust(w) for c, w in zip(r, widths, strict=True)) for r in rows)
+    )
+    if caption:
+        out.append("\n" + caption, style="dim")
+    return out
+
+
+def ranks_table(report: Any, sort_key: int = 0) -> Text | None:
+    """Per rank/step: compute, exposed comm and its share, idle, critical-path coverage."""
     ranks = _frame(report, "ranks")
     if ranks is None or ranks.height == 0:
         return None
-    table = Table(box=None, pad_edge=False, expand=False, header_style="bold", title_justify="left")
-    for col in ("rank", "step", "compute", "exp.comm", "exp%", "CPcov", "CPcomm"):
-        table.add_column(col, justify="right", no_wrap=True)
-    for row in ranks.head(MAX_RANK_ROWS).iter_rows(named=True):
-        table.add_row(
-            Text(str(_get(row, "rank"))),
-            Text(str(_get(row, "step"))),
-            Text(fmt_ns(_get(row, "compute_ns"))),
-            Text(fmt_ns(_get(row, "exposed_comm_ns"))),
-            Text(fmt_pct(_get(row, "exposed_ratio"))),
-            Text(fmt_pct(_get(row, "cp_coverage"))),
-            Text(fmt_pct(_get(row, "cp_comm_ratio"))),
-        )
+    title, _, _ = SORT_KEYS[sort_key % len(SORT_KEYS)]
+    steps = "step" in ranks.columns and ranks["step"].n_unique() > 1
+    headers = ["rank", *(["step"] if steps else []), "compute", "exp.comm", "exp%", "idle"]
+    headers += ["CPcov", "CPcomm"]
+    shown = sorted_ranks(ranks, sort_key).head(MAX_RANK_ROWS)
+    rows = [
+        [
+            str(_get(row, "rank")),
+            *([str(_get(row, "step"))] if steps else []),
+            fmt_ns(_get(row, "compute_ns")),
+            fmt_ns(_get(row, "exposed_comm_ns")),
+            fmt_pct(_get(row, "exposed_ratio")),
+            fmt_ns(_get(row, "free_ns")),
+            fmt_pct(_get(row, "cp_coverage")),
+            fmt_pct(_get(row, "cp_comm_ratio")),
+        ]
+        for row in shown.iter_rows(named=True)
+    ]
+    caption = f"{ranks.height} rows (rank × step), by {title} (o: sort)"
     if ranks.height > MAX_RANK_ROWS:
-        table.caption = f"… {ranks.height - MAX_RANK_ROWS} more rows"
-    return table
+        caption += f" · first {MAX_RANK_ROWS} shown"
+    return text_table(headers, rows, caption)
 
 
-def units_table(report: Any) -> Table | None:
+def units_table(report: Any) -> Text | None:
     """Utilisation per rank (rows) and unit (columns), as the analyzer computed it."""
     units = _frame(report, "units")
     if units is None or units.height == 0:
@@ -60,13 +104,11 @@ def units_table(report: Any) -> Table | None:
     keys = [k for k in ("rank", "step") if k in units.columns]
     wide = units.pivot(on="unit", index=keys, values="util", aggregate_function="first").sort(keys)
     unit_cols = [c for c in wide.columns if c not in keys]
-    table = Table(box=None, pad_edge=False, header_style="bold")
-    for col in [*keys, *unit_cols]:
-        table.add_column(col if col in keys else f"{col}", justify="right", no_wrap=True)
-    for row in wide.head(MAX_RANK_ROWS).iter_rows(named=True):
-        cells = [Text(str(row[k])) for k in keys] + [Text(fmt_pct(row[c])) for c in unit_cols]
-        table.add_row(*cells)
-    return table
+    rows = [
+        [str(row[k]) for k in keys] + [fmt_pct(row[c]) for c in unit_cols]
+        for row in wide.head(MAX_RANK_ROWS).iter_rows(named=True)
+    ]
+    return text_table([*keys, *unit_cols], rows)
 
 
 def critical_path_table(report: Any) -> Table | None:
@@ -88,25 +130,42 @@ def critical_path_table(report: Any) -> Table | None:
 
 
 def totals_text(report: Any) -> Text | None:
-    """The analyzer's totals over all ranks and steps (Report.summary), in two lines."""
+    """The job's figures with their scope: sums over ranks and steps, the maximum over
+    (rank, step) rows, and pooled ratios (Σ numerator ÷ Σ denominator), from the analyzer."""
     summary = getattr(report, "summary", None)
+    ranks = _frame(report, "ranks")
     if not callable(summary):
         return None
     try:
         s = summary()
     except Exception:  # an older/partial report: the tables below still show
         return None
+
+    def worst(column: str) -> str:
+        if ranks is None or ranks.height == 0 or column not in ranks.columns:
+            return "–"
+        top = ranks.sort(column, descending=True, nulls_last=True).row(0, named=True)
+        return f"{fmt_ns(top[column])} (r{top['rank']} s{top['step']})"
+
     units = "  ".join(f"{k[5:]} {fmt_pct(v)}" for k, v in s.items() if k.startswith("util:"))
-    line1 = (
-        f"all: exposed comm {fmt_ns(s.get('exposed_comm_ns'))} "
-        f"({fmt_pct(s.get('exposed_ratio'))}), CPcov {fmt_pct(s.get('cp_coverage'))}"
-    )
+    lines = [
+        f"job span (first start → last end): {fmt_ns(s.get('makespan_ns'))}",
+        f"exposed comm: max per rank·step {worst('exposed_comm_ns')}",
+        f"  sum over ranks·steps {fmt_ns(s.get('exposed_comm_ns'))}"
+        f" = {fmt_pct(s.get('exposed_ratio'))} of comm",
+        f"idle: max per rank·step {worst('free_ns')}",
+        f"  sum over ranks·steps {fmt_ns(s.get('free_ns'))}",
+        f"critical path: covers {fmt_pct(s.get('cp_coverage'))} of the windows,",
+        f"  holds {fmt_pct(s.get('cp_comm_ratio'))} of comm time (pooled over ranks)",
+        f"util (busy ÷ lanes·window, pooled): {units}",
+    ]
     mfu = s.get("mfu")
-    line2 = f"util {units}" + (f"  MFU {fmt_pct(mfu)}" if mfu is not None else "")
-    return Text(f"{line1}\n{line2}")
+    if mfu is not None:
+        lines.append(f"MFU (time-weighted over ranks): {fmt_pct(mfu)}")
+    return Text("\n".join(lines))
 
 
-def render_report(report: Any, scope: str) -> RenderableType:
+def render_report(report: Any, scope: str, sort_key: int = 0) -> RenderableType:
     """The pane's content for a report (None while computing)."""
     parts: list[RenderableType] = [Text(scope, style="bold")]
     if report is None:
@@ -116,9 +175,9 @@ def render_report(report: Any, scope: str) -> RenderableType:
     if totals is not None:
         parts.append(totals)
     for title, table in (
-        ("ranks", ranks_table(report)),
-        ("utilisation per unit", units_table(report)),
-        ("critical path", critical_path_table(report)),
+        ("per rank and step", ranks_table(report, sort_key)),
+        ("utilisation per unit (per rank and step)", units_table(report)),
+        ("critical path by segment (sum over ranks·steps)", critical_path_table(report)),
     ):
         if table is not None:
             parts.append(Text(""))
@@ -129,6 +188,8 @@ def render_report(report: Any, scope: str) -> RenderableType:
         parts.append(Text(""))
         for w in list(warnings)[:5]:
             parts.append(Text(f"! {w}", style="yellow"))
+    parts.append(Text(""))
+    parts.append(Text(LEGEND, style="dim"))
     return Group(*parts)
 
 
@@ -138,7 +199,15 @@ class MetricsPane(VerticalScroll):
     DEFAULT_CSS = """
     MetricsPane { height: 1fr; border: round $primary 50%; }
     MetricsPane > Static { width: auto; }
+    MetricsPane { overflow-x: auto; }
     """
+
+    def __init__(self, *, id: str | None = None) -> None:
+        super().__init__(id=id)
+        self.report: Any = None
+        self.scope = "whole trace"
+        self.sort_key = 0
+        self.state = "computing"  # computing | ready | disabled | error
 
     def compose(self) -> Any:
         yield Static(render_report(None, "whole trace"), id="metrics-body")
@@ -147,9 +216,29 @@ class MetricsPane(VerticalScroll):
         self.border_title = "metrics"
 
     def show(self, report: Any, scope: str) -> None:
-        self.query_one("#metrics-body", Static).update(render_report(report, scope))
+        self.report, self.scope = report, scope
+        self.state = "ready" if report is not None else "computing"
+        self._draw()
+
+    def cycle_sort(self) -> str:
+        """o: sort the rank table by the next key; returns its name."""
+        self.sort_key = (self.sort_key + 1) % len(SORT_KEYS)
+        self._draw()
+        return SORT_KEYS[self.sort_key][0]
+
+    def _draw(self) -> None:
+        self.query_one("#metrics-body", Static).update(
+            render_report(self.report, self.scope, self.sort_key)
+        )
+
+    def show_disabled(self) -> None:
+        self.state = "disabled"
+        self.query_one("#metrics-body", Static).update(
+            Text("metrics are off (--no-metrics): lanes only", style="dim")
+        )
 
     def show_error(self, message: str) -> None:
+        self.state = "error"
         self.query_one("#metrics-body", Static).update(
             Text(f"metrics unavailable: {message}", style="red")
         )

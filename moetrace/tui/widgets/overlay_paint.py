@@ -7,7 +7,10 @@ import numpy as np
 
 from ..binning import (
     CRITICAL,
+    CRITICAL_FULL,
     EXPOSED,
+    EXPOSED_FULL,
+    FULL,
     GAP,
     GAP_DOT,
     IDLE,
@@ -32,7 +35,8 @@ def apply_overlays(
     t1: float,
     width: int,
 ) -> None:
-    """Or overlay flags into `keys` (and swap idle glyphs for ─ waits / · gaps) in place."""
+    """Or overlay flags into `keys` in place, and change glyphs so each overlay reads
+    without colour: critical ▓ (waits ═), exposed comm ▒, idle gaps ·."""
     lane_key = (row.lane.track, row.lane.depth) if row.lane is not None else None
 
     def cells(index: IntervalIndex | None) -> np.ndarray:
@@ -44,6 +48,7 @@ def apply_overlays(
     if "critical" in active and lane_key is not None:
         hit = cells(data.critical.get(lane_key)) & (glyphs != IDLE)
         keys[hit] |= CRITICAL
+        glyphs[hit & (glyphs == FULL)] = CRITICAL_FULL
         wait = cells(data.waits.get(lane_key)) & (glyphs == IDLE)
         glyphs[wait] = WAIT_LINE
         keys[wait] |= CRITICAL
@@ -58,3 +63,4 @@ def apply_overlays(
         else:
             exp &= glyphs != IDLE
         keys[exp] |= EXPOSED
+        glyphs[exp & ((glyphs == FULL) | (glyphs == CRITICAL_FULL))] = EXPOSED_FULL

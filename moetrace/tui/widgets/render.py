@@ -21,9 +21,11 @@ from ..binning import (
     CRITICAL,
     CURSOR,
     EXPOSED,
+    FLOW,
     GAP,
     GLYPH_ARRAY,
     KIND_MASK,
+    NAME,
     SELECTED,
     VIEWPORT,
     runs,
@@ -45,6 +47,7 @@ GAP_COLOUR = "#e05050"
 EXPOSED_BG = "#8a1010"
 EXPOSED_COLOUR = "#ff3030"
 AREA_BG = "#1f3550"
+FLOW_COLOUR = "#ff66ff"  # the ends of the selected event's flows (▶ into it, ◀ out of it)
 VIEWPORT_BG = "#3a3a3a"
 LABEL_STYLE = Style(color="#c8c8c8")
 GROUP_STYLE = Style(color="#ffffff", bold=True)
@@ -86,23 +89,33 @@ def cell_style(unit: str | None, summary: bool, key: int) -> Style:
     if key & VIEWPORT:
         bg = VIEWPORT_BG
     if key & EXPOSED:
-        # Exposed comm: red cells; when also on the critical path, gold on red.
-        if key & CRITICAL:
-            bg = EXPOSED_BG
-        else:
+        # Exposed comm: a red background (gold on red when also on the critical path).
+        bg = EXPOSED_BG
+        if not key & CRITICAL:
             colour = EXPOSED_COLOUR
     if key & SELECTED:
         colour, bold = "#ffffff", True
-    style = Style(color=colour, bgcolor=bg, bold=bold, reverse=bool(key & CURSOR))
+    if key & FLOW:
+        colour, bold = FLOW_COLOUR, True
+    underline = False
+    if key & NAME and colour is not None and not key & FLOW:
+        # A slice carrying its name: a filled box in its colour, the name in black on it;
+        # on the critical path also underlined (tells it apart without colour).
+        colour, bg, underline = "#000000", colour, bool(key & CRITICAL)
+    style = Style(
+        color=colour, bgcolor=bg, bold=bold, underline=underline, reverse=bool(key & CURSOR)
+    )
     _style_cache[cache_key] = style
     return style
 
 
 def cells_segments(
-    glyphs: np.ndarray, keys: np.ndarray, unit: str | None, summary: bool
+    glyphs: np.ndarray, keys: np.ndarray, unit: str | None, summary: bool, text: str | None = None
 ) -> list[Segment]:
-    """One Segment per run of equal style: the cells of a lane."""
-    text = "".join(GLYPH_ARRAY[glyphs].tolist())
+    """One Segment per run of equal style: the cells of a lane (`text`: its characters when
+    slice names were written over the glyphs)."""
+    if text is None:
+        text = "".join(GLYPH_ARRAY[glyphs].tolist())
     return [Segment(text[a:b], cell_style(unit, summary, key)) for a, b, key in runs(keys)]
 
 

@@ -1,11 +1,16 @@
-"""Navigation of the timeline: zoom/pan around the cursor, lanes, events, focus, selections.
+"""Navigation of the timeline: zoom/pan, lanes, events, focus, selections.
 
 A mixin of `TimelineView` (kept apart to keep each module small). Time is a viewport
-[t0, t1) in ns from the trace origin; zoom keeps the time under the cursor column fixed.
+[t0, t1) in ns from the trace origin. Keyboard zoom anchors, as in Perfetto, at the selected
+event when it is in view, else at the centre of the view (the mouse zooms at the pointer);
+the anchor keeps its column. Held zoom keys are rate-limited to MAX_ZOOM_PER_S. The time
+cursor never leaves the trace [0, span).
 """
 
 from __future__ import annotations
 
+import math
+import time
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -17,6 +22,7 @@ if TYPE_CHECKING:
 MIN_CELL_NS = 0.05  # deepest zoom: 1/20 ns per cell
 ZOOM_STEP = 0.8
 PAN_STEP = 0.1
+MAX_ZOOM_PER_S = 16.0  # held zoom keys: at most ×16 (or ÷16) of view width per second
 
 
 class TimelineNavigation:
@@ -35,6 +41,9 @@ class TimelineNavigation:
     area: Area | None
     area_anchor: tuple[float, int] | None
     marks: list[float]
+    flow_ends: list[tuple[tuple[int, int], float, str]]
+    _zoom_log: list[tuple[float, float]]
+    clock = staticmethod(time.monotonic)  # seconds; the zoom rate limit's clock (tests fix it)
 
     if TYPE_CHECKING:
 
@@ -52,7 +61,7 @@ class TimelineNavigation:
         def scroll_to(self, *args: Any, **kwargs: Any) -> Any: ...
         def accelerate(self, action: str) -> float: ...
         def rebuild_rows(self) -> None: ...
-        def select_at_cursor(self) -> None: ...
+        def select_at_cursor(self) -> bool: ...
         def column_of(self, t: float) -> int: ...
 
     # ------------------------------------------------------------ viewport
@@ -66,7 +75,42 @@ class TimelineNavigation:
         margin = span * 0.25
         t0 = min(max(t0, -margin), span + margin - width)
         self.t0, self.t1 = float(t0), float(t0 + width)
+        self.clamp_cursor()
         self.refresh()
+
+    def clamp_cursor(self) -> None:
+        """Keep the time cursor inside the trace [0, span) and in view: a cursor the view
+        left behind moves to the view's centre."""
+        if self.model is None:
+            return
+        cell = (self.t1 - self.t0) / max(self.lanes_width, 1)
+        if not self.t0 <= self.cursor_t < self.t1:
+            self.cursor_t = (self.t0 + self.t1) / 2
+        lo = max(self.t0, 0.0)
+        hi = min(self.t1, self.model.span) - min(cell / 2, self.model.span / 2)
+        self.cursor_t = float(min(max(self.cursor_t, lo), max(hi, lo)))
+
+    def zoom_anchor(self) -> float:
+        """Where keyboard zoom anchors: the selected event's middle when it is in view,
+        else the centre of the view."""
+        if self.selected_span is not None:
+            _, start, end = self.selected_span
+            if end > self.t0 and start < self.t1:
+                return (max(start, self.t0) + min(end, self.t1)) / 2
+        return (self.t0 + self.t1) / 2
+
+    def limited_zoom(self, factor: float) -> float:
+        """`factor` cut so that the net key zoom within the last second stays within
+        ×/÷ MAX_ZOOM_PER_S (a held key cannot overshoot; w then s is never held back)."""
+        now = self.clock()
+        self._zoom_log = [(t, z) for t, z in self._zoom_log if now - t < 1.0]
+        used = sum(z for _, z in self._zoom_log)  # signed log of the zoom so far
+        limit = math.log(MAX_ZOOM_PER_S)
+        step = min(max(math.log(factor), -limit - used), limit - used)
+        if step == 0.0:
+            return 1.0
+        self._zoom_log.append((now, step))
+        return math.exp(step)
 
     def zoom_by(self, factor: float, around: float) -> None:
         """Scale the view width by `factor` keeping time `around` at the same column."""
@@ -78,12 +122,13 @@ class TimelineNavigation:
         """Move the view by `fraction` of its width; the cursor stays inside the view."""
         shift = (self.t1 - self.t0) * fraction
         self.set_view(self.t0 + shift, self.t1 + shift)
-        self.cursor_t = min(max(self.cursor_t, self.t0), self.t1 - self.cell_ns / 2)
 
     def action_zoom(self, direction: int) -> None:
         steps = self.accelerate(f"zoom{direction}")
         factor = ZOOM_STEP**steps if direction > 0 else (1 / ZOOM_STEP) ** steps
-        self.zoom_by(factor, self.cursor_t)
+        factor = self.limited_zoom(factor)
+        if factor != 1.0:
+            self.zoom_by(factor, self.zoom_anchor())
 
     def action_pan(self, amount: int) -> None:
         steps = self.accelerate(f"pan{amount}") if abs(amount) == 1 else 1.0
@@ -91,25 +136,31 @@ class TimelineNavigation:
 
     def action_cursor(self, direction: int) -> None:
         steps = round(self.accelerate(f"cursor{direction}"))
-        self.cursor_t += direction * steps * self.cell_ns
+        span = self.model.span if self.model is not None else 1.0
+        self.cursor_t = min(max(self.cursor_t + direction * steps * self.cell_ns, 0.0), span)
         if self.cursor_t < self.t0 or self.cursor_t >= self.t1:
             shift = self.cursor_t - (self.t0 + self.t1) / 2
             self.set_view(self.t0 + shift, self.t1 + shift)
+        self.clamp_cursor()
         self.refresh()
 
     def action_reset_view(self) -> None:
         if self.model is not None:
             self.set_view(0.0, self.model.span)
-            self.cursor_t = min(max(self.cursor_t, self.t0), self.t1)
 
     # --------------------------------------------------------------- lanes
     def ensure_row_visible(self) -> None:
+        """Scroll so the cursor's row is on screen (pinned rows always are)."""
+        pinned = getattr(self, "pinned_count", 0)
+        if self.cursor_row < pinned:
+            return
+        position = self.cursor_row - pinned  # among the scrolled rows
         top = int(self.scroll_offset.y)
         rows = self.visible_lane_rows
-        if self.cursor_row < top:
-            self.scroll_to(y=self.cursor_row, animate=False, immediate=True)
-        elif self.cursor_row >= top + rows:
-            self.scroll_to(y=self.cursor_row - rows + 1, animate=False, immediate=True)
+        if position < top:
+            self.scroll_to(y=position, animate=False, immediate=True)
+        elif position >= top + rows:
+            self.scroll_to(y=position - rows + 1, animate=False, immediate=True)
 
     def action_lane(self, delta: int) -> None:
         if not self.rows:
@@ -159,6 +210,7 @@ class TimelineNavigation:
         """Select an event: reveal its lane, move the cursor to it, pan if off screen."""
         if event_id is None or self.model is None:
             self.selected, self.selected_span = None, None
+            self.flow_ends = []
             self.post_message(self._selected_message(None))
             self.refresh()
             return False
@@ -168,6 +220,7 @@ class TimelineNavigation:
         lane, start, end = found
         self.selected = int(event_id)
         self.selected_span = ((lane.track, lane.depth), start, end)
+        self.flow_ends = self.model.flow_ends(int(event_id))
         self.reveal_lane((lane.track, lane.depth))
         if move_view:
             self.cursor_t = start

@@ -1,0 +1,124 @@
+"""Many trace files on all cores, or on a Ray cluster: `map_files` runs one function per file.
+
+The local engine uses a process pool (spawned processes: Polars' thread pool does not survive a
+fork); the Ray engine runs the same function as Ray tasks (`pip install moetrace[ray]`), so
+only what the function returns travels back. Either way results come back in input order and
+are the same as a loop in one process.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from moetrace.trace.model import TraceFormatError
+
+if TYPE_CHECKING:
+    from moetrace.trace.model import Trace
+
+R = TypeVar("R")
+
+ENGINES = ("local", "ray")
+
+PARALLEL_MIN_BYTES = 32 * 2**20
+"""Below this many bytes of input, `read_many` reads in this process unless told a number of
+jobs: starting a worker (~1 s of imports) costs more than parsing small files."""
+
+
+def default_jobs() -> int:
+    """The number of cores this process may run on."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:  # not on Linux
+        return max(1, os.cpu_count() or 1)
+
+
+def map_files(
+    func: Callable[[Path], R],
+    paths: Sequence[Path],
+    *,
+    jobs: int | None = None,
+    engine: str | None = None,
+    address: str | None = None,
+) -> list[R]:
+    """`[func(p) for p in paths]`, run by `jobs` processes (default: the core count) on the
+    local engine, or as Ray tasks on the cluster at `address` (default: start or join a local
+    one). `func` must be picklable (a module-level function or a partial of one). An exception
+    raised by `func` is raised here as itself."""
+    from moetrace.trace.io import LOAD_DEFAULTS
+
+    engine = engine or LOAD_DEFAULTS["engine"]
+    jobs = jobs or LOAD_DEFAULTS["jobs"] or default_jobs()
+    address = address or LOAD_DEFAULTS["address"]
+    if engine == "ray":
+        return _map_ray(func, paths, address)
+    if engine != "local":
+        raise TraceFormatError(None, f"unknown engine {engine!r} (use one of {ENGINES})")
+    if jobs <= 1 or len(paths) <= 1:
+        return [func(p) for p in paths]
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+
+    context = multiprocessing.get_context("spawn")
+    with ProcessPoolExecutor(max_workers=min(jobs, len(paths)), mp_context=context) as pool:
+        return list(pool.map(func, paths))
+
+
+def _map_ray(func: Callable[[Path], R], paths: Sequence[Path], address: str | None) -> list[R]:
+    """`func` over `paths` as Ray tasks; joins the cluster at `address` (or starts a local one)."""
+    try:
+        import ray
+    except ImportError:
+        raise TraceFormatError(
+            None, "--engine ray needs Ray: pip install 'moetrace[ray]'"
+        ) from None
+    if not ray.is_initialized():
+        ray.init(address=address, log_to_driver=False, include_dashboard=False)
+    task: Any = ray.remote(_apply)
+    try:
+        return list(ray.get([task.remote(func, p) for p in paths]))
+    except ray.exceptions.RayTaskError as exc:
+        cause = exc.cause
+        if isinstance(cause, BaseException):
+            raise cause from None
+        raise
+
+
+def _apply(func: Callable[[Path], R], path: Path) -> R:
+    """`func(path)`: the one Ray task (Ray wraps functions, not partials)."""
+    return func(path)
+
+
+def _read_file(path: Path, flavor: str | None, cache: bool) -> Trace:
+    from moetrace.trace.io import read_one_cached
+
+    return read_one_cached(path, flavor, cache=cache)
+
+
+def read_many(
+    paths: Sequence[Path],
+    flavor: str | None,
+    *,
+    cache: bool = True,
+    jobs: int | None = None,
+    engine: str | None = None,
+    address: str | None = None,
+) -> list[Trace]:
+    """Read every file (through the cache unless `cache` is False) with `map_files`."""
+    from moetrace.trace.io import LOAD_DEFAULTS
+
+    told = jobs or LOAD_DEFAULTS["jobs"]
+    local = (engine or LOAD_DEFAULTS["engine"]) == "local"
+    if local and not told and sum(p.stat().st_size for p in paths) < PARALLEL_MIN_BYTES:
+        jobs = 1
+    func = functools.partial(_read_file, flavor=flavor, cache=cache)
+    return map_files(func, paths, jobs=jobs, engine=engine, address=address)
+
+
+def call_on_trace(func: Callable[[Trace], Any], path: Path, *, cache: bool = True) -> Any:
+    """Load one file and return `func(trace)`: used with `map_files` so that a worker loads and
+    analyses one rank and only `func`'s (small) result travels back."""
+    return func(_read_file(path, None, cache))

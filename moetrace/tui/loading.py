@@ -1,0 +1,196 @@
+"""Loading and analysing a trace off the interface: daemon threads and read progress.
+
+Textual's thread workers run in asyncio's default executor, which the app waits for when it
+exits: quitting during a 15 s load would freeze the screen for 15 s. These jobs run in daemon
+threads instead; `abandon_background_jobs` ends the process at once when the viewer closes
+with one still running. Progress comes from the kernel's file position of the file being read
+(/proc/self/fdinfo), so it needs nothing from the readers: bytes/s and an ETA from them.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import sys
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+_jobs: list[threading.Thread] = []
+_processes: list[Any] = []  # analysis processes still running (ended when the viewer quits)
+
+# Above this many events the analysis runs in its own process: in a thread it holds the GIL
+# for seconds at a time and keys would wait for it (bench_tui: 1 key in 4 s at 256 ranks).
+PROCESS_ANALYSIS_EVENTS = 100_000
+
+
+def expand_paths(paths: list[Path]) -> list[Path]:
+    """The files `moetrace.trace.io.load` will read, in order (directories expanded)."""
+    from moetrace.trace.io import find_traces
+
+    out: list[Path] = []
+    for p in paths:
+        out.extend(find_traces(p) if p.is_dir() else [p])
+    return out
+
+
+def _position_of(path: Path) -> int | None:
+    """The read position (bytes) of this process's open file `path`, None if not open."""
+    target = str(path.resolve())
+    try:
+        fds = os.listdir("/proc/self/fd")
+    except OSError:
+        return None
+    for fd in fds:
+        try:
+            if os.readlink(f"/proc/self/fd/{fd}") != target:
+                continue
+            with open(f"/proc/self/fdinfo/{fd}", encoding="ascii") as info:
+                for line in info:
+                    if line.startswith("pos:"):
+                        return int(line.split()[1])
+        except (OSError, ValueError):
+            continue
+    return None
+
+
+@dataclass
+class LoadProgress:
+    """How far the reading of `files` has got: bytes read (by file position) over bytes."""
+
+    files: list[Path]
+    started: float = field(default_factory=time.perf_counter)
+    sizes: list[int] = field(default_factory=list)
+    _last_file: int = 0
+
+    def __post_init__(self) -> None:
+        self.sizes = [_size(p) for p in self.files]
+
+    @property
+    def total_bytes(self) -> int:
+        return sum(self.sizes)
+
+    def bytes_read(self) -> int:
+        """Bytes of the files read so far: files before the one open, plus its position."""
+        for k in range(self._last_file, len(self.files)):
+            pos = _position_of(self.files[k])
+            if pos is not None:
+                self._last_file = k
+                return sum(self.sizes[:k]) + min(pos, self.sizes[k])
+        return sum(self.sizes[: self._last_file])
+
+    def elapsed(self) -> float:
+        """Seconds since the load started."""
+        return time.perf_counter() - self.started
+
+    def text(self) -> str:
+        """'reading 2/8 files · 41% of 120 MB · 35 MB/s · ETA 2 s · 1.4 s' (or just elapsed)."""
+        elapsed = time.perf_counter() - self.started
+        done, total = self.bytes_read(), self.total_bytes
+        parts = [f"reading {len(self.files)} file{'s' if len(self.files) != 1 else ''}"]
+        if len(self.files) > 1:
+            parts[0] = f"reading file {self._last_file + 1} of {len(self.files)}"
+        if total and done:
+            rate = done / max(elapsed, 1e-6)
+            parts.append(f"{100 * done / total:.0f}% of {_mb(total)}")
+            parts.append(f"{_mb(rate)}/s")
+            if done < total:
+                parts.append(f"ETA {max(total - done, 0) / rate:.0f} s")
+            else:
+                parts.append("building the trace…")
+        parts.append(f"{elapsed:.1f} s")
+        return " · ".join(parts)
+
+
+def _size(path: Path) -> int:
+    try:
+        return path.stat().st_size
+    except OSError:
+        return 0
+
+
+def _mb(n: float) -> str:
+    return f"{n / 1e6:.1f} MB" if n < 1e9 else f"{n / 1e9:.2f} GB"
+
+
+def run_in_background(name: str, job: Callable[[], None]) -> threading.Thread:
+    """Run `job` in a daemon thread (the viewer can quit without waiting for it)."""
+    thread = threading.Thread(target=job, name=f"moetrace-{name}", daemon=True)
+    _jobs[:] = [t for t in _jobs if t.is_alive()]
+    _jobs.append(thread)
+    thread.start()
+    return thread
+
+
+def analysis_process_main() -> None:
+    """In the analysis process: read a pickled (trace, kwargs) from stdin, write a pickled
+    ("ok", report) or ("error", text) to stdout."""
+    import pickle
+
+    with contextlib.suppress(OSError):
+        os.nice(10)  # on a busy machine the interface's keys come first
+    trace, kwargs = pickle.load(sys.stdin.buffer)
+    try:
+        from moetrace.analysis.report import analyze
+
+        result: tuple[str, Any] = ("ok", analyze(trace, **kwargs))
+    except Exception as exc:  # reported in the metrics pane
+        result = ("error", f"{type(exc).__name__}: {exc}")
+    pickle.dump(result, sys.stdout.buffer, protocol=pickle.HIGHEST_PROTOCOL)
+    sys.stdout.buffer.flush()
+
+
+def analyze_off_interface(trace: Any, kwargs: dict[str, Any]) -> Any:
+    """`analyze(trace, **kwargs)`; big traces in a child Python process so the interface
+    keeps the GIL. Call it from a background thread. Raises RuntimeError on failure."""
+    if trace.events.height < PROCESS_ANALYSIS_EVENTS:
+        from moetrace.analysis.report import analyze
+
+        return analyze(trace, **kwargs)
+    import pickle
+    import subprocess
+
+    # A plain child process (not multiprocessing: spawn would re-run the caller's __main__,
+    # fork would inherit Polars' thread pool).
+    process = subprocess.Popen(
+        [sys.executable, "-c", "from moetrace.tui.loading import analysis_process_main as m; m()"],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+    )
+    _processes.append(process)
+    try:
+        assert process.stdin is not None and process.stdout is not None
+        try:
+            pickle.dump((trace, kwargs), process.stdin, protocol=pickle.HIGHEST_PROTOCOL)
+            process.stdin.close()
+            status, payload = pickle.load(process.stdout)
+        except (EOFError, BrokenPipeError, pickle.UnpicklingError):
+            raise RuntimeError("the analysis process ended without a result") from None
+    finally:
+        process.wait()
+        _processes.remove(process)
+    if status != "ok":
+        raise RuntimeError(payload)
+    return payload
+
+
+def busy() -> bool:
+    """Whether a load or analysis thread is still running."""
+    return any(t.is_alive() for t in _jobs)
+
+
+def abandon_background_jobs(status: int = 0) -> None:
+    """After the viewer closed: if a load/analysis is still running, end the process now
+    (flushing stdout/stderr first) instead of waiting for it."""
+    for process in list(_processes):
+        if process.poll() is None:
+            process.kill()
+    if busy():
+        for stream in (sys.stdout, sys.stderr):
+            with contextlib.suppress(OSError, ValueError):
+                stream.flush()
+        os._exit(status)

@@ -1,0 +1,184 @@
+"""Run the executor on an extracted layer: as measured, then under a requested change.
+
+The extracted layer becomes an executor `Workload` (a shape named "measured", the measured
+tokens per rank, routing `balanced` when every expert got the same rows, else the measured
+rows per expert as routing weights, and the measured placement when it is round-robin or the
+executor's balanced placement; anything else is approximated and listed as assumed).
+"""
+
+from __future__ import annotations
+
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import polars as pl
+
+from moetrace.analysis.report import analyze
+from moetrace.executor.hardware import Hardware
+from moetrace.executor.run import execute, prepare, to_trace
+from moetrace.executor.workload import MoEShape, make_workload, place, route
+from moetrace.trace.model import Trace
+from moetrace.whatif.extract import LayerWorkload
+
+
+@dataclass
+class Scenario:
+    """One simulated variant of the layer: its trace and figures (ns)."""
+
+    label: str
+    schedule: str
+    placement: str
+    trace: Trace
+    makespan_ns: int
+    exposed_comm_ns: float
+    idle_ns: float
+    assumed: dict[str, str] = field(default_factory=dict)
+
+
+def shape_of(wl: LayerWorkload) -> MoEShape:
+    """The extracted sizes as an executor layer shape."""
+    return MoEShape(
+        "measured",
+        wl.hidden,
+        wl.intermediate,
+        wl.experts,
+        wl.top_k,
+        1 if wl.shared_expert else 0,
+        "extracted from the trace",
+    )
+
+
+def routing_of(wl: LayerWorkload, folder: Path) -> tuple[str, dict[str, str]]:
+    """`balanced` when each expert got T·k·ranks/E rows, else `counts:FILE` of the measured
+    rows per expert (the executor draws top-k from those weights: the counts match in
+    expectation, not exactly, hence listed as assumed)."""
+    rows = np.asarray(wl.expert_rows)
+    even = wl.tokens * wl.top_k * wl.ranks / wl.experts
+    if rows.size and np.all(rows == even):
+        return "balanced", {}
+    path = folder / "expert_rows.txt"
+    path.write_text(" ".join(str(max(int(r), 0)) for r in rows) + "\n")
+    return f"counts:{path}", {
+        "routing": "assumed: top-k drawn from the measured rows per expert (same load in "
+        "expectation, not token for token)"
+    }
+
+
+def placement_of(wl: LayerWorkload, routing: str) -> tuple[str, dict[str, str]]:
+    """The executor placement that reproduces the measured expert -> rank map, if any."""
+    measured = np.asarray(wl.expert_rank)
+    if np.array_equal(measured, np.arange(wl.experts) % wl.ranks):
+        return "round-robin", {}
+    probe = make_workload(shape_of(wl), wl.ranks, wl.tokens, routing, "balanced")
+    if np.array_equal(measured, place(probe, route(probe))):
+        return "balanced", {}
+    contiguous = np.arange(wl.experts) // (wl.experts // max(wl.ranks, 1))
+    if np.array_equal(measured, contiguous):
+        # same experts per rank as round-robin; with routing weights relabelled the loads match
+        return "contiguous", {}
+    return "round-robin", {
+        "placement": "assumed: the measured expert -> rank map is neither round-robin nor "
+        "balanced; replayed round-robin"
+    }
+
+
+def _relabel(wl: LayerWorkload) -> LayerWorkload:
+    """Contiguous placement (expert e on rank e // per) as round-robin: relabel the experts so
+    that the rows each rank receives stay the measured ones."""
+    per = wl.experts // wl.ranks
+    new_rows = [0] * wl.experts
+    for e, r in enumerate(wl.expert_rows):
+        rank, slot = divmod(e, per)
+        new_rows[slot * wl.ranks + rank] = r
+    out = LayerWorkload(**{**wl.__dict__})
+    out.expert_rows = new_rows
+    out.expert_rank = [e % wl.ranks for e in range(wl.experts)]
+    return out
+
+
+def figures(trace: Trace) -> tuple[float, float]:
+    """(exposed communication, idle) in ns summed over ranks: the analyzer's exposed comm and
+    its free time (no compute or communication running on the rank)."""
+    summary = analyze(trace).summary()
+    return float(summary.get("exposed_comm_ns") or 0.0), float(summary.get("free_ns") or 0.0)
+
+
+def simulate_layer(
+    wl: LayerWorkload,
+    hw: Hardware,
+    schedule: str,
+    placement: str | None = None,
+    label: str = "",
+    chunks: int | None = None,
+) -> Scenario:
+    """The layer on `hw` under `schedule` (and `placement`, default: as measured)."""
+    with tempfile.TemporaryDirectory(prefix="moetrace-whatif-") as folder:
+        routing, assumed = routing_of(wl, Path(folder))
+        measured_placement, more = placement_of(wl, routing)
+        if measured_placement == "contiguous":
+            wl = _relabel(wl)
+            routing, assumed = routing_of(wl, Path(folder))
+            measured_placement = "round-robin"
+        assumed.update(more)
+        chosen = placement or measured_placement
+        workload, hardware, opts, _ = prepare(
+            shape_of(wl),
+            hw,
+            wl.ranks,
+            wl.tokens,
+            schedule,
+            routing,
+            chosen,
+            0,
+            None,
+            chunks=chunks or (wl.chunks if schedule == "chunked" and wl.chunks > 1 else 4),
+            dispatch_dtype=wl.dispatch_dtype,
+            shared_expert=wl.shared_expert,
+            tile_rows=wl.tile_rows,
+            n_tile=wl.n_tile,
+        )
+        run = execute(workload, hardware, opts)
+        trace = to_trace(run)
+    exposed, idle = figures(trace)
+    return Scenario(
+        label or schedule, schedule, chosen, trace, run.makespan_ns, exposed, idle, assumed
+    )
+
+
+def measured_figures(trace: Trace, windows: pl.DataFrame | None) -> tuple[float, float]:
+    """Exposed comm and idle (ns) of the measured trace, inside the layer windows if given."""
+    if windows is None or windows.height == 0:
+        return figures(trace)
+    ev = trace.events_with_tracks().join(
+        windows.select("rank", "start", pl.col("end").alias("w_end")),
+        on="rank",
+        how="inner",
+    )
+    keep = ev.filter(
+        (pl.col("ts") >= pl.col("start")) & (pl.col("ts") + pl.col("dur") <= pl.col("w_end"))
+    )["id"]
+    clipped = Trace(
+        trace.events.filter(pl.col("id").is_in(keep.implode())),
+        trace.tracks,
+        trace.deps.filter(
+            pl.col("src").is_in(keep.implode()) & pl.col("dst").is_in(keep.implode())
+        ),
+        trace.counters.head(0),
+        trace.meta,
+    )
+    return figures(clipped)
+
+
+def summary_row(s: Scenario, measured_ns: int) -> dict[str, Any]:
+    return {
+        "label": s.label,
+        "schedule": s.schedule,
+        "placement": s.placement,
+        "makespan_ns": s.makespan_ns,
+        "error_vs_measured": s.makespan_ns / measured_ns - 1 if measured_ns else None,
+        "exposed_comm_ns": s.exposed_comm_ns,
+        "idle_ns": s.idle_ns,
+    }
