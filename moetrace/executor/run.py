@@ -199,6 +199,15 @@ def execute(
         if tile and opts.order == "auto"
         else ("arrival" if opts.order == "auto" else opts.order,)
     )
+    if (
+        len(orders) == 2
+        and not exhaustive
+        and wl.experts_per_rank <= 2
+        and np.array_equal(graph.seq_expert, graph.seq)
+    ):
+        # the expert-major order is the arrival order here (same transfer order, same live
+        # weights): its candidates would tie with the arrival ones, which win ties
+        orders = ("arrival",)
     small = graph.n <= EVENT_PLAN_LIMIT
     biases = (HBM_BIASES if small else HBM_BIASES_LARGE) if tile else (1.0,)
     # every candidate's durations first, then timed in order of a cheap lower bound of its

@@ -24,6 +24,8 @@ CASES = [
     dict(ranks=8, tokens=768, hw_overrides={"hbm_bw": 0.4e12}, l2=False),
     dict(ranks=16, tokens=512, order="expert"),
     dict(ranks=8, tokens=512, dynamic=True),
+    dict(preset="mixtral-8x7b", ranks=8, tokens=512),  # one expert per rank: one order
+    dict(ranks=128, tokens=128, hw_overrides={"link_bw": 57e9}),  # two experts per rank
 ]
 
 
