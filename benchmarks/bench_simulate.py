@@ -5,7 +5,8 @@ the same scheduled graph (data edges + per-core order), measured in the same run
 - engine only: `engine.longest_path` (numpy, level by level across ranks and tiles) on that graph,
   i.e. the timing step once the per-core orders are fixed;
 - end to end: `simulate()` (routing, graph build, durations, the tile schedule's offline
-  planner (its candidate plans, each timed by the engine), and the trace frames).
+  planner (its candidate plans: those its lower bound does not rule out are timed by the
+  engine), and the trace frames).
 Per stage (from the progress callbacks): routing, task graph (graph + durations), engine
 (the planner: static scheduler, engine, port re-timing per candidate), trace (frames).
 The verdict (last line) uses the END-TO-END figure: >= 1M tasks/s and >= 10x the heapq loop

@@ -34,7 +34,7 @@ def main() -> None:
 
     \b
     Start here:
-      moetrace demo                      simulate DeepSeek-V3 on 64 ranks, two schedules
+      moetrace demo                      DeepSeek-V3 on 64 ranks: chunked baseline vs tile
       moetrace view trace.json           browse a trace (keys: ? for help)
       moetrace metrics trace.json        exposed comm, idle cores, critical path
       moetrace info trace.json           what is in a trace

@@ -15,7 +15,17 @@ from moetrace.executor.errors import ExecutorInputError
 from moetrace.executor.floors import floors
 from moetrace.executor.hardware import Hardware, get_hardware, link_warnings
 from moetrace.executor.listsched import list_schedule
-from moetrace.executor.schedules import ScheduleOptions, Timed, lane_layout, schedule
+from moetrace.executor.schedules import (
+    POOL_AIC,
+    POOL_AIV,
+    POOL_AIVC,
+    POOL_RX,
+    POOL_TX,
+    ScheduleOptions,
+    Timed,
+    lane_layout,
+    schedule,
+)
 from moetrace.executor.tiles import TaskGraph, build_graph
 from moetrace.executor.workload import DTYPE_BYTES, Workload, make_workload, place, route
 from moetrace.trace.model import Trace
@@ -154,9 +164,16 @@ def prepare(
 
 
 def execute(
-    wl: Workload, hw: Hardware, opts: ScheduleOptions, progress: Progress | None = None
+    wl: Workload,
+    hw: Hardware,
+    opts: ScheduleOptions,
+    progress: Progress | None = None,
+    exhaustive: bool = False,
 ) -> Run:
-    """Build the graph, schedule it and time it on all ranks together."""
+    """Build the graph, schedule it and time it on all ranks together.
+
+    exhaustive: time every candidate plan of the tile planner, none skipped by its lower bound
+    (the same result, slower; the reference the tests compare the pruned search with)."""
     say = progress or (lambda stage, frac: None)
     say("routing", 0.05)
     assign = route(wl)
@@ -182,26 +199,85 @@ def execute(
         if tile and opts.order == "auto"
         else ("arrival" if opts.order == "auto" else opts.order,)
     )
+    if (
+        len(orders) == 2
+        and not exhaustive
+        and wl.experts_per_rank <= 2
+        and np.array_equal(graph.seq_expert, graph.seq)
+    ):
+        # the expert-major order is the arrival order here (same transfer order, same live
+        # weights): its candidates would tie with the arrival ones, which win ties
+        orders = ("arrival",)
     small = graph.n <= EVENT_PLAN_LIMIT
     biases = (HBM_BIASES if small else HBM_BIASES_LARGE) if tile else (1.0,)
-    for order, bias in itertools.product(orders, biases):
+    # every candidate's durations first, then timed in order of a cheap lower bound of its
+    # makespan (`lane_work_bound`); a plan whose bound cannot beat the best so far is skipped.
+    # The winner is the one an exhaustive search keeps: least makespan, ties to the earlier
+    # candidate (index), so skipping only what could at best tie later is exact.
+    # only the arrays of the candidate timed first are kept (a Timed holds ~20 arrays per
+    # task); the others are rebuilt if their bound does not skip them
+    bounds: list[tuple[int, int, ScheduleOptions, int]] = []
+    kept: Timed | None = None
+    for index, (order, bias) in enumerate(itertools.product(orders, biases)):
         cand = dataclasses.replace(opts, order=order, aic_hbm_bias=bias)
         timed = schedule(graph, wl, hw, cand)
-        plans: list[tuple[str, np.ndarray, np.ndarray]] = []
-        if cand.dynamic:
-            plans.append(("fifo queue", *list_schedule(timed, layout, by_stage=False)))
-        else:
-            start, lane, timed = run_schedule(timed, layout)
-            plans.append(("static", start, lane))
-            if tile and timed.n <= EVENT_PLAN_LIMIT:
-                plans.append(("stage priority", *list_schedule(timed, layout, by_stage=True)))
-                plans.append(("fifo", *list_schedule(timed, layout, by_stage=False)))
-        for name, start, lane in plans:
-            run = Run(wl, hw, cand, graph, timed, start, lane, f"{order}/{name}/hbm-bias {bias:g}")
-            if best is None or run.makespan_ns < best.makespan_ns:
-                best = run
+        bound = lane_work_bound(timed, layout)
+        if not bounds or (bound, index) < min(c[:2] for c in bounds):
+            kept = timed
+        bounds.append((bound, index, cand, timed.n))
+        del timed
+    bounds.sort(key=lambda c: (c[0], c[1]))
+    best_key = (0, 0)
+    for bound, index, cand, n_timed in bounds:
+        current, kept = kept, None
+        for sub, name in enumerate(_plan_names(cand, n_timed <= EVENT_PLAN_LIMIT)):
+            key = (index, sub)
+            if best is not None and not exhaustive and (bound, key) >= (best.makespan_ns, best_key):
+                continue  # its makespan is at least the bound: it cannot be kept
+            if current is None:
+                current = schedule(graph, wl, hw, cand)
+            start, lane = _time_plan(name, current, layout)
+            plan = f"{cand.order}/{name}/hbm-bias {cand.aic_hbm_bias:g}"
+            run = Run(wl, hw, cand, graph, current, start, lane, plan)
+            if best is None or (run.makespan_ns, key) < (best.makespan_ns, best_key):
+                best, best_key = run, key
     assert best is not None
     return best
+
+
+def lane_work_bound(t: Timed, layout: dict[int, tuple[int, int]]) -> int:
+    """A lower bound (ns) of the makespan of any plan with these durations: per rank, the work
+    of each core pool (AIC, vector AIV, comm AIV) over its cores, and of each link port (one
+    lane each), since a lane runs one task at a time from time 0 on."""
+    cores = np.zeros(8)
+    for pool in (POOL_AIC, POOL_AIV, POOL_AIVC, POOL_TX, POOL_RX):
+        if pool in layout:
+            cores[pool] = layout[pool][1]
+    on_lane = cores[t.pool] > 0
+    work = np.bincount(t.rank[on_lane] * 8 + t.pool[on_lane], weights=t.dur[on_lane])
+    cell = np.flatnonzero(work)
+    if not cell.size:
+        return 0
+    return int(np.floor((work[cell] / cores[cell % 8]).max()))
+
+
+def _plan_names(cand: ScheduleOptions, small_graph: bool) -> list[str]:
+    """The per-core orders the planner tries for one candidate (see `execute`)."""
+    if cand.dynamic:
+        return ["fifo queue"]
+    if cand.schedule == "tile" and small_graph:
+        return ["static", "stage priority", "fifo"]
+    return ["static"]
+
+
+def _time_plan(
+    name: str, timed: Timed, layout: dict[int, tuple[int, int]]
+) -> tuple[np.ndarray, np.ndarray]:
+    """(start ns, lane) of one plan of `_plan_names`."""
+    if name == "static":
+        start, lane, _ = run_schedule(timed, layout)
+        return start, lane
+    return list_schedule(timed, layout, by_stage=name == "stage priority")
 
 
 def to_trace(run: Run) -> Trace:

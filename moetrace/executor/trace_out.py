@@ -61,32 +61,6 @@ _FAMILY_KEYS = {
 }
 
 
-def _int_text(values: np.ndarray, null_below: int | None = None) -> pl.Series:
-    """Decimal text of integers ('null' below `null_below`): a gather from the few distinct
-    texts when the range is small (most coordinates), Polars' cast otherwise."""
-    if not values.size:
-        return pl.Series([], dtype=pl.String)
-    lo, hi = int(values.min()), int(values.max())
-    if hi - lo > 1 << 16:
-        text = pl.Series(values).cast(pl.String)
-        if null_below is not None:
-            text = (
-                text.to_frame("v")
-                .select(
-                    pl.when(pl.Series(values) >= null_below)
-                    .then(pl.col("v"))
-                    .otherwise(pl.lit("null"))
-                )
-                .to_series()
-            )
-        return text
-    labels = [str(v) for v in range(lo, hi + 1)] + ["null"]
-    index = values - lo
-    if null_below is not None:
-        index = np.where(values < null_below, len(labels) - 1, index)
-    return _labels(index, labels)
-
-
 def _args_json(
     coords: dict[str, np.ndarray],
     typ: np.ndarray,
@@ -111,9 +85,16 @@ def _args_json(
         + f'"unit":"{_UNIT_OF_POOL[c % n_pools]}"'
         for c in used.tolist()
     ]
-    texts = {key: _int_text(coords[key], 0 if key == "chunk" else None) for key in _ARG_KEYS}
-    texts["_n_tile_or_null"] = _int_text(coords["n_tile"], 0)
-    frame = pl.DataFrame({"_head": _labels(np.searchsorted(used, head_code), heads), **texts})
+    # integer columns, turned into text by Polars inside each block's concat_str, so a key is
+    # formatted only for the tasks whose family shows it
+    frame = pl.DataFrame({"_head": _labels(np.searchsorted(used, head_code), heads), **coords})
+
+    def text(key: str, null_if_negative: bool) -> pl.Expr:
+        as_text = pl.col(key).cast(pl.String)
+        if not null_if_negative:
+            return as_text
+        return pl.when(pl.col(key) >= 0).then(as_text).otherwise(pl.lit("null"))
+
     # tasks come in blocks of one type (one family): format each block, no per-row branches
     cut = np.flatnonzero(np.diff(family)) + 1
     bounds = np.r_[0, cut, family.size].tolist()
@@ -123,8 +104,8 @@ def _args_json(
         pieces: list[pl.Expr] = [pl.col("_head")]
         for key in _ARG_KEYS:
             if key in _FAMILY_KEYS[fam]:
-                column = "_n_tile_or_null" if key == "n_tile" and fam != 1 else key
-                pieces += [pl.lit(f',"{key}":'), pl.col(column)]
+                null = key == "chunk" or (key == "n_tile" and fam != 1)
+                pieces += [pl.lit(f',"{key}":'), text(key, null)]
         pieces.append(pl.lit("}"))
         parts.append(frame.lazy().slice(lo, hi - lo).select(pl.concat_str(pieces).alias("args")))
     return pl.concat(pl.collect_all(parts))["args"]

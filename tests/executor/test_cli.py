@@ -10,6 +10,7 @@ import pytest
 from click.testing import CliRunner
 
 from moetrace.cli import main
+from moetrace.executor.run import simulate
 
 SMALL = ["--ranks", "4", "--tokens", "128"]
 
@@ -151,13 +152,26 @@ def test_demo_writes_both_traces_and_protects_other_directories(tmp_path: Path) 
     args = ["demo", "--out", str(target), "--ranks", "4", "--tokens", "128", "--no-view"]
     code, out, _ = _run(args)
     assert code == 0
-    assert (target / "sequential.json.gz").exists() and (target / "tile.json.gz").exists()
-    assert "speedup" in out and "tile" in out
-    first = (target / "tile.json.gz").read_bytes()
+    for name in ("chunked", "sequential", "tile"):
+        assert (target / f"{name}.pftrace").exists()
+    # the reference row is the chunked baseline (2 micro-batches) at 1.00x; every speedup is
+    # chunked's makespan over the row's, recomputed from the simulations themselves
+    spans = {
+        name: simulate(ranks=4, tokens=128, schedule=name, **extra).meta["executor"]["makespan_ns"]
+        for name, extra in (("chunked", {"chunks": 2}), ("sequential", {}), ("tile", {}))
+    }
+    rows = [line for line in out.splitlines() if " ms " in line]
+    assert [r.split()[1] for r in rows] == ["chunked", "sequential", "tile"]
+    assert "baseline" in rows[0] and "1.00x" in rows[0]
+    for row, name in zip(rows, spans, strict=True):
+        assert f"{spans[name] / 1e6:.2f} ms" in row
+        assert f"{spans['chunked'] / spans[name]:.2f}x" in row
+    assert "vs chunked" in out
+    first = (target / "tile.pftrace").read_bytes()
     code, out2, _ = _run([*args, "--jobs", "1"])  # rerunning replaces its own files, in-process
     assert code == 0
     assert out2 == out  # the parallel and the in-process demo print the same table
-    assert len((target / "tile.json.gz").read_bytes()) == len(first)
+    assert len((target / "tile.pftrace").read_bytes()) == len(first)
     other = tmp_path / "mine"
     other.mkdir()
     (other / "notes.txt").write_text("keep me")
