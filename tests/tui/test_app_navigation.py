@@ -158,6 +158,9 @@ async def test_held_keys_accelerate(small_trace: Trace) -> None:
     app = MoetraceApp(small_trace, metrics=False)
     async with running(app) as pilot:
         tl = app.timeline
+        ticks = iter(range(10_000))
+        # a held key: every clock reading 50 ms after the last, however slow the machine is
+        tl.clock = lambda: 1000.0 + 0.05 * next(ticks)
         widths = []
         for _ in range(4):
             before = tl.t1 - tl.t0

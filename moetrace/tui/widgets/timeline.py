@@ -298,7 +298,7 @@ class TimelineView(
 
     def accelerate(self, action: str) -> float:
         """Step multiplier for held keys: repeats within 150 ms grow the step (up to 8×)."""
-        now = time.monotonic()
+        now = self.clock()
         if self._last_key[0] == action and now - self._last_key[1] < 0.15:
             self._repeat += 1
         else:
