@@ -37,7 +37,8 @@ def step_windows(report: Any) -> list[tuple[int, int, int]]:
 
 def idle_notes(report: Any) -> dict[tuple[object, ...], str]:
     """' idle N%' for each rank row (its free time ÷ its windows, over its steps) and each
-    top-level lane of a device track (idle ÷ busy + idle), from the analyzer's frames."""
+    top-level lane of a device track (idle ÷ busy + idle), from the analyzer's frames; the
+    job's top straggler (the rank that made the others wait longest) gets ' ◆straggler'."""
     notes: dict[tuple[object, ...], str] = {}
     ranks = getattr(report, "ranks", None)
     if isinstance(ranks, pl.DataFrame) and ranks.height:
@@ -45,6 +46,11 @@ def idle_notes(report: Any) -> dict[tuple[object, ...], str]:
         for rank, free, window in per_rank.iter_rows():
             if window:
                 notes[("rank", rank)] = f" idle {100 * free / window:.0f}%"
+    job = getattr(report, "job", None)
+    top = (job or {}).get("stragglers") or []
+    if top and top[0].get("caused_wait_ns", 0) > 0:  # the rank that held the job back
+        rank = top[0]["rank"]
+        notes[("rank", rank)] = " ◆straggler" + notes.get(("rank", rank), "")
     tracks = getattr(report, "tracks", None)
     if isinstance(tracks, pl.DataFrame) and tracks.height:
         per_track = tracks.group_by("track").agg(pl.col("busy_ns").sum(), pl.col("idle_ns").sum())

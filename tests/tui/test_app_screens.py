@@ -408,3 +408,52 @@ async def test_rank_and_lane_labels_show_their_idle_share(small_trace: Trace) ->
         idle = tracks["idle_ns"].sum() / (tracks["idle_ns"].sum() + tracks["busy_ns"].sum())
         label = lane_text(app.timeline, ("lane", 0, 0))[: app.timeline.label_width]
         assert f"AIC 0 idle {100 * idle:.0f}%" in label
+
+
+@pytest.fixture(scope="module")
+def skewed_job() -> Trace:
+    """8 ranks, skewed routing, sequential schedule: collectives across ranks, a straggler."""
+    from moetrace.executor.run import simulate
+
+    return simulate(
+        preset="mixtral-8x7b", ranks=8, tokens=256, schedule="sequential", routing="zipf:1.2"
+    )
+
+
+async def test_job_tables_list_the_analyzers_collectives_stragglers_and_moe(
+    skewed_job: Trace,
+) -> None:
+    from textual.widgets import DataTable
+
+    from moetrace.tui.format import fmt_ns
+
+    app = MoetraceApp(skewed_job)
+    async with running(app, size=(200, 40)) as pilot:
+        report = app.report
+        assert report.collectives.height > 0
+        await pilot.press("6")
+        table = app.screen.query_one(DataTable)
+        assert table.row_count == report.collectives.height
+        most = report.collectives.sort(["skew_ns", "seq"], descending=[True, False]).row(
+            0, named=True
+        )
+        first = [c.plain for c in table.get_row_at(0)]
+        assert first[1] == str(most["seq"]) and first[7] == fmt_ns(most["skew_ns"])
+        await pilot.press("escape", "7")
+        table = app.screen.query_one(DataTable)
+        assert table.row_count == report.stragglers.height
+        worst = report.stragglers.sort("caused_wait_ns", descending=True).row(0, named=True)
+        first = [c.plain for c in table.get_row_at(0)]
+        assert first[0] == str(worst["rank"]) and first[2] == fmt_ns(worst["caused_wait_ns"])
+        await pilot.press("escape", "8")
+        table = app.screen.query_one(DataTable)
+        assert table.row_count == report.moe.height > 0
+        await pilot.press("escape")
+        top = report.job["stragglers"][0]["rank"]
+        label = lane_text(app.timeline, ("rank", top))[: app.timeline.label_width]
+        assert "◆straggler" in label
+        others = [r for r in range(8) if r != top]
+        assert not any(
+            "straggler" in lane_text(app.timeline, ("rank", r))[: app.timeline.label_width]
+            for r in others
+        )

@@ -28,6 +28,19 @@ TITLES = {
     "comm": "communication events (most exposed first)",
     "names": "events by name (total time, longest first)",
     "idle": "idle per rank and core (per rank·step; most idle first)",
+    "collectives": "collectives matched across ranks (most skewed first; aligned clocks)",
+    "stragglers": "stragglers per rank·step (who made the others wait longest first)",
+    "moe": "MoE view: time per rank·step·category (longest first)",
+}
+# table -> the Report frame it lists (for the row count in the title)
+FRAMES = {
+    "critical": "critical_path",
+    "gaps": "gaps",
+    "comm": "comm",
+    "idle": "tracks",
+    "collectives": "collectives",
+    "stragglers": "stragglers",
+    "moe": "moe",
 }
 
 
@@ -140,6 +153,8 @@ def table_rows(
                 )
             )
         return cols, rows
+    if name in ("collectives", "stragglers", "moe"):
+        return _job_table(name, report)
     by_name = events_by_name(trace).head(MAX_ROWS)
     cols = ["name", "count", "total", "mean", "max"]
     for r in by_name.iter_rows(named=True):
@@ -156,6 +171,85 @@ def table_rows(
             )
         )
     return cols, rows
+
+
+def _frame(report: Any, attr: str) -> pl.DataFrame:
+    data = getattr(report, attr, None)
+    return data if isinstance(data, pl.DataFrame) else pl.DataFrame()
+
+
+def _job_table(name: str, report: Any) -> tuple[list[str], list[tuple[int | None, list[Text]]]]:
+    """The job tables (several ranks): collectives, stragglers and the MoE view. Rows have no
+    single event to jump to; an empty frame gives no rows (one rank, or no collectives)."""
+    rows: list[tuple[int | None, list[Text]]] = []
+    if name == "collectives":
+        frame = _frame(report, "collectives")
+        cols = ["group", "seq", "collective", "step", "bytes", "ranks", "last rank"]
+        cols += ["skew", "transfer", "busbw GB/s"]
+        if frame.height:
+            frame = frame.sort(["skew_ns", "seq"], descending=[True, False]).head(MAX_ROWS)
+        for r in frame.iter_rows(named=True):
+            cells = [
+                Text(safe_text(str(r["group"]))),
+                Text(str(r["seq"])),
+                Text(safe_text(str(r["collective"]))),
+                Text(str(r["step"])),
+                Text(_bytes(r["bytes"]), justify="right"),
+                Text(str(len(r["ranks"] or []))),
+                Text(str(r["last_rank"])),
+                _dur(r["skew_ns"]),
+                _dur(r["transfer_ns"]),
+                Text("-" if r["busbw_gbps"] is None else f"{r['busbw_gbps']:.3g}", justify="right"),
+            ]
+            rows.append((None, cells))
+        return cols, rows
+    if name == "stragglers":
+        frame = _frame(report, "stragglers")
+        cols = ["rank", "step", "caused wait", "late", "waited", "exposed: wait", "transfer"]
+        if frame.height:
+            frame = frame.sort(
+                ["caused_wait_ns", "rank", "step"], descending=[True, False, False]
+            ).head(MAX_ROWS)
+        for r in frame.iter_rows(named=True):
+            cells = [
+                Text(str(r["rank"])),
+                Text(str(r["step"])),
+                _dur(r["caused_wait_ns"]),
+                Text(str(r["late_count"]), justify="right"),
+                _dur(r["wait_ns"]),
+                _dur(r["exposed_wait_ns"]),
+                _dur(r["exposed_transfer_ns"]),
+            ]
+            rows.append((None, cells))
+        return cols, rows
+    frame = _frame(report, "moe")
+    cols = ["rank", "step", "layer", "category", "time", "exposed", "share"]
+    if frame.height:
+        frame = frame.sort(
+            ["time_ns", "rank", "step"], descending=[True, False, False], nulls_last=True
+        ).head(MAX_ROWS)
+    for r in frame.iter_rows(named=True):
+        cells = [
+            Text(str(r["rank"])),
+            Text(str(r["step"])),
+            Text(safe_text(str(r["layer"] if r["layer"] is not None else "-"))),
+            Text(str(r["category"])),
+            _dur(r["time_ns"]),
+            _dur(r["exposed_ns"]),
+            Text(fmt_pct(r["share"]), justify="right"),
+        ]
+        rows.append((None, cells))
+    return cols, rows
+
+
+def _bytes(n: Any) -> str:
+    """Bytes for people (binary units)."""
+    if n is None:
+        return "-"
+    for unit, size in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if abs(n) >= size:
+            return f"{n / size:.1f} {unit}"
+    return f"{n:.0f} B"
 
 
 def sort_value(cell: Text) -> tuple[int, float, str]:
@@ -211,12 +305,7 @@ class TableScreen(Screen[int | None]):
 
     def _total_rows(self) -> int:
         """Rows the table would have without the MAX_ROWS cut."""
-        frame = {
-            "critical": "critical_path",
-            "gaps": "gaps",
-            "comm": "comm",
-            "idle": "tracks",
-        }.get(self.table_name)
+        frame = FRAMES.get(self.table_name)
         if frame is None:
             return int(self.trace.events["name"].n_unique()) if self.trace.events.height else 0
         data = getattr(self.report, frame, None)
