@@ -11,6 +11,7 @@ from typing import Any, TypeVar
 import click
 
 from moetrace.errors import MoetraceError
+from moetrace.text import visible
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -23,19 +24,8 @@ class UserError(MoetraceError):
 
 def fail(message: str) -> None:
     """Print `moetrace: error: message` (control characters made visible) and exit 2."""
-    safe = (
-        message.encode("unicode_escape", "backslashreplace").decode("ascii")
-        if _has_control(message)
-        else message
-    )
-    click.echo(f"moetrace: error: {safe}", err=True)
+    click.echo(f"moetrace: error: {visible(message)}", err=True)
     sys.exit(EXIT_BAD_INPUT)
-
-
-def _has_control(text: str) -> bool:
-    return any(
-        (ord(c) < 32 and c not in "\t") or ord(c) == 127 or 0x80 <= ord(c) < 0xA0 for c in text
-    )
 
 
 def handle_errors(func: F) -> F:

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from moetrace.commands._common import UserError, handle_errors, load_options
+from moetrace.text import visible
 
 if TYPE_CHECKING:
     import polars as pl
@@ -30,8 +31,7 @@ step (per step across ranks: min/mean/max), track, unit."""
 
 def _warn(message: str) -> None:
     """One warning line on stderr, control characters made visible."""
-    safe = message.encode("unicode_escape", "backslashreplace").decode("ascii")
-    click.echo(f"moetrace: warning: {safe}", err=True)
+    click.echo(f"moetrace: warning: {visible(message)}", err=True)
 
 
 def _job_files(paths: Sequence[str]) -> list[str]:

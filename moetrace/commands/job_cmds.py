@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from moetrace.commands._common import UserError, handle_errors, load_options
+from moetrace.text import visible
 
 if TYPE_CHECKING:
     import polars as pl
@@ -38,8 +39,7 @@ MOE_TABLES = ("categories", "experts", "traffic", "received")
 
 
 def _warn(message: str) -> None:
-    safe = message.encode("unicode_escape", "backslashreplace").decode("ascii")
-    click.echo(f"moetrace: warning: {safe}", err=True)
+    click.echo(f"moetrace: warning: {visible(message)}", err=True)
 
 
 def _flat(frame: pl.DataFrame) -> pl.DataFrame:

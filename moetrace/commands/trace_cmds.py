@@ -8,6 +8,7 @@ from typing import Any
 import click
 
 from moetrace.commands._common import UserError, check_output_path, handle_errors, load_options
+from moetrace.text import visible
 
 _FLAVORS = click.Choice(["auto", "kineto", "ascend", "moetrace", "chrome"])
 
@@ -60,8 +61,7 @@ def _safe(text: str) -> str:
     """Data shown to people: no Rich markup, no terminal escapes."""
     from rich.markup import escape
 
-    cleaned = "".join(c if c.isprintable() else repr(c)[1:-1] for c in str(text))
-    return escape(cleaned)
+    return escape(visible(text))
 
 
 def _ms(ns: int) -> str:

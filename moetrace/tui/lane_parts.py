@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from moetrace.text import visible
 from moetrace.trace.model import EVENT_KINDS
 
 from .binning import IntervalIndex
@@ -18,13 +19,8 @@ MARKER_CODE = EVENT_KINDS.index("marker")
 
 
 def safe_text(text: object) -> str:
-    """Text with control characters (C0, DEL, C1, ESC) shown as \\xNN: names are data."""
-    s = str(text)
-    if not any(ord(c) < 32 or 0x7F <= ord(c) < 0xA0 for c in s):
-        return s
-    return "".join(
-        c if not (ord(c) < 32 or 0x7F <= ord(c) < 0xA0) else f"\\x{ord(c):02x}" for c in s
-    )
+    """A name as data (control characters, ESC, bidi overrides shown as escapes)."""
+    return visible(text)
 
 
 @dataclass

@@ -1,0 +1,25 @@
+"""Names are data: one rule for showing any user-supplied text (event names, paths, messages).
+
+Control characters (C0 incl. newline and ESC, DEL, C1), line/paragraph separators and the
+bidirectional overrides are shown as escapes (\\x1b, \\u202e), so a name can neither move the
+cursor, change colours, break a one-line message nor reorder what is printed around it.
+Printable non-ASCII stays as it is ("träce.json" is printed as "träce.json").
+"""
+
+from __future__ import annotations
+
+import re
+
+# C0 controls but tab, DEL, C1; U+2028/2029; the bidi embeddings, overrides and isolates.
+_HIDDEN = re.compile("[\x00-\x08\x0a-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
+
+
+def _escape(match: re.Match[str]) -> str:
+    code = ord(match.group())
+    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
+
+
+def visible(text: object) -> str:
+    """`text` with every character that could act on the terminal shown as an escape."""
+    s = str(text)
+    return _HIDDEN.sub(_escape, s) if _HIDDEN.search(s) else s
