@@ -20,9 +20,9 @@ from moetrace.commands._common import UserError, check_output_path, handle_error
 from moetrace.commands.executor_common import (
     executor_errors,
     hw_overrides,
+    run_figures,
     run_simulation,
-    simulate_write_summarize,
-    summarize,
+    simulate_write_figures,
 )
 from moetrace.commands.numbers import check_seed
 
@@ -172,7 +172,7 @@ def run(
     trace = run_simulation(params)
     if out is not None:
         trace.write(out, force=force)
-    summary = summarize(trace)
+    summary = run_figures(trace)
     for warning in trace.meta["executor"].get("warnings", []):
         click.echo(f"moetrace: warning: {warning}", err=True)
     if seeds > 1:
@@ -296,7 +296,7 @@ def sweep(
         click.echo(
             f"[{i}/{len(all_params)}] {json.dumps({k: params[k] for k in grid_keys})}", err=True
         )
-        summary = summarize(run_simulation(params, show_progress=False))
+        summary = run_figures(run_simulation(params, show_progress=False))
         row = {k: params[k] for k in grid_keys}
         row.update(one_sided=params["one_sided"], l2=params["l2"], dynamic=params["dynamic"])
         row.update(
@@ -398,9 +398,9 @@ def demo(
         # spawn, not fork: Polars' thread pool must not be forked
         ctx = multiprocessing.get_context("spawn")
         with ProcessPoolExecutor(max_workers=min(jobs, len(params)), mp_context=ctx) as pool:
-            summaries = list(pool.map(simulate_write_summarize, *zip(*jobs_args, strict=True)))
+            summaries = list(pool.map(simulate_write_figures, *zip(*jobs_args, strict=True)))
     else:
-        summaries = [simulate_write_summarize(p, out) for p, out in jobs_args]
+        summaries = [simulate_write_figures(p, out) for p, out in jobs_args]
     done = dict(zip(run_order, summaries, strict=True))
     results = {s: done[s] for s in paths}
     reference = results["chunked"]["makespan_ns"]

@@ -49,7 +49,7 @@ def progress_bar(enabled: bool) -> Iterator[Callable[[str, float], None] | None]
         yield update
 
 
-def summarize(trace: Trace) -> dict[str, Any]:
+def run_figures(trace: Trace) -> dict[str, Any]:
     """The run's figures: executor meta plus the analyzer's util/exposed/critical-path/MFU."""
     from moetrace.analysis.report import analyze
 
@@ -95,7 +95,7 @@ def hw_overrides(pairs: tuple[str, ...], hw_file: str | None) -> dict[str, Any]:
     return check_hw_overrides(out)
 
 
-def simulate_write_summarize(params: dict[str, Any], path: str) -> dict[str, Any]:
+def simulate_write_figures(params: dict[str, Any], path: str) -> dict[str, Any]:
     """Simulate, write the trace to `path` (overwriting) and return its summary.
 
     Top-level so that `moetrace demo` can run the two schedules in two processes.
@@ -104,4 +104,4 @@ def simulate_write_summarize(params: dict[str, Any], path: str) -> dict[str, Any
 
     trace = simulate(**params)
     trace.write(path, force=True)
-    return summarize(trace)
+    return run_figures(trace)

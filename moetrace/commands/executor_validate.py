@@ -12,8 +12,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import polars as pl
-
+from moetrace.analysis.bandwidth import transfer_bandwidth
 from moetrace.commands._common import UserError
 from moetrace.executor.workload import ROUTER_SKEW
 
@@ -59,7 +58,7 @@ Say = Callable[[str], None]
 
 
 def _run(say: Say, **kwargs: Any) -> tuple[Any, dict[str, Any]]:
-    from moetrace.commands.executor_common import summarize
+    from moetrace.commands.executor_common import run_figures
     from moetrace.executor.run import simulate
 
     params = {**CASE, **kwargs}
@@ -68,28 +67,7 @@ def _run(say: Say, **kwargs: Any) -> tuple[Any, dict[str, Any]]:
         + ", ".join(f"{k}={v}" for k, v in params.items() if k not in ("preset", "hardware"))
     )
     trace = simulate(**params)
-    return trace, summarize(trace)
-
-
-def effective_bandwidth(trace: Any, what: str) -> float:
-    """Mean over ranks of remote bytes a rank sends in `what` (dispatch/combine) divided by the
-    span of its own transfers (first TX start to last RX end on that rank), in bytes/s."""
-    ev = trace.events_with_tracks().filter(pl.col("name").is_in([f"{what}_tx", f"{what}_rx"]))
-    coords = ev.select(
-        "rank",
-        "name",
-        "ts",
-        "dur",
-        "bytes",
-        pl.col("args").str.json_path_match("$.src").cast(pl.Int64).alias("src"),
-        pl.col("args").str.json_path_match("$.dst").cast(pl.Int64).alias("dst"),
-    ).filter(pl.col("src") != pl.col("dst"))
-    per_rank = coords.group_by("rank").agg(
-        pl.col("bytes").filter(pl.col("name") == f"{what}_tx").sum().alias("sent"),
-        pl.col("ts").min().alias("lo"),
-        (pl.col("ts") + pl.col("dur")).max().alias("hi"),
-    )
-    return float((per_rank["sent"] / ((per_rank["hi"] - per_rank["lo"]) * 1e-9)).mean())
+    return trace, run_figures(trace)
 
 
 LOW_LATENCY_US = {8: 126, 32: 153}  # DeepEP-Ascend, 128 tokens, A3 (sim.md §5)
@@ -226,8 +204,8 @@ def collect_validation(say: Say) -> dict[str, Any]:
     )
     for ep in sorted(REFERENCE_BW["dispatch"]):
         trace = seq_trace if ep == CASE["ranks"] else _run(say, schedule="sequential", ranks=ep)[0]
-        d = effective_bandwidth(trace, "dispatch") / 1e9
-        c = effective_bandwidth(trace, "combine") / 1e9
+        d = transfer_bandwidth(trace, "dispatch") / 1e9
+        c = transfer_bandwidth(trace, "combine") / 1e9
         rd, rc = REFERENCE_BW["dispatch"][ep], REFERENCE_BW["combine"][ep]
         err = max(abs(d / rd - 1), abs(c / rc - 1))
         rows.append(

@@ -9,52 +9,9 @@ import click
 
 from moetrace.commands._common import UserError, check_output_path, handle_errors, load_options
 from moetrace.text import visible
+from moetrace.trace.summary import describe
 
 _FLAVORS = click.Choice(["auto", "kineto", "ascend", "moetrace", "chrome"])
-
-
-def summarize(trace: Any) -> dict[str, Any]:
-    """Plain, stable summary of a Trace (the --json output of `moetrace info`)."""
-    import polars as pl
-
-    window = trace.window()
-    units = dict(
-        sorted(
-            trace.tracks.group_by(pl.col("unit").cast(pl.String)).len().iter_rows(),
-            key=lambda r: str(r[0]),
-        )
-    )
-    kinds = dict(
-        sorted(
-            trace.events.group_by(pl.col("kind").cast(pl.String)).len().iter_rows(),
-            key=lambda r: str(r[0]),
-        )
-    )
-    deps = dict(
-        sorted(
-            trace.deps.group_by(pl.col("kind").cast(pl.String)).len().iter_rows(),
-            key=lambda r: str(r[0]),
-        )
-    )
-    return {
-        "source": [str(s) for s in trace.meta.get("source", [])],
-        "format": trace.meta.get("format"),
-        "flavor": trace.meta.get("flavor"),
-        "events": trace.events.height,
-        "tracks": trace.tracks.height,
-        "ranks": trace.ranks,
-        "units": {str(k): int(v) for k, v in units.items()},
-        "kinds": {str(k): int(v) for k, v in kinds.items()},
-        "window_ns": None
-        if window is None
-        else {"start": window[0], "end": window[1], "duration": window[1] - window[0]},
-        "deps": {str(k): int(v) for k, v in deps.items()},
-        "counters": {
-            "samples": trace.counters.height,
-            "series": int(trace.counters["name"].n_unique()) if trace.counters.height else 0,
-        },
-        "warnings": trace.warnings,
-    }
 
 
 def _safe(text: str) -> str:
@@ -150,7 +107,7 @@ def info(traces: tuple[str, ...], as_json: bool, flavor: str) -> None:
     from moetrace.trace.io import load
 
     trace = load(list(traces), flavor=None if flavor == "auto" else flavor)
-    summary = summarize(trace)
+    summary = describe(trace)
     if as_json:
         click.echo(msgspec.json.format(msgspec.json.encode(summary), indent=2).decode())
     else:
