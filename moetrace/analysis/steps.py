@@ -31,6 +31,7 @@ from moetrace.analysis.classify import (
     annotation_expr,
     comm_name_expr,
 )
+from moetrace.analysis.launch_edges import drop_miscorrelated_launches, kineto_launch_edges
 from moetrace.trace.model import Kind, Trace, Unit
 
 LAUNCH_SKEW_NS = 1_000
@@ -407,8 +408,6 @@ def prepare_steps(
                 f"{late.height} launch edge(s) start after the work they launch: ignored"
             )
     if trace.meta.get("flavor") == "kineto":
-        from moetrace.analysis.sync_edges import drop_miscorrelated_launches, kineto_launch_edges
-
         deps, miscorrelated = drop_miscorrelated_launches(ev, deps)
         if miscorrelated:
             warnings.append(

@@ -1,8 +1,6 @@
-"""Kineto launch and synchronisation edges, derived the way Holistic Trace Analysis does.
+"""Kineto synchronisation edges, derived the way Holistic Trace Analysis does.
 
-Launch edges: a kernel / memcpy / memset and the runtime call that launched it share the
-`correlation` arg; readers turn `ac2g` flows into `launch` deps, but many traces (e.g. sampled
-ones) have no flows, so missing launch edges are rebuilt from the correlation ids.
+(Launch edges rebuilt from correlation ids live in launch_edges.py.)
 
 PyTorch's profiler (with `enable_cuda_sync_events`) records a `cuda_sync` slice for each CUDA
 synchronisation, linked by `correlation` to the runtime call that caused it. Kernels are
@@ -21,74 +19,11 @@ from __future__ import annotations
 
 import polars as pl
 
+from moetrace.analysis.launch_edges import arg_int
 from moetrace.analysis.steps import Prepared
 
 SYNC_NAMES = ("Context Sync", "Stream Sync", "Event Sync", "Stream Wait Event")
 RECORD_CALLS = ("cudaEventRecord", "hipEventRecord", "cudaEventRecordWithFlags")
-
-
-def _arg_int(name: str) -> pl.Expr:
-    """An integer arg from the JSON args text (null when absent)."""
-    return pl.col("args").str.extract(rf'"{name}"\s*:\s*(-?\d+)', 1).cast(pl.Int64, strict=False)
-
-
-def drop_miscorrelated_launches(ev: pl.DataFrame, deps: pl.DataFrame) -> tuple[pl.DataFrame, int]:
-    """Launch deps whose call and device event both carry a `correlation` arg and disagree
-    are mis-bound flows: a flow's end is bound to the slice enclosing its time, and when a
-    kernel overlaps the previous one on its stream (programmatic dependent launch) and was
-    moved to an overflow lane, that slice is the previous kernel. They are dropped (the
-    correlation rule then links the kernel to its real call). Returns (deps, how many)."""
-    launch = deps.with_row_index("_row").filter(pl.col("kind") == "launch")
-    if launch.height == 0:
-        return deps, 0
-    ends = pl.concat([launch["src"], launch["dst"]]).unique().implode()
-    corr = ev.filter(pl.col("id").is_in(ends)).select(
-        pl.col("id"), _arg_int("correlation").alias("corr")
-    )
-    corr = corr.drop_nulls("corr")
-    bad = (
-        launch.join(corr.rename({"id": "src", "corr": "c_src"}), on="src")
-        .join(corr.rename({"id": "dst", "corr": "c_dst"}), on="dst")
-        .filter(pl.col("c_src") != pl.col("c_dst"))
-    )
-    if bad.height == 0:
-        return deps, 0
-    keep = deps.with_row_index("_row").filter(~pl.col("_row").is_in(bad["_row"].implode()))
-    return keep.drop("_row"), bad.height
-
-
-def kineto_launch_edges(ev: pl.DataFrame, deps: pl.DataFrame) -> pl.DataFrame | None:
-    """`launch` deps (src host call, dst device event) by correlation, for device events that
-    have none yet. `ev` needs id, rank, unit, kind, name, args."""
-    has_launch = deps.filter(pl.col("kind") == "launch")["dst"]
-    device = (
-        ev.filter(
-            (pl.col("unit") == "stream")
-            & pl.col("kind").is_in(["compute", "comm", "memory"])
-            & pl.col("args").is_not_null()
-            & ~pl.col("id").is_in(has_launch.implode())
-        )
-        .select("rank", pl.col("id").alias("dst"), _arg_int("correlation").alias("corr"))
-        .drop_nulls("corr")
-    )
-    if device.height == 0:
-        return None
-    host = (
-        ev.filter(
-            (pl.col("unit") == "cpu")
-            & pl.col("name").str.contains(r"^(?:cuda|hip|cu)[A-Z]")
-            & pl.col("args").is_not_null()
-        )
-        .select("rank", pl.col("id").alias("src"), _arg_int("correlation").alias("corr"))
-        .drop_nulls("corr")
-        .unique(subset=["rank", "corr"], keep="first")
-    )
-    found = device.join(host, on=["rank", "corr"], how="inner")
-    if found.height == 0:
-        return None
-    return found.select(
-        pl.col("src").cast(pl.UInt32), pl.col("dst").cast(pl.UInt32), pl.lit("launch").alias("kind")
-    )
 
 
 def kineto_sync_edges(prep: Prepared) -> pl.DataFrame | None:
@@ -100,14 +35,14 @@ def kineto_sync_edges(prep: Prepared) -> pl.DataFrame | None:
     sync = sync.select(
         "rank",
         pl.col("name").alias("sync_kind"),
-        _arg_int("correlation").alias("corr"),
-        _arg_int("stream").alias("stream"),
-        _arg_int("wait_on_stream").alias("wait_stream"),
-        _arg_int("wait_on_cuda_event_record_corr_id").alias("record_corr"),
+        arg_int("correlation").alias("corr"),
+        arg_int("stream").alias("stream"),
+        arg_int("wait_on_stream").alias("wait_stream"),
+        arg_int("wait_on_cuda_event_record_corr_id").alias("record_corr"),
     )
     host = (
         ev.filter((pl.col("unit") == "cpu") & pl.col("args").is_not_null())
-        .select("rank", "id", "ts", "end", pl.col("name"), _arg_int("correlation").alias("corr"))
+        .select("rank", "id", "ts", "end", pl.col("name"), arg_int("correlation").alias("corr"))
         .drop_nulls("corr")
     )
     calls = sync.join(
@@ -130,7 +65,7 @@ def kineto_sync_edges(prep: Prepared) -> pl.DataFrame | None:
             & pl.col("kind").is_in(["compute", "comm", "memory"])
             & pl.col("args").is_not_null()
         )
-        .select("rank", "id", "ts", _arg_int("stream").alias("stream"))
+        .select("rank", "id", "ts", arg_int("stream").alias("stream"))
         .drop_nulls("stream")
         .join(launch, left_on="id", right_on="dst", how="left")
         .with_columns(pl.coalesce("launch_ts", "ts").alias("launch_ts"))

@@ -221,7 +221,7 @@ def seed_spread(params: dict[str, Any], n: int) -> dict[str, Any]:
     """Makespan (ms) and MFU over the makespan for seeds seed..seed+n-1: min, max, mean, sd."""
     import statistics
 
-    from moetrace.executor.floors import floors
+    from moetrace.executor.floors import mfu_over_makespan
     from moetrace.executor.run import simulate_run
 
     spans, mfus = [], []
@@ -229,9 +229,12 @@ def seed_spread(params: dict[str, Any], n: int) -> dict[str, Any]:
         for k in range(n):
             p = {**params, "seed": params["seed"] + k}
             result = simulate_run(**p)
-            f = floors(result)
             spans.append(result.makespan_ns / 1e6)
-            mfus.append(f["flops"] / (f["peak_flops"] * result.makespan_ns * 1e-9))
+            mfus.append(
+                mfu_over_makespan(
+                    result.timed, result.hardware, result.workload.ranks, result.makespan_ns
+                )
+            )
 
     def stats(xs: list[float]) -> dict[str, float]:
         return {

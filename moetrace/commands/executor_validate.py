@@ -109,10 +109,9 @@ def _makespan(say: Say, **kwargs: Any) -> Any:
 
 def _mfu(run: Any) -> float:
     """MFU over the layer's makespan: all ranks' GEMM FLOPs / (all ranks' peak x makespan)."""
-    from moetrace.executor.floors import floors
+    from moetrace.executor.floors import mfu_over_makespan
 
-    f = floors(run)
-    return float(f["flops"] / (f["peak_flops"] * run.makespan_ns * 1e-9))
+    return mfu_over_makespan(run.timed, run.hardware, run.workload.ranks, run.makespan_ns)
 
 
 def collect_validation(say: Say) -> dict[str, Any]:

@@ -11,20 +11,18 @@ No schedule can beat them, so they are what anyone can check a simulated makespa
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
+from moetrace.executor.hardware import Hardware
+from moetrace.executor.schedules import Timed
 from moetrace.executor.tiles import T
 
-if TYPE_CHECKING:
-    from moetrace.executor.run import Run
 
-
-def floors(run: Run) -> dict[str, Any]:
-    """`floors_ns` (compute, hbm, link), total `flops`, `peak_flops` (all ranks), `hbm_bytes`."""
-    t, hw, wl = run.timed, run.hardware, run.workload
-    ep = wl.ranks
+def floors(t: Timed, hw: Hardware, ep: int) -> dict[str, Any]:
+    """`floors_ns` (compute, hbm, link), total `flops`, `peak_flops` (all ranks), `hbm_bytes`
+    of a timed run on `ep` ranks."""
     g = slice(0, t.n_graph)
     rank, typ = t.rank[g], t.type[g]
     flops = t.flops[g]
@@ -54,3 +52,9 @@ def floors(run: Run) -> dict[str, Any]:
         "hbm_bytes": float(hbm.sum()),
         "hbm_bytes_busiest_rank": float(hbm.max()),
     }
+
+
+def mfu_over_makespan(t: Timed, hw: Hardware, ep: int, makespan_ns: float) -> float:
+    """MFU over the layer's makespan on every rank: all ranks' GEMM FLOPs / (peak × makespan)."""
+    f = floors(t, hw, ep)
+    return float(f["flops"] / (f["peak_flops"] * makespan_ns * 1e-9))

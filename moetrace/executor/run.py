@@ -306,7 +306,7 @@ def to_trace(run: Run) -> Trace:
         "launches": run.timed.n - run.timed.n_graph,
         "tokens_per_s": wl.ranks * wl.tokens / (makespan * 1e-9),
         "makespan_ns": makespan,
-        **floors(run),
+        **floors(run.timed, hw, wl.ranks),
     }
     # MFU over the layer's makespan on every rank (not each rank's own busy window)
     meta["mfu_makespan"] = meta["flops"] / (meta["peak_flops"] * makespan * 1e-9)
