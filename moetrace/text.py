@@ -23,3 +23,13 @@ def visible(text: object) -> str:
     """`text` with every character that could act on the terminal shown as an escape."""
     s = str(text)
     return _HIDDEN.sub(_escape, s) if _HIDDEN.search(s) else s
+
+
+def human_bytes(n: float | None) -> str:
+    """Bytes for people in binary units, as NCCL-tests prints sizes: '2.0 MiB', '128 B'."""
+    if n is None:
+        return "-"
+    for unit, size in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if abs(n) >= size:
+            return f"{n / size:.1f} {unit}"
+    return f"{n:.0f} B"

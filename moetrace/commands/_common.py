@@ -22,6 +22,11 @@ class UserError(MoetraceError):
     """A problem with what the user asked for; printed as one line, exit status 2."""
 
 
+def warn(message: str) -> None:
+    """Print `moetrace: warning: message` on stderr, one line, control characters made visible."""
+    click.echo(f"moetrace: warning: {visible(message)}", err=True)
+
+
 def fail(message: str) -> None:
     """Print `moetrace: error: message` (control characters made visible) and exit 2."""
     click.echo(f"moetrace: error: {visible(message)}", err=True)

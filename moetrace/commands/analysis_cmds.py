@@ -15,8 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from moetrace.commands._common import UserError, handle_errors, load_options
-from moetrace.text import visible
+from moetrace.commands._common import UserError, handle_errors, load_options, warn
 
 if TYPE_CHECKING:
     import polars as pl
@@ -27,11 +26,6 @@ if TYPE_CHECKING:
 BY_CHOICES = ("rank-step", "rank", "step", "track", "unit")
 """--by: rank-step (one row per rank and step), rank (one row per rank over the whole trace),
 step (per step across ranks: min/mean/max), track, unit."""
-
-
-def _warn(message: str) -> None:
-    """One warning line on stderr, control characters made visible."""
-    click.echo(f"moetrace: warning: {visible(message)}", err=True)
 
 
 def _job_files(paths: Sequence[str]) -> list[str]:
@@ -124,7 +118,7 @@ def _analyze_paths(
     if not out:
         raise UserError(failed[0] if failed else "no traces")
     for message in failed:
-        _warn(f"skipped: {message}")
+        warn(f"skipped: {message}")
     return out
 
 
@@ -137,7 +131,7 @@ def _check_computed(results: list[tuple[str, Report]]) -> None:
         raise UserError(f"{path}: nothing to analyze ({detail})")
     for path, report in results:
         for w in report.warnings:
-            _warn(f"{path}: {w}")
+            warn(f"{path}: {w}")
 
 
 def _people_frame(report: Report) -> pl.DataFrame:
@@ -533,7 +527,7 @@ def query(trace: tuple[str, ...], sql: str, as_json: bool, as_csv: bool, limit: 
     skipped: list[str] = []
     tr = _load_job(_job_files(trace), skipped)
     for message in skipped:
-        _warn(f"skipped: {message}")
+        warn(f"skipped: {message}")
     ctx = pl.SQLContext(events=tr.events, tracks=tr.tracks, deps=tr.deps, counters=tr.counters)
     try:
         frame = ctx.execute(sql, eager=True)

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from moetrace.commands._common import UserError, check_output_path, handle_errors
+from moetrace.commands._common import UserError, check_output_path, handle_errors, warn
 from moetrace.commands.executor_common import (
     executor_errors,
     hw_overrides,
@@ -174,7 +174,7 @@ def run(
         trace.write(out, force=force)
     summary = run_figures(trace)
     for warning in trace.meta["executor"].get("warnings", []):
-        click.echo(f"moetrace: warning: {warning}", err=True)
+        warn(warning)
     if seeds > 1:
         summary["seeds"] = seed_spread(params, seeds)
     if as_json:

@@ -12,8 +12,8 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from moetrace.commands._common import UserError, handle_errors, load_options
-from moetrace.text import visible
+from moetrace.commands._common import UserError, handle_errors, load_options, warn
+from moetrace.text import human_bytes
 
 if TYPE_CHECKING:
     import polars as pl
@@ -38,10 +38,6 @@ COLLECTIVE_KEYS = (
 MOE_TABLES = ("categories", "experts", "traffic", "received")
 
 
-def _warn(message: str) -> None:
-    click.echo(f"moetrace: warning: {visible(message)}", err=True)
-
-
 def _flat(frame: pl.DataFrame) -> pl.DataFrame:
     """List columns as space-separated text, for CSV and tables."""
     import polars as pl
@@ -55,19 +51,11 @@ def _flat(frame: pl.DataFrame) -> pl.DataFrame:
     )
 
 
-def _bytes_text(n: float) -> str:
-    """Bytes for people: 2.0 MiB, 128 B (binary units, as NCCL-tests prints sizes)."""
-    for unit, size in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
-        if abs(n) >= size:
-            return f"{n / size:.1f} {unit}"
-    return f"{n:.0f} B"
-
-
 def _cell(value: Any, column: str) -> str:
     if value is None:
         return "-"
     if column.endswith("bytes") and isinstance(value, int | float):
-        return _bytes_text(value)
+        return human_bytes(value)
     if column.endswith("_ns") and isinstance(value, int | float):
         return f"{value / 1e6:.3f}"
     if isinstance(value, float):
@@ -95,7 +83,7 @@ def _load(files: tuple[str, ...]) -> Any:
 
     trace = load(list(files) if len(files) > 1 else files[0])
     for w in trace.warnings:
-        _warn(w)
+        warn(w)
     return trace
 
 
@@ -137,7 +125,7 @@ def collectives(files: tuple[str, ...], as_json: bool, as_csv: bool, same_clock:
         same_clock=same_clock,
     )
     for w in job.warnings:
-        _warn(w)
+        warn(w)
     inst = job.collectives.select(COLLECTIVE_KEYS)
     job_dict = job.to_dict()
     if as_json:

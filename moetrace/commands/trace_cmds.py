@@ -7,7 +7,12 @@ from typing import Any
 
 import click
 
-from moetrace.commands._common import UserError, check_output_path, handle_errors, load_options
+from moetrace.commands._common import (
+    UserError,
+    check_output_path,
+    handle_errors,
+    load_options,
+)
 from moetrace.text import visible
 from moetrace.trace.summary import describe
 
@@ -120,8 +125,7 @@ _MAX_WARNINGS_SHOWN = 20
 def _report_warnings(warnings: list[str]) -> None:
     """The reader's warnings (what was dropped or repaired) on stderr, as `info` lists them."""
     for warning in warnings[:_MAX_WARNINGS_SHOWN]:
-        shown = "".join(c if c.isprintable() else repr(c)[1:-1] for c in warning)
-        click.echo(f"warning: {shown}", err=True)
+        click.echo(f"warning: {visible(warning)}", err=True)
     if len(warnings) > _MAX_WARNINGS_SHOWN:
         click.echo(f"warning: ... and {len(warnings) - _MAX_WARNINGS_SHOWN} more", err=True)
 

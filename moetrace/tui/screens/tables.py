@@ -16,6 +16,7 @@ from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Static
 
 from moetrace.analysis.names import events_by_name
+from moetrace.text import human_bytes
 from moetrace.trace.model import Trace
 
 from ..format import fmt_ns, fmt_pct
@@ -194,7 +195,7 @@ def _job_table(name: str, report: Any) -> tuple[list[str], list[tuple[int | None
                 Text(str(r["seq"])),
                 Text(safe_text(str(r["collective"]))),
                 Text(str(r["step"])),
-                Text(_bytes(r["bytes"]), justify="right"),
+                Text(human_bytes(r["bytes"]), justify="right"),
                 Text(str(len(r["ranks"] or []))),
                 Text(str(r["last_rank"])),
                 _dur(r["skew_ns"]),
@@ -240,16 +241,6 @@ def _job_table(name: str, report: Any) -> tuple[list[str], list[tuple[int | None
         ]
         rows.append((None, cells))
     return cols, rows
-
-
-def _bytes(n: Any) -> str:
-    """Bytes for people (binary units)."""
-    if n is None:
-        return "-"
-    for unit, size in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
-        if abs(n) >= size:
-            return f"{n / size:.1f} {unit}"
-    return f"{n:.0f} B"
 
 
 def sort_value(cell: Text) -> tuple[int, float, str]:
