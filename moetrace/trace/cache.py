@@ -20,7 +20,6 @@ import io
 import os
 import struct
 import sys
-import tempfile
 import time
 import zlib
 from collections.abc import Callable
@@ -30,6 +29,8 @@ from typing import Any
 import msgspec
 import polars as pl
 
+from moetrace.errors import OutputError
+from moetrace.trace.atomic import atomic_write
 from moetrace.trace.model import SCHEMAS, Trace
 
 CACHE_FORMAT_VERSION = 1
@@ -173,10 +174,14 @@ def write_cached(source: Path, flavor: str | None, trace: Trace, before: os.stat
     )
     parts = [MAGIC, _PREFIX.pack(len(header), zlib.crc32(header)), header]
     parts.extend(blob for _, blob in blobs)
+    target = entry_path(source, flavor)
     try:
-        _write_atomic(entry_path(source, flavor), parts)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        with atomic_write(target, force=True) as fh:  # a cache entry is replaced freely
+            for part in parts:
+                fh.write(part)
         _trim(max_bytes())
-    except OSError:
+    except (OSError, OutputError):  # a cache that cannot be written is only a slower load
         return False
     return True
 
@@ -189,7 +194,7 @@ def _trim(limit: int) -> None:
             st = p.stat()
         except FileNotFoundError:
             continue
-        if not p.name.startswith(".tmp-"):
+        if not p.name.startswith("."):
             entries.append((st.st_mtime_ns, st.st_size, p))
     total = sum(size for _, size, _ in entries)
     for _, size, p in sorted(entries):
@@ -197,20 +202,6 @@ def _trim(limit: int) -> None:
             break
         p.unlink(missing_ok=True)
         total -= size
-
-
-def _write_atomic(target: Path, parts: list[bytes]) -> None:
-    """Write `parts` to a temporary file next to `target`, then rename it over `target`."""
-    target.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=".tmp-", suffix=_SUFFIX)
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            for part in parts:
-                fh.write(part)
-        os.replace(tmp, target)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
 
 
 def load_with_cache(
@@ -233,7 +224,7 @@ def cache_info() -> dict[str, Any]:
     """Where the cache is, how many entries it holds and their total size in bytes."""
     directory = cache_dir()
     entries = sorted(directory.glob("*" + _SUFFIX)) if directory.is_dir() else []
-    sizes = [p.stat().st_size for p in entries if not p.name.startswith(".tmp-")]
+    sizes = [p.stat().st_size for p in entries if not p.name.startswith(".")]
     return {"directory": str(directory), "entries": len(sizes), "bytes": sum(sizes)}
 
 
@@ -249,7 +240,7 @@ def clear_cache() -> tuple[int, int]:
             p.unlink()
         except FileNotFoundError:
             continue
-        if not p.name.startswith(".tmp-"):
+        if not p.name.startswith("."):
             count += 1
         total += size
     return count, total
