@@ -92,7 +92,8 @@ def calibrate_cmd(
     as_json: bool,
 ) -> None:
     """Fit the executor's hardware (GEMM efficiency, HBM, all-to-all, launches) to a trace."""
-    from moetrace.whatif.calibrate import calibrate, to_toml, write_atomic
+    from moetrace.trace.atomic import write_bytes_atomic
+    from moetrace.whatif.calibrate import calibrate, to_toml
     from moetrace.whatif.extract import extract, parse_sets
     from moetrace.whatif.report import assumed_fields, assumed_lines, fit_line
 
@@ -103,7 +104,7 @@ def calibrate_cmd(
         wl = extract(trace, parse_sets(set_pairs))
         cal = calibrate(trace, wl, base, name)
         if out is not None:
-            write_atomic(out, to_toml(cal).encode())
+            write_bytes_atomic(out, to_toml(cal).encode(), force=force)
     if as_json:
         click.echo(json.dumps(cal.to_dict(), indent=2, sort_keys=True))
         return
@@ -172,8 +173,8 @@ def whatif_cmd(
             trace, name, base, schedule, placement, change, parse_sets(set_pairs), calibrated
         )
     if out is not None and replay_out is not None:
-        _write(result.whatif, out)
-        _write(result.replayed, replay_out)
+        result.whatif.write(out, force=force)  # trace writers are atomic
+        result.replayed.write(replay_out, force=force)
         result.report["whatif_trace"] = str(out)
         result.report["replayed_trace"] = str(replay_out)
     if as_json:
@@ -194,22 +195,6 @@ def _replay_path(out: Path) -> Path:
         if name.endswith(suffix):
             return out.with_name(name[: -len(suffix)] + ".replayed" + suffix)
     return out.with_name(name + ".replayed.json")
-
-
-def _write(trace: Any, path: Path) -> None:
-    """Write a trace atomically: to a temporary name beside it, then os.replace."""
-    import os
-    import tempfile
-
-    suffix = "".join(path.suffixes[-2:]) if path.name.endswith(".json.gz") else path.suffix
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=suffix)
-    os.close(fd)
-    try:
-        trace.write(tmp, force=True)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
 
 
 COMMANDS = [calibrate_cmd, whatif_cmd]

@@ -21,10 +21,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import os
-import tempfile
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -692,16 +689,3 @@ def to_toml(cal: Calibration) -> str:
             f"source = {json.dumps(source)}",
         ]
     return "\n".join(lines) + "\n"
-
-
-def write_atomic(path: str | Path, data: bytes) -> None:
-    """Write `data` to `path` through a temporary file in the same folder and os.replace."""
-    target = Path(path)
-    fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
-        os.replace(tmp, target)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
