@@ -40,10 +40,7 @@ def _job_files(paths: Sequence[str]) -> list[str]:
             found = find_traces(p)
             if not found:
                 raise UserError(f"{arg}: directory holds no traces")
-            # PyTorch's tensorboard_trace_handler names its files *.pt.trace.json[.gz]: where
-            # there are such, other JSON beside them (run metadata) is not a rank of the job
-            kineto = [f for f in found if ".pt.trace.json" in f.name]
-            files += [str(f) for f in (kineto or found)]
+            files += [str(f) for f in found]  # find_traces skips side files (run metadata)
         else:
             files.append(arg)
     return files
