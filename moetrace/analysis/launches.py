@@ -130,7 +130,9 @@ def capture_map(replay: Trace, capture: Trace) -> pl.DataFrame:
         return pl.DataFrame(schema=schema)
     vocab = pl.concat([cap["name"], groups["name"]]).unique().sort()
     code = {n: i for i, n in enumerate(vocab.to_list())}
-    cap_codes = np.array([code[n] for n in cap["name"].to_list()], dtype=np.int64)
+    cap_codes = (
+        cap["name"].replace_strict(vocab, pl.int_range(vocab.len(), eager=True)).to_numpy()
+    ).astype(np.int64)
     found: dict[tuple[int, ...], int] = {}
     parts = []
     for (_,), group in groups.group_by("launch_id", maintain_order=True):

@@ -376,11 +376,8 @@ def _notes(
         else np.zeros(0, dtype=np.int64)
     )
     names = distinct.to_list()
-    if len(names) <= 64:
-        for c in range(len(names)):
-            if k and int(np.bincount(notes.msg[code == c], minlength=1).max()) > 1:
-                raise _Unsupported("an annotation name twice on one event")
-    elif len(np.unique(notes.msg * len(names) + code)) != k:
+    # each (event, name) pair once: a pair key seen twice is a name repeated on one event
+    if len(np.unique(notes.msg * max(len(names), 1) + code)) != k:
         raise _Unsupported("an annotation name twice on one event")
 
     def named(text: str) -> np.ndarray:
