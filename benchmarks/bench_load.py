@@ -182,7 +182,7 @@ RUNNERS: dict[str, tuple[str, str]] = {
     # moetrace imports Polars lazily inside load(); importing the reader first keeps that
     # one-off ~0.45 s out of the load time (it is printed on its own line).
     "moetrace": (
-        "import moetrace, moetrace.trace.io, moetrace.trace.chrome",
+        "import moetrace, moetrace.trace.io, moetrace.trace.formats.chrome.read",
         "t = moetrace.load(P, cache=False)\nn = t.events.height",
     ),
     # Not a baseline: the part of moetrace.load no column building can avoid, i.e. reading
@@ -308,7 +308,7 @@ def measure_import() -> tuple[float, int]:
     """(seconds, peak RSS bytes) of importing moetrace's reader and Polars, the untimed setup."""
     code = (
         "import resource, time\nt0 = time.perf_counter()\n"
-        "import moetrace, moetrace.trace.io, moetrace.trace.chrome, polars\n"
+        "import moetrace, moetrace.trace.io, moetrace.trace.formats.chrome.read, polars\n"
         "print(time.perf_counter() - t0, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024)"
     )
     out = subprocess.run([sys.executable, "-c", code], check=True, capture_output=True, text=True)

@@ -23,9 +23,9 @@ from bench_load import generate
 
 TIMER = """
 import sys, time
-import moetrace.trace.io, moetrace.trace.chrome, moetrace.trace.pftrace
-from moetrace.trace import pftrace_vec
-from moetrace.trace.pftrace_read import read_slow
+import moetrace.trace.io, moetrace.trace.formats.chrome.read, moetrace.trace.formats.pftrace.write
+from moetrace.trace.formats.pftrace import read_vectorised as pftrace_vec
+from moetrace.trace.formats.pftrace.read_packets import read_slow
 from pathlib import Path
 P = Path(sys.argv[1])
 t0 = time.perf_counter()

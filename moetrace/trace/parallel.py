@@ -12,14 +12,17 @@ import functools
 import os
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import Any, TypeVar
 
-from moetrace.trace.model import TraceFormatError
-
-if TYPE_CHECKING:
-    from moetrace.trace.model import Trace
+from moetrace.trace.formats.registry import read_file_cached
+from moetrace.trace.model import Trace, TraceFormatError
 
 R = TypeVar("R")
+
+LOAD_DEFAULTS: dict[str, Any] = {"cache": True, "jobs": None, "engine": "local", "address": None}
+"""What `load` does when not told: use the columnar cache, one process per core for several
+files, locally. The CLI's --no-cache / --jobs / --engine / --address set these (through
+`moetrace.trace.io.LOAD_DEFAULTS`, the same dict)."""
 
 ENGINES = ("local", "ray")
 
@@ -48,8 +51,6 @@ def map_files(
     local engine, or as Ray tasks on the cluster at `address` (default: start or join a local
     one). `func` must be picklable (a module-level function or a partial of one). An exception
     raised by `func` is raised here as itself."""
-    from moetrace.trace.io import LOAD_DEFAULTS
-
     engine = engine or LOAD_DEFAULTS["engine"]
     jobs = jobs or LOAD_DEFAULTS["jobs"] or default_jobs()
     address = address or LOAD_DEFAULTS["address"]
@@ -93,9 +94,7 @@ def _apply(func: Callable[[Path], R], path: Path) -> R:
 
 
 def _read_file(path: Path, flavor: str | None, cache: bool) -> Trace:
-    from moetrace.trace.io import read_one_cached
-
-    return read_one_cached(path, flavor, cache=cache)
+    return read_file_cached(path, flavor, use_cache=cache)
 
 
 def read_many(
@@ -108,8 +107,6 @@ def read_many(
     address: str | None = None,
 ) -> list[Trace]:
     """Read every file (through the cache unless `cache` is False) with `map_files`."""
-    from moetrace.trace.io import LOAD_DEFAULTS
-
     told = jobs or LOAD_DEFAULTS["jobs"]
     local = (engine or LOAD_DEFAULTS["engine"]) == "local"
     if local and not told and sum(p.stat().st_size for p in paths) < PARALLEL_MIN_BYTES:

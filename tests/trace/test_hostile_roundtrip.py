@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 from test_pftrace_props import assert_same  # tests/trace is on sys.path (rootdir-less tests)
 from test_roundtrip import _diff
 
-from moetrace.trace.chrome import read_chrome
+from moetrace.trace.formats.chrome.read import read_chrome
 from moetrace.trace.io import load, write_trace
 from moetrace.trace.model import Trace
 

@@ -8,7 +8,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from moetrace.trace.model import Trace, TraceValidationError, nesting_depth
+from moetrace.trace.model import Trace, TraceValidationError
+from moetrace.trace.nesting import nesting_depth
 
 
 def slow_depth(track: list[int], ts: list[int], dur: list[int]) -> tuple[list[int], list[bool]]:

@@ -19,8 +19,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from moetrace.trace.formats.pftrace.read import read_pftrace
+from moetrace.trace.formats.pftrace.write import encode_pftrace
 from moetrace.trace.model import DEP_KINDS, EVENT_KINDS, UNITS, Trace
-from moetrace.trace.pftrace import encode_pftrace, read_pftrace
 
 
 def round_trip(trace: Trace) -> Trace:

@@ -13,7 +13,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from moetrace.trace.chrome import read_chrome, write_chrome
+from moetrace.trace.formats.chrome import read_chrome, write_chrome
 from moetrace.trace.io import load, write_trace
 from moetrace.trace.model import DEP_KINDS, EVENT_KINDS, UNITS, Trace
 

@@ -19,8 +19,9 @@ from typing import Any
 
 import polars as pl
 
-from moetrace.trace.chrome_parts import Built
-from moetrace.trace.model import Trace
+from moetrace.trace.formats.chrome.build import Built
+from moetrace.trace.model import TRACK_SCHEMA, Trace
+from moetrace.trace.nesting import nesting_depth
 
 STEP_MARKER = r"^(?:ProfilerStep#|step )(\d+)$"
 """Step markers (kind `marker`): Kineto/Ascend `ProfilerStep#N`, the executor's `step N`."""
@@ -372,8 +373,6 @@ def restore_moetrace_tracks(
 ) -> Built:
     """Files written by moetrace carry their tracks table, overflow lanes, event ids and deps:
     restore them exactly instead of re-deriving them (the round trip is lossless)."""
-    from moetrace.trace.model import TRACK_SCHEMA, nesting_depth
-
     tracks = pl.DataFrame(stored["tracks"]).with_columns(
         [pl.col(c).cast(t, strict=False) for c, t in TRACK_SCHEMA.items() if c in stored["tracks"]]
     )

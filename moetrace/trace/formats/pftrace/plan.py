@@ -22,20 +22,21 @@ import numpy as np
 import polars as pl
 from perfetto.protos.perfetto.trace import perfetto_trace_pb2 as pb
 
-from moetrace.trace.model import DEP_KINDS, Trace
-from moetrace.trace.pftrace_tracks import (
+from moetrace.trace.formats.pftrace.layout import (
     BEGIN,
     COUNTER,
     COUNTER_UUID_BASE,
     END,
     INSTANT,
+    OVERFLOW_LEVELS,
     counter_series,
     new_packet,
-    overflow_levels,
     overflow_uuid,
     stacks_nest,
     track_descriptors,
 )
+from moetrace.trace.model import DEP_KINDS, Trace
+from moetrace.trace.nesting import overflow_lanes
 
 SEQ_INCREMENTAL_STATE_CLEARED = 1
 SEQ_NEEDS_INCREMENTAL_STATE = 2
@@ -175,7 +176,7 @@ def make_plan(trace: Trace) -> PftracePlan:
     if stacks_nest(packet_kind, packet_row, track_ids):
         level = np.zeros(len(track_ids), dtype=np.int64)
     else:
-        level = overflow_levels(track_ids, ts64, dur64)
+        level, _ = overflow_lanes(track_ids, ts64, dur64, max_lane=OVERFLOW_LEVELS - 1)
     lane_uuid = np.where(
         level > 0, overflow_uuid(track_ids, level), (track_ids + 1).astype(np.uint64)
     )

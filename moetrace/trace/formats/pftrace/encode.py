@@ -13,8 +13,8 @@ from dataclasses import dataclass
 import numpy as np
 import polars as pl
 
-from moetrace.trace.pftrace_plan import COUNTER, END, PftracePlan
-from moetrace.trace.pftrace_records import (
+from moetrace.trace.formats.pftrace.plan import COUNTER, END, PftracePlan
+from moetrace.trace.formats.pftrace.records import (
     Piece,
     const,
     copy_strings,
