@@ -16,7 +16,7 @@ from typing import Any
 
 import polars as pl
 
-from moetrace.trace.flavors.base import detect_flavor, interpret, restore_moetrace_tracks
+from moetrace.trace.flavors import detect_flavor, flavor_named, interpret
 from moetrace.trace.formats.chrome import build as parts
 from moetrace.trace.formats.chrome import columns as jc
 from moetrace.trace.formats.chrome.decode import RawTrace, decode_file
@@ -191,14 +191,13 @@ def trace_from_raw(raw: RawTrace, path: str | Path, *, flavor: str | None = None
         what = _IGNORED_NAMES.get(p, "unknown phase")
         warnings.append(f"skipped {n} event(s) of phase {p!r} ({what})")
     meta_rows = frame.filter(pl.col("ph") == "M")
-    chosen = flavor or detect_flavor(raw.top, frame, meta_rows, path)
+    chosen = flavor_named(flavor) if flavor else detect_flavor(raw.top, frame, meta_rows, path)
     holder = [frame]  # build() drops the big frame as soon as it has taken what it needs
     del frame
-    restore = restore_moetrace_tracks if chosen == "moetrace" else None
-    built = parts.build(holder, meta_rows, raw.top, warnings, restore=restore)
+    built = parts.build(holder, meta_rows, raw.top, warnings, restore=chosen.restore)
     meta: dict[str, Any] = {
         "format": "chrome-json",
-        "flavor": chosen,
+        "flavor": flavor or chosen.name,
         "source": [str(path)],
         "container": raw.container,
         "top": {k: v for k, v in raw.top.items() if k != "moetrace"},
