@@ -191,7 +191,7 @@ RUNNERS: dict[str, tuple[str, str]] = {
     # is decode and how much is building the Trace.
     "floor": (
         "import msgspec\nfrom typing import Any\n"
-        "class Event(msgspec.Struct, gc=False):\n"  # the fields of _json_columns.Event
+        "class Event(msgspec.Struct, gc=False):\n"  # the fields of formats.chrome.columns.Event
         "    ph: str | None = None\n    name: str | None = None\n"
         "    cat: str | None = None\n    ts: Any = None\n    dur: Any = None\n"
         "    pid: Any = None\n    tid: Any = None\n    id: Any = None\n"

@@ -391,7 +391,7 @@ def _trailer(trailer: bytes, container: str) -> dict[str, Any] | None:
 def _decode_piece(
     piece: bytes, first_index: int, path: Path, at: int, full: bool = False
 ) -> pl.DataFrame:
-    """Decode `ev, ev, ...` (no brackets) into text columns (see _json_columns)."""
+    """Decode `ev, ev, ...` (no brackets) into text columns (see columns.py)."""
     return decode_piece(piece, first_index, full=full)
 
 

@@ -6,7 +6,7 @@ and the global packet order (time, then END before BEGIN, parent BEGIN before ch
 child END before parent END). The two encoders only differ in how they serialise the hot
 BEGIN/END/INSTANT/COUNTER packets.
 
-The track tree is laid out by `pftrace_tracks`. Each moetrace track's row is kept as JSON
+The track tree is laid out by `layout`. Each moetrace track's row is kept as JSON
 in its TrackDescriptor `description` (it sits on the track it describes and the UI shows it
 as the track's description); the trace `meta` is kept in a Chrome metadata packet
 (`chrome_events.metadata`, shown by Perfetto's metadata page, no fake track or event

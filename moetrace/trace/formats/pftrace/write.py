@@ -3,8 +3,8 @@ and read one back.
 
 The official path builds every packet with the `perfetto` package's protobuf classes and
 writes it with `StreamingTraceProtoBuilder` (one `Trace` message per packet). The fast path
-(`pftrace_fast`) hand-encodes the hot BEGIN/END/INSTANT/COUNTER packets with numpy and is
-byte-identical to it; both follow the layout of `pftrace_plan`.
+(`encode`) hand-encodes the hot BEGIN/END/INSTANT/COUNTER packets with numpy and is
+byte-identical to it; both follow the layout of `plan`.
 """
 
 from __future__ import annotations
