@@ -14,8 +14,6 @@ from typing import BinaryIO
 import polars as pl
 
 from moetrace.trace.formats.chrome import looks_like_json
-from moetrace.trace.formats.pftrace.read import read_pftrace
-from moetrace.trace.formats.pftrace.write import write_pftrace
 from moetrace.trace.model import Trace, TraceFormatError
 
 _DAMAGE = (ValueError, TypeError, KeyError, IndexError, OverflowError, pl.exceptions.PolarsError)
@@ -36,6 +34,10 @@ class Pftrace:
         """Damaged protobuf content (a flipped byte makes a name invalid UTF-8 or a kind
         unknown) becomes one TraceFormatError line, not a traceback. `flavor` is ignored: a
         .pftrace says what its events are."""
+        # Imported on first use, not for an import loop (there is none): the protobuf
+        # classes and the readers cost ~0.25 s of start-up that only .pftrace users pay.
+        from moetrace.trace.formats.pftrace.read import read_pftrace
+
         try:
             return read_pftrace(path)
         except TraceFormatError:
@@ -47,6 +49,8 @@ class Pftrace:
             ) from None
 
     def write(self, trace: Trace, out: Path | BinaryIO, *, force: bool) -> None:
+        from moetrace.trace.formats.pftrace.write import write_pftrace  # first use: see read
+
         write_pftrace(trace, out, force=force)
 
 
