@@ -15,6 +15,7 @@ from typing import IO, Any
 import polars as pl
 
 from moetrace.trace.model import Trace, TraceFormatError
+from moetrace.trace.options import LoadOptions
 
 TRACE_SUFFIXES = (".json", ".json.gz", ".pftrace")
 _NOT_TRACES = {
@@ -90,7 +91,12 @@ def _traces_below(directory: Path) -> list[str]:
     return [p.name for p in subs if any(_is_trace_name(f) for f in p.rglob("*"))][:8]
 
 
-def _expand(paths: str | Path | Sequence[str | Path]) -> list[Path]:
+def expand_paths(
+    paths: str | Path | Sequence[str | Path], *, missing_ok: bool = False
+) -> list[Path]:
+    """The trace files `paths` name, in order: files as given, directories through
+    `find_traces`. A directory without traces is a TraceFormatError naming the sub-folders
+    that hold some; so is a missing file, unless `missing_ok` (the reader reports it later)."""
     items = [paths] if isinstance(paths, str | Path) else list(paths)
     if not items:
         raise TraceFormatError(None, "no trace files given")
@@ -111,7 +117,7 @@ def _expand(paths: str | Path | Sequence[str | Path]) -> list[Path]:
                     "directory holds no traces (*.json, *.json.gz, *.pftrace, *_ascend_pt/)" + hint,
                 )
             out.extend(found)
-        elif not p.exists():
+        elif not p.exists() and not missing_ok:
             raise TraceFormatError(p, "no such file or directory")
         else:
             out.append(p)
@@ -154,11 +160,6 @@ def _refusing_damage(path: Path, read: Callable[[Path], Trace]) -> Trace:
         raise TraceFormatError(path, f"damaged .pftrace ({type(exc).__name__}: {reason})") from None
 
 
-LOAD_DEFAULTS: dict[str, Any] = {"cache": True, "jobs": None, "engine": "local", "address": None}
-"""What `load` does when not told: use the columnar cache, one process per core for several
-files, locally. The CLI's --no-cache / --jobs / --engine / --address set these."""
-
-
 def read_one_cached(path: Path, flavor: str | None = None, *, cache: bool = True) -> Trace:
     """`read_one` through the columnar cache (moetrace.trace.cache) unless `cache` is False."""
     if not cache:
@@ -175,6 +176,7 @@ def load(
     cache: bool | None = None,
     jobs: int | None = None,
     engine: str | None = None,
+    options: LoadOptions | None = None,
 ) -> Trace:
     """Load one trace file, several (one rank each, merged), or a directory of traces.
 
@@ -182,17 +184,26 @@ def load(
     `rank<N>` in the path); a file that names none gets its position in the list.
     `cache` (default on) reads and writes the columnar cache; several files are read by
     `jobs` processes (default: the core count) or, with `engine="ray"`, as Ray tasks, with
-    the same result as one process.
+    the same result as one process. `options` gives all of these at once (the CLI's load
+    options); an explicit `cache`, `jobs` or `engine` wins over it.
     Raises `TraceFormatError` for bad input.
     """
-    files = _expand(paths)
-    use_cache = LOAD_DEFAULTS["cache"] if cache is None else cache
+    files = expand_paths(paths)
+    opts = options or LoadOptions()
+    use_cache = opts.cache if cache is None else cache
     if len(files) == 1:
         traces = [read_one_cached(files[0], flavor, cache=use_cache)]
     else:
         from moetrace.trace.parallel import read_many
 
-        traces = read_many(files, flavor, cache=use_cache, jobs=jobs, engine=engine)
+        traces = read_many(
+            files,
+            flavor,
+            cache=use_cache,
+            jobs=jobs or opts.jobs,
+            engine=engine or opts.engine,
+            address=opts.address,
+        )
     if len(traces) == 1:
         return traces[0]
     claimed: dict[int, Path] = {}

@@ -22,6 +22,7 @@ from textual.message import Message
 from textual.widgets import Footer, Header, Input, Static
 
 from moetrace.trace.model import Trace
+from moetrace.trace.options import LoadOptions
 
 from .app_actions import ViewerActions, idle_notes, step_windows
 from .commands import ViewerCommands
@@ -109,8 +110,10 @@ class MoetraceApp(ViewerActions, App[None]):
         paths: Sequence[str | Path] = (),
         metrics: bool = True,
         title: str | None = None,
+        loading: LoadOptions | None = None,
     ) -> None:
         super().__init__()
+        self.loading = loading  # how `paths` are read (the CLI's --no-cache, --jobs...)
         self.trace: Trace | None = None
         self.model: LaneModel | None = None
         self.report: Any = None
@@ -198,7 +201,7 @@ class MoetraceApp(ViewerActions, App[None]):
             try:
                 from moetrace.trace.io import load
 
-                trace = load(self.paths)
+                trace = load(self.paths, options=self.loading)
             except Exception as exc:  # shown in the app, not as a traceback
                 self.post_message(LoadFailed(f"{type(exc).__name__}: {exc}"))
                 return
