@@ -20,9 +20,10 @@ from moetrace.trace.atomic import check_target
 from moetrace.trace.formats.chrome import CHROME
 from moetrace.trace.formats.registry import TRACE_SUFFIXES, format_of_name, read_file_cached
 from moetrace.trace.model import Trace, TraceFormatError
-from moetrace.trace.parallel import LOAD_DEFAULTS, read_many
+from moetrace.trace.options import LoadOptions
+from moetrace.trace.parallel import read_many
 
-__all__ = ["LOAD_DEFAULTS", "TRACE_SUFFIXES", "find_traces", "load", "merge", "write_trace"]
+__all__ = ["TRACE_SUFFIXES", "find_traces", "load", "merge", "write_trace"]
 _NOT_TRACES = {
     "communication.json",
     "communication_matrix.json",
@@ -96,7 +97,12 @@ def _traces_below(directory: Path) -> list[str]:
     return [p.name for p in subs if any(_is_trace_name(f) for f in p.rglob("*"))][:8]
 
 
-def _expand(paths: str | Path | Sequence[str | Path]) -> list[Path]:
+def expand_paths(
+    paths: str | Path | Sequence[str | Path], *, missing_ok: bool = False
+) -> list[Path]:
+    """The trace files `paths` name, in order: files as given, directories through
+    `find_traces`. A directory without traces is a TraceFormatError naming the sub-folders
+    that hold some; so is a missing file, unless `missing_ok` (the reader reports it later)."""
     items = [paths] if isinstance(paths, str | Path) else list(paths)
     if not items:
         raise TraceFormatError(None, "no trace files given")
@@ -117,7 +123,7 @@ def _expand(paths: str | Path | Sequence[str | Path]) -> list[Path]:
                     "directory holds no traces (*.json, *.json.gz, *.pftrace, *_ascend_pt/)" + hint,
                 )
             out.extend(found)
-        elif not p.exists():
+        elif not p.exists() and not missing_ok:
             raise TraceFormatError(p, "no such file or directory")
         else:
             out.append(p)
@@ -131,6 +137,7 @@ def load(
     cache: bool | None = None,
     jobs: int | None = None,
     engine: str | None = None,
+    options: LoadOptions | None = None,
 ) -> Trace:
     """Load one trace file, several (one rank each, merged), or a directory of traces.
 
@@ -138,15 +145,24 @@ def load(
     `rank<N>` in the path); a file that names none gets its position in the list.
     `cache` (default on) reads and writes the columnar cache; several files are read by
     `jobs` processes (default: the core count) or, with `engine="ray"`, as Ray tasks, with
-    the same result as one process.
+    the same result as one process. `options` gives all of these at once (the CLI's load
+    options); an explicit `cache`, `jobs` or `engine` wins over it.
     Raises `TraceFormatError` for bad input.
     """
-    files = _expand(paths)
-    use_cache = LOAD_DEFAULTS["cache"] if cache is None else cache
+    files = expand_paths(paths)
+    opts = options or LoadOptions()
+    use_cache = opts.cache if cache is None else cache
     if len(files) == 1:
         traces = [read_file_cached(files[0], flavor, use_cache=use_cache)]
     else:
-        traces = read_many(files, flavor, cache=use_cache, jobs=jobs, engine=engine)
+        traces = read_many(
+            files,
+            flavor,
+            cache=use_cache,
+            jobs=jobs or opts.jobs,
+            engine=engine or opts.engine,
+            address=opts.address,
+        )
     if len(traces) == 1:
         return traces[0]
     claimed: dict[int, Path] = {}

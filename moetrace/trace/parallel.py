@@ -16,15 +16,9 @@ from typing import Any, TypeVar
 
 from moetrace.trace.formats.registry import read_file_cached
 from moetrace.trace.model import Trace, TraceFormatError
+from moetrace.trace.options import ENGINES
 
 R = TypeVar("R")
-
-LOAD_DEFAULTS: dict[str, Any] = {"cache": True, "jobs": None, "engine": "local", "address": None}
-"""What `load` does when not told: use the columnar cache, one process per core for several
-files, locally. The CLI's --no-cache / --jobs / --engine / --address set these (through
-`moetrace.trace.io.LOAD_DEFAULTS`, the same dict)."""
-
-ENGINES = ("local", "ray")
 
 PARALLEL_MIN_BYTES = 32 * 2**20
 """Below this many bytes of input, `read_many` reads in this process unless told a number of
@@ -51,9 +45,8 @@ def map_files(
     local engine, or as Ray tasks on the cluster at `address` (default: start or join a local
     one). `func` must be picklable (a module-level function or a partial of one). An exception
     raised by `func` is raised here as itself."""
-    engine = engine or LOAD_DEFAULTS["engine"]
-    jobs = jobs or LOAD_DEFAULTS["jobs"] or default_jobs()
-    address = address or LOAD_DEFAULTS["address"]
+    engine = engine or "local"
+    jobs = jobs or default_jobs()
     if engine == "ray":
         return _map_ray(func, paths, address)
     if engine != "local":
@@ -107,9 +100,8 @@ def read_many(
     address: str | None = None,
 ) -> list[Trace]:
     """Read every file (through the cache unless `cache` is False) with `map_files`."""
-    told = jobs or LOAD_DEFAULTS["jobs"]
-    local = (engine or LOAD_DEFAULTS["engine"]) == "local"
-    if local and not told and sum(p.stat().st_size for p in paths) < PARALLEL_MIN_BYTES:
+    local = (engine or "local") == "local"
+    if local and not jobs and sum(p.stat().st_size for p in paths) < PARALLEL_MIN_BYTES:
         jobs = 1
     func = functools.partial(_read_file, flavor=flavor, cache=cache)
     return map_files(func, paths, jobs=jobs, engine=engine, address=address)

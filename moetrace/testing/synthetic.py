@@ -1,4 +1,4 @@
-"""Seeded synthetic traces for tests, the benchmark and screenshots (no executor needed).
+"""Seeded synthetic traces at any size: a regular grid of lanes (no executor needed).
 
 Each rank has cube (aic) and vector (aiv) cores, a link lane of comm events and a step
 marker lane; event k of a lane depends on event k of the lane before it (data deps), so the

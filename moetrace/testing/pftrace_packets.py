@@ -1,4 +1,4 @@
-"""Shared pieces of hand-built TrackEvent traces for the .pftrace reader tests."""
+"""Hand-built Perfetto TrackEvent descriptors for .pftrace reader tests."""
 
 from __future__ import annotations
 

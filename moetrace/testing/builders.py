@@ -1,6 +1,13 @@
-"""Random traces for the analyzer's property tests (seeded numpy; hypothesis draws the seeds)."""
+"""Seeded trace builders for tests (numpy; a hypothesis test draws the seeds).
+
+`random_trace`: small random multi-rank traces for the analyzer's properties; `asap_trace`: a
+task graph scheduled as soon as possible (makespan = longest path); `executor_like` and
+`kineto_like`: realistic shapes for the file formats' round trips. Times are ns.
+"""
 
 from __future__ import annotations
+
+from typing import Any
 
 import numpy as np
 import polars as pl
@@ -179,3 +186,153 @@ def asap_trace(seed: int, *, n_tasks: int = 40, n_tracks: int = 4, n_ranks: int 
     return Trace.from_frames(
         events, tracks, {"src": src, "dst": dst, "kind": ["data"] * len(src)}, compute_depth=True
     )
+
+
+def executor_like(ranks: int = 16, tiles: int = 40, seed: int = 1) -> Trace:
+    """Per rank: a step marker lane, 4 aic + 2 aiv cores and 2 links; tile tasks back to back
+    per lane, data deps fanning out from each aic tile to aiv/link tasks and back in."""
+    rng = np.random.default_rng(seed)
+    lanes = [("marker", "cpu")] + [(f"aic {i}", "aic") for i in range(4)]
+    lanes += [(f"aiv {i}", "aiv") for i in range(2)] + [(f"link {i}", "link") for i in range(2)]
+    track_rows: dict[str, list[Any]] = {
+        k: []
+        for k in (
+            "track",
+            "rank",
+            "pid",
+            "tid",
+            "thread_name",
+            "unit",
+            "sort_index",
+            "process_name",
+        )
+    }
+    ev: dict[str, list[Any]] = {
+        k: [] for k in ("id", "track", "name", "kind", "ts", "dur", "flops", "bytes")
+    }
+    deps: dict[str, list[Any]] = {"src": [], "dst": [], "kind": []}
+    for rank in range(ranks):
+        for index, (lane, unit) in enumerate(lanes):
+            track = rank * len(lanes) + index
+            for key, value in (
+                ("track", track),
+                ("rank", rank),
+                ("pid", str(rank)),
+                ("tid", str(index)),
+                ("thread_name", lane),
+                ("unit", unit),
+                ("sort_index", index),
+                ("process_name", f"rank {rank}"),
+            ):
+                track_rows[key].append(value)
+            if unit == "cpu":
+                continue
+            durs = rng.integers(100, 1000, tiles)
+            starts = np.concatenate([[0], np.cumsum(durs)[:-1]])
+            for t in range(tiles):
+                ev["id"].append(len(ev["id"]))
+                ev["track"].append(track)
+                ev["name"].append(f"{unit} tile {t}")
+                ev["kind"].append("comm" if unit == "link" else "compute")
+                ev["ts"].append(int(starts[t]))
+                ev["dur"].append(int(durs[t]))
+                ev["flops"].append(float(durs[t]) * 1e6 if unit != "link" else None)
+                ev["bytes"].append(float(durs[t]) * 64 if unit == "link" else None)
+        end = max(e + d for e, d in zip(ev["ts"], ev["dur"], strict=True))
+        ev["id"].append(len(ev["id"]))
+        ev["track"].append(rank * len(lanes))
+        ev["name"].append("step 0")
+        ev["kind"].append("marker")
+        ev["ts"].append(0)
+        ev["dur"].append(end)
+        ev["flops"].append(None)
+        ev["bytes"].append(None)
+    n = len(ev["id"])
+    src = rng.integers(0, n, 3 * n)
+    fan_out = np.repeat(src[: n // 4], 3)  # each of these sources feeds three tasks
+    fan_in_dst = np.repeat(rng.integers(0, n, n // 4), 3)  # ...and these wait for three
+    deps["src"] = np.concatenate([fan_out, rng.integers(0, n, len(fan_in_dst))]).tolist()
+    deps["dst"] = np.concatenate([rng.integers(0, n, len(fan_out)), fan_in_dst]).tolist()
+    deps["kind"] = ["data"] * len(deps["src"])
+    meta = {
+        "format": "executor",
+        "flavor": "moetrace",
+        "peak_flops": 3.5e14,
+        "executor": {"workload": {"experts": 256}, "schedule": "tile"},
+    }
+    return Trace.from_frames(ev, track_rows, deps, None, meta, compute_depth=True)
+
+
+def kineto_like() -> Trace:
+    """Host thread with ProfilerStep#N > aten ops > cudaLaunchKernel, GPU kernels on a
+    stream (launch flows), a gpu_user_annotation marker lane, a "Spans" pid, an Ascend-style
+    pid above 2^32, and a memory counter."""
+    steps = 3
+    ev: dict[str, list[Any]] = {
+        k: [] for k in ("id", "track", "name", "cat", "kind", "ts", "dur", "args")
+    }
+    deps: dict[str, list[Any]] = {"src": [], "dst": [], "kind": []}
+
+    def add(
+        track: int, name: str, cat: str, kind: str, ts: int, dur: int, args: str | None = None
+    ) -> int:
+        ev["id"].append(len(ev["id"]))
+        for key, value in (
+            ("track", track),
+            ("name", name),
+            ("cat", cat),
+            ("kind", kind),
+            ("ts", ts),
+            ("dur", dur),
+            ("args", args),
+        ):
+            ev[key].append(value)
+        return int(ev["id"][-1])
+
+    base = 1_700_000_000_000_000_000
+    for step in range(steps):
+        t = base + step * 10_000
+        add(0, f"ProfilerStep#{step}", "user_annotation", "marker", t, 9_000)
+        add(0, "aten::linear", "cpu_op", "host", t + 100, 3_000, '{"Input Dims": [[8, 16]]}')
+        add(0, "aten::addmm", "cpu_op", "host", t + 100, 2_000)
+        launch = add(
+            0, "cudaLaunchKernel", "cuda_runtime", "host", t + 500, 200, '{"correlation": 7}'
+        )
+        kernel = add(
+            1,
+            "ampere_sgemm_128x64",
+            "kernel",
+            "compute",
+            t + 1_000,
+            4_000,
+            '{"stream": 7, "grid": [1, 2, 3]}',
+        )
+        add(2, "forward", "gpu_user_annotation", "marker", t + 900, 5_000)
+        add(3, "ncclDevKernel_AllReduce", "kernel", "comm", t + 5_500, 1_000)
+        add(4, "span", "python_function", "host", t, 50)
+        deps["src"].append(launch)
+        deps["dst"].append(kernel)
+        deps["kind"].append("launch")
+    tracks = {
+        "track": [0, 1, 2, 3, 4],
+        "rank": [0, 0, 0, 0, None],
+        "pid": ["2718", "0", "0", "4376751100", "Spans"],
+        "tid": ["2718", "stream 7", "stream 7 annotations", "stream 13", "Spans"],
+        "process_name": ["python3", "GPU 0", "GPU 0", "HCCL", "Spans"],
+        "thread_name": ["python3", "stream 7", "stream 7 annotations", "stream 13", None],
+        "unit": ["cpu", "stream", "stream", "stream", "cpu"],
+        "sort_index": [0, 10, 11, 12, None],
+    }
+    counters = {
+        "track": [1] * 4,
+        "name": ["Memory"] * 4,
+        "ts": [base + i * 5_000 for i in range(4)],
+        "value": [1.0, 2e9, 3.5, 0.0],
+    }
+    meta = {
+        "format": "chrome-json",
+        "flavor": "kineto",
+        "source": ["x.json"],
+        "distributedInfo": {"rank": 0, "world_size": 8},
+    }
+    return Trace.from_frames(ev, tracks, deps, counters, meta, compute_depth=True)

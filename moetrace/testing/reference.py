@@ -19,7 +19,7 @@ TOL = 1_000
 
 def late_launch(dep: dict[str, Any], by_id: dict[int, dict[str, Any]]) -> bool:
     """A launch edge whose call starts more than TOL after the work it launched (ignored)."""
-    return dep["kind"] == "launch" and by_id[dep["src"]]["ts"] > by_id[dep["dst"]]["ts"] + TOL
+    return bool(dep["kind"] == "launch" and by_id[dep["src"]]["ts"] > by_id[dep["dst"]]["ts"] + TOL)
 
 
 def union(iv: list[tuple[int, int]]) -> list[tuple[int, int]]:
