@@ -20,7 +20,7 @@ from __future__ import annotations
 import polars as pl
 
 from moetrace.analysis.launch_edges import arg_int
-from moetrace.analysis.steps import Prepared
+from moetrace.analysis.prepared import Prepared
 
 SYNC_NAMES = ("Context Sync", "Stream Sync", "Event Sync", "Stream Wait Event")
 RECORD_CALLS = ("cudaEventRecord", "hipEventRecord", "cudaEventRecordWithFlags")

@@ -59,7 +59,7 @@ def analyze_paths(
 
     peak_tflops = check_peak_tflops(peak_tflops)  # MFU from -1 TFLOP/s would be nonsense
     from moetrace.analysis.report import analyze
-    from moetrace.analysis.steps import WINDOW_SPANS, parse_window
+    from moetrace.analysis.windows import WINDOW_SPANS, parse_window
     from moetrace.trace.model import TraceFormatError, TraceValidationError
 
     try:
