@@ -10,9 +10,9 @@ from __future__ import annotations
 import tomllib
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from moetrace.executor.errors import ExecutorInputError
+from moetrace.executor.sourced_fields import sourced_fields
 
 SHAPE_DIR = Path(__file__).with_name("shapes")
 
@@ -20,7 +20,6 @@ DTYPE_BYTES = {"bf16": 2, "fp16": 2, "fp8": 1, "int8": 1}
 
 _COUNTS = ("hidden", "intermediate", "experts", "top_k", "shared_experts")
 _FIELDS = (*_COUNTS, "dispatch_dtype")
-_ENTRY_KEYS = {"value", "unit", "source"}
 
 
 @dataclass(frozen=True)
@@ -58,21 +57,7 @@ def load_shape(path: str | Path) -> ShapePreset:
     top = (data.get("name"), data.get("description"), data.get("source"))
     if not all(isinstance(v, str) and v for v in top) or not isinstance(fields, dict):
         raise ExecutorInputError(f"{p}: a shape needs name, description, source and [fields.*]")
-    missing = [k for k in _FIELDS if k not in fields]
-    unknown = [k for k in fields if k not in _FIELDS]
-    if missing or unknown:
-        raise ExecutorInputError(f"{p}: fields missing {missing or '-'}, unknown {unknown or '-'}")
-    meta: dict[str, tuple[str, str]] = {}
-    values: dict[str, Any] = {}
-    for key in _FIELDS:
-        entry = fields[key]
-        if not isinstance(entry, dict) or set(entry) != _ENTRY_KEYS:
-            raise ExecutorInputError(f"{p}: [fields.{key}] needs exactly value, unit, source")
-        unit, source = entry["unit"], entry["source"]
-        if not (isinstance(unit, str) and unit and isinstance(source, str) and source):
-            raise ExecutorInputError(f"{p}: [fields.{key}] needs a non-empty unit and source")
-        meta[key] = (unit, source)
-        values[key] = entry["value"]
+    values, meta = sourced_fields(p, fields, _FIELDS)
     for key in _COUNTS:
         value, least = values[key], 0 if key == "shared_experts" else 1
         if isinstance(value, bool) or not isinstance(value, int) or value < least:
