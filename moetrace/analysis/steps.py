@@ -41,6 +41,10 @@ from moetrace.analysis.windows import (
 )
 from moetrace.trace.model import Kind, Trace, Unit
 
+__all__ = ["LAUNCH_SKEW_NS", "NO_RANK", "Prepared", "prepare", "prepare_steps", "with_windows"]
+"""NO_RANK, Prepared (prepared.py) and with_windows (windows.py) are re-exported: callers
+that prepare a trace get what they need from here."""
+
 LAUNCH_SKEW_NS = 1_000
 """A launch call may start this much after its kernel (clock skew); later ones are ignored."""
 

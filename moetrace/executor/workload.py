@@ -16,7 +16,9 @@ from pathlib import Path
 import numpy as np
 
 from moetrace.executor.errors import ExecutorInputError
-from moetrace.executor.shape_presets import DTYPE_BYTES, MoEShape, load_shapes
+from moetrace.executor.shape_presets import DTYPE_BYTES as DTYPE_BYTES
+from moetrace.executor.shape_presets import MoEShape as MoEShape
+from moetrace.executor.shape_presets import load_shapes
 
 SHAPE_PRESETS = load_shapes()
 SHAPES: dict[str, MoEShape] = {name: p.shape for name, p in SHAPE_PRESETS.items()}
