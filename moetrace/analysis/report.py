@@ -23,7 +23,7 @@ from moetrace.analysis.idle import GAP_COLUMNS, idle
 from moetrace.analysis.job import attach_job
 from moetrace.analysis.moe import moe_view
 from moetrace.analysis.steps import NO_RANK, Prepared, prepare_steps, with_windows
-from moetrace.analysis.sync_edges import ascend_wait_edges, kineto_sync_edges
+from moetrace.analysis.sync_edges import producer_sync_edges
 from moetrace.trace.model import Trace
 
 NS_METRICS = ("window_ns", "compute_ns", "comm_ns", "overlapped_ns", "exposed_comm_ns", "free_ns")
@@ -263,14 +263,7 @@ def prepare_graph(trace: Trace, key: GraphKey) -> Graph:
     base = prepare_steps(
         trace, comm_patterns=comm_patterns, ranks=ranks, window=window, window_span=window_span
     )
-    flavor = trace.meta.get("flavor")
-    extra = (
-        kineto_sync_edges(base)
-        if flavor == "kineto"
-        else ascend_wait_edges(base)
-        if flavor == "ascend"
-        else None
-    )
+    extra = producer_sync_edges(trace, base)
     edge_set = edges(base, extra)
     cycle = find_cycle(base, edge_set)
     gates = gating(base, edge_set)

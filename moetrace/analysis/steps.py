@@ -39,6 +39,7 @@ from moetrace.analysis.windows import (
     step_of,
     with_windows,
 )
+from moetrace.trace.flavors import KINETO, flavor_of
 from moetrace.trace.model import Kind, Trace, Unit
 
 __all__ = ["LAUNCH_SKEW_NS", "NO_RANK", "Prepared", "prepare", "prepare_steps", "with_windows"]
@@ -262,7 +263,7 @@ def prepare_steps(
             warnings.append(
                 f"{late.height} launch edge(s) start after the work they launch: ignored"
             )
-    if trace.meta.get("flavor") == "kineto":
+    if flavor_of(trace) is KINETO:
         deps, miscorrelated = drop_miscorrelated_launches(ev, deps)
         if miscorrelated:
             warnings.append(

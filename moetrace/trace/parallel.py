@@ -12,13 +12,11 @@ import functools
 import os
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import Any, TypeVar
 
-from moetrace.trace.model import TraceFormatError
+from moetrace.trace.formats.registry import read_file_cached
+from moetrace.trace.model import Trace, TraceFormatError
 from moetrace.trace.options import ENGINES
-
-if TYPE_CHECKING:
-    from moetrace.trace.model import Trace
 
 R = TypeVar("R")
 
@@ -89,9 +87,7 @@ def _apply(func: Callable[[Path], R], path: Path) -> R:
 
 
 def _read_file(path: Path, flavor: str | None, cache: bool) -> Trace:
-    from moetrace.trace.io import read_one_cached
-
-    return read_one_cached(path, flavor, cache=cache)
+    return read_file_cached(path, flavor, use_cache=cache)
 
 
 def read_many(

@@ -11,7 +11,8 @@ import pytest
 from click.testing import CliRunner
 
 from moetrace.cli import main
-from moetrace.trace import cache, io
+from moetrace.trace import cache
+from moetrace.trace.formats import registry
 from moetrace.trace.io import load
 from moetrace.trace.model import Trace
 
@@ -53,13 +54,13 @@ def _write_trace(path: Path, n: int = 50, shift: int = 0) -> Path:
 def reads(monkeypatch: pytest.MonkeyPatch) -> list[Path]:
     """Records every real parse of a trace file (a cache hit parses nothing)."""
     seen: list[Path] = []
-    original = io.read_one
+    original = registry.read_file
 
     def counting(path: Path, *, flavor: str | None = None) -> Trace:
         seen.append(path)
         return original(path, flavor=flavor)
 
-    monkeypatch.setattr(io, "read_one", counting)
+    monkeypatch.setattr(registry, "read_file", counting)
     return seen
 
 

@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 
 from moetrace.testing.compare import assert_trace_equal
 from moetrace.testing.strategies import hostile_events
-from moetrace.trace.chrome import read_chrome
+from moetrace.trace.formats.chrome.read import read_chrome
 from moetrace.trace.io import load, write_trace
 from moetrace.trace.model import Trace
 

@@ -9,7 +9,8 @@ from hypothesis import given, settings
 
 from moetrace.testing.nesting import stack_depth
 from moetrace.testing.strategies import nested_slices
-from moetrace.trace.model import Trace, TraceValidationError, nesting_depth
+from moetrace.trace.model import Trace, TraceValidationError
+from moetrace.trace.nesting import nesting_depth
 
 
 @settings(max_examples=200, deadline=None)

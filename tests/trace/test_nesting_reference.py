@@ -1,4 +1,4 @@
-"""`nesting_depth` and `assign_overflow_lanes` against their definitions, computed the slow
+"""`nesting_depth` and `overflow_lanes` against their definitions, computed the slow
 obvious way, on arbitrary (overlapping, tied, zero-length) slices, narrow and wide ranges."""
 
 from __future__ import annotations
@@ -7,8 +7,7 @@ import numpy as np
 import pytest
 
 from moetrace.testing.nesting import definition_depth, definition_lanes
-from moetrace.trace.chrome_phases import assign_overflow_lanes
-from moetrace.trace.model import nesting_depth
+from moetrace.trace.nesting import MAX_OVERFLOW_LANE, nesting_depth, overflow_lanes
 
 
 @pytest.mark.parametrize("scale", ["narrow", "wide_times", "wide_tracks"])
@@ -32,7 +31,7 @@ def test_depth_and_lanes_match_definition(scale: str) -> None:
         assert depth.tolist() == ref_depth, case
         assert bad.tolist() == ref_bad, case
         if scale != "wide_tracks":  # lanes are packed into track * 65 + lane
-            lane, lane_depth = assign_overflow_lanes(track, ts, dur)
+            lane, lane_depth = overflow_lanes(track, ts, dur, MAX_OVERFLOW_LANE)
             ref_lane, ref_lane_depth = definition_lanes(tl, sl, dl)
             assert lane.tolist() == ref_lane, case
             assert lane_depth.tolist() == ref_lane_depth, case

@@ -11,8 +11,9 @@ from perfetto.protos.perfetto.trace import perfetto_trace_pb2 as pb
 
 from moetrace.testing.compare import assert_trace_equal
 from moetrace.testing.pftrace_packets import server_tracks
+from moetrace.trace.formats.pftrace.read import read_pftrace
+from moetrace.trace.formats.pftrace.write import encode_pftrace, write_pftrace
 from moetrace.trace.model import Trace, TraceFormatError
-from moetrace.trace.pftrace import encode_pftrace, read_pftrace, write_pftrace
 
 
 def sample_trace() -> Trace:
@@ -383,9 +384,9 @@ def test_random_intervals_with_overlaps_round_trip() -> None:
 def test_nesting_precheck_agrees_with_the_model() -> None:
     """`stacks_nest` (the cheap check that skips overflow lanes) says "nests" exactly when
     the model's nesting_depth finds no partially overlapping slice."""
-    from moetrace.trace.model import nesting_depth
-    from moetrace.trace.pftrace_plan import packet_order
-    from moetrace.trace.pftrace_tracks import stacks_nest
+    from moetrace.trace.formats.pftrace.layout import stacks_nest
+    from moetrace.trace.formats.pftrace.plan import packet_order
+    from moetrace.trace.nesting import nesting_depth
 
     rng = np.random.default_rng(11)
     seen = set()
@@ -466,7 +467,7 @@ def test_arg_sort_matches_lexsort_packed_and_polars_paths() -> None:
     """The packet order's sort packs small key ranges into one int64 and falls back to
     polars for wide ones (epoch times x long durations); both must equal np.lexsort with
     row order breaking ties."""
-    from moetrace.trace.pftrace_plan import _arg_sort
+    from moetrace.trace.formats.pftrace.plan import _arg_sort
 
     rng = np.random.default_rng(3)
     n = 2000

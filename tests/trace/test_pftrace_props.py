@@ -17,8 +17,9 @@ from hypothesis import HealthCheck, given, settings
 from moetrace.testing.builders import executor_like, kineto_like
 from moetrace.testing.compare import assert_trace_equal
 from moetrace.testing.strategies import nested_traces
+from moetrace.trace.formats.pftrace.read import read_pftrace
+from moetrace.trace.formats.pftrace.write import encode_pftrace
 from moetrace.trace.model import Trace
-from moetrace.trace.pftrace import encode_pftrace, read_pftrace
 
 
 def round_trip(trace: Trace) -> Trace:

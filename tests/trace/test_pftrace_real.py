@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 
 from moetrace.testing.compare import assert_trace_equal
-from moetrace.trace.pftrace import encode_pftrace, read_pftrace
+from moetrace.trace.formats.pftrace.read import read_pftrace
+from moetrace.trace.formats.pftrace.write import encode_pftrace
 
 TRACES = [
     pytest.param(  # NCCL kernels, ac2g flows; 27k events

@@ -12,10 +12,11 @@ from perfetto.trace_builder.proto_builder import TraceProtoBuilder
 
 from moetrace.testing.compare import assert_trace_equal
 from moetrace.testing.pftrace_packets import server_tracks
+from moetrace.trace.formats.pftrace.read import read_pftrace
+from moetrace.trace.formats.pftrace.read_packets import read_slow
+from moetrace.trace.formats.pftrace.read_vectorised import read_vectorised
 from moetrace.trace.io import load, write_trace
 from moetrace.trace.model import Trace
-from moetrace.trace.pftrace_read import read_pftrace, read_slow
-from moetrace.trace.pftrace_vec import read_vectorised
 
 
 def _both(path: Path) -> tuple[Trace | None, Trace]:

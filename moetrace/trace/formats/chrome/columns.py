@@ -19,7 +19,7 @@ from typing import Any
 import msgspec
 import polars as pl
 
-from moetrace.trace._json_values import flatten_nested, us_values_to_ns
+from moetrace.trace.formats.chrome.values import flatten_nested, us_values_to_ns
 
 _NULL = msgspec.Raw(b"null")
 _SEP = b"\x1f"  # valid JSON never holds a raw control character

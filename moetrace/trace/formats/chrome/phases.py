@@ -8,8 +8,6 @@ from __future__ import annotations
 import numpy as np
 import polars as pl
 
-from moetrace.trace.model import nesting_depth
-
 
 def match_begin_end(
     rows: pl.DataFrame, key: str
@@ -51,57 +49,6 @@ def match_begin_end(
     unmatched_begin = pairs.filter(pl.col("end_idx").is_null())
     pairs = pairs.filter(pl.col("end_idx").is_not_null())
     return pairs, unmatched_end, unmatched_begin
-
-
-def assign_overflow_lanes(
-    track: np.ndarray, ts: np.ndarray, dur: np.ndarray, max_lanes: int = 64
-) -> tuple[np.ndarray, np.ndarray]:
-    """Lane per event (0 = its own track) so no lane holds partially overlapping slices, and
-    the nesting depth of every event on its (track, lane).
-
-    Like Perfetto's `thread_overlapping_slice` tracks: a slice that overlaps an earlier one
-    without nesting inside it moves to lane 1, then 2... (repeated until every lane nests).
-    """
-    lane = np.zeros(len(ts), dtype=np.int64)
-    depth = np.zeros(len(ts), dtype=np.uint16)
-    if len(ts) == 0:
-        return lane, depth
-    track = np.asarray(track, dtype=np.int64)
-    if _all_flat(track, np.asarray(ts, dtype=np.int64), np.asarray(dur, dtype=np.int64)):
-        return lane, depth
-    # Each round re-nests only the threads where a slice moved in the previous one: the
-    # others keep their lanes and depths (keys include the thread), so a few overlaps on a
-    # few of 512 threads cost a pass over those threads, not over every event again.
-    active = np.arange(len(ts))
-    ts, dur = np.asarray(ts, dtype=np.int64), np.asarray(dur, dtype=np.int64)
-    for _ in range(max_lanes):
-        key = track[active] * (max_lanes + 1) + lane[active]
-        sub_depth, bad = nesting_depth(key, ts[active], dur[active])
-        depth[active] = sub_depth
-        if not bad.any():
-            break
-        moved = active[bad]
-        lane[moved] += 1
-        active = np.flatnonzero(np.isin(track, np.unique(track[moved])))
-    return lane, depth
-
-
-def _all_flat(track: np.ndarray, ts: np.ndarray, dur: np.ndarray) -> bool:
-    """True when, on every track, each slice starts strictly after the previous one starts
-    and no earlier than it ends: then every depth is 0 and nothing overlaps, which is what
-    `nesting_depth` would compute, found with one stable sort by track instead of its
-    full (track, ts, dur) sort and dense ranking (the common case of flat kernel streams)."""
-    if len(ts) < 2:
-        return True
-    # File order kept within a track; few tracks (the usual case) sort as uint16, which
-    # numpy's stable sort does by radix in O(n) (~5x faster than int64 at 1M slices).
-    small = int(track.min()) >= 0 and int(track.max()) < 2**16
-    order = np.argsort(track.astype(np.uint16) if small else track, kind="stable")
-    t, s = track[order], ts[order]
-    e = s + dur[order]
-    same = t[1:] == t[:-1]
-    ok = (s[1:] > s[:-1]) & (s[1:] >= e[:-1])
-    return bool((ok | ~same).all())
 
 
 def _dense_keys(track: np.ndarray, times: list[np.ndarray]) -> tuple[list[np.ndarray], np.int64]:

@@ -8,6 +8,7 @@ edges bound to slices by the v1 (s/t/f, `bp`) and v2 (`bind_id`) rules, and coun
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -15,7 +16,9 @@ import msgspec
 import numpy as np
 import polars as pl
 
-from moetrace.trace.chrome_phases import assign_overflow_lanes, bind_flows, match_begin_end
+from moetrace.trace.formats.chrome.phases import bind_flows, match_begin_end
+from moetrace.trace.formats.chrome.values import decode_args
+from moetrace.trace.nesting import MAX_OVERFLOW_LANE, overflow_lane_name_expr, overflow_lanes
 
 _SLICE_COLS = [
     "idx",
@@ -45,6 +48,11 @@ class Built:
     flows: pl.DataFrame  # src, dst, cat, name
     counters: pl.DataFrame  # track, name, ts, value
     stored: dict[str, Any] = field(default_factory=dict)  # moetrace's own tables, if present
+
+
+RestoreTracks = Callable[[pl.DataFrame, pl.DataFrame, dict[str, Any], list[str]], Built]
+"""(slices, counters, the stored `moetrace` table, warnings) -> Built: a flavor's way to
+restore tracks a file stores exactly, instead of laying them out from (pid, tid)."""
 
 
 def _tkey(pid: str = "pid", tid: str = "tid") -> pl.Expr:
@@ -170,7 +178,6 @@ def collect_slices(frame: pl.DataFrame | list[pl.DataFrame], warnings: list[str]
 
 def _metadata(meta_rows: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
     """M events -> per-pid (process_name, labels, process_sort) and per-(pid, tid) names/sorts."""
-    from moetrace.trace.chrome import decode_args
 
     procs: dict[str, dict[str, Any]] = {}
     threads: dict[tuple[str, str], dict[str, Any]] = {}
@@ -234,12 +241,14 @@ def build(
     top: dict[str, Any],
     warnings: list[str],
     *,
-    moetrace: bool = False,
+    restore: RestoreTracks | None = None,
 ) -> Built:
     """Chrome semantics: slices with ids, tracks with overflow lanes, bound flows, counters.
 
     `holder` holds the decoded event frame; it is emptied once slices, counters and flow
-    points are taken from it, so its memory goes before the tracks are laid out."""
+    points are taken from it, so its memory goes before the tracks are laid out. `restore`
+    (the moetrace flavor's) rebuilds the tracks from the table a moetrace file stores in its
+    top-level `moetrace` key instead of laying them out."""
     frame = holder.pop()
     counters = _counter_rows(frame, warnings)
     points = frame.filter(pl.col("ph").is_in(["s", "t", "f"]))
@@ -248,16 +257,16 @@ def build(
     slices = collect_slices(holder, warnings)  # empties holder: the frame goes column-wise
     holder.clear()
     slices = slices.with_columns(pl.int_range(pl.len(), dtype=pl.UInt32).alias("id"))
-    stored = top.get("moetrace") if moetrace and isinstance(top.get("moetrace"), dict) else None
-    if stored and isinstance(stored.get("tracks"), dict):
-        from moetrace.trace.flavors import restore_moetrace_tracks
-
-        return restore_moetrace_tracks(slices, counters, stored, warnings)
+    stored = top.get("moetrace") if restore and isinstance(top.get("moetrace"), dict) else None
+    if restore is not None and stored and isinstance(stored.get("tracks"), dict):
+        return restore(slices, counters, stored, warnings)
     # Lay out tracks: one per (pid, tid), overflow lanes for partially overlapping slices.
     # Threads are numbered from dictionary codes of pid and tid (no 1M-row string keys,
     # concat or join); only the small per-thread table is joined to the metadata.
     base, c_base, base_keys, n_threads = _thread_codes(slices, counters)
-    lane, depth = assign_overflow_lanes(base, slices["ts"].to_numpy(), slices["dur"].to_numpy())
+    lane, depth = overflow_lanes(
+        base, slices["ts"].to_numpy(), slices["dur"].to_numpy(), MAX_OVERFLOW_LANE
+    )
     n_moved = int((lane > 0).sum())
     if n_moved:
         warnings.append(
@@ -276,13 +285,8 @@ def build(
     tracks = tracks.with_columns(
         pl.when(pl.col("lane") > 0)
         .then(
-            pl.concat_str(
-                [
-                    pl.coalesce(pl.col("thread_name"), pl.col("tid")),
-                    pl.lit(" (overlap "),
-                    pl.col("lane").cast(pl.String),
-                    pl.lit(")"),
-                ]
+            overflow_lane_name_expr(
+                pl.coalesce(pl.col("thread_name"), pl.col("tid")), pl.col("lane")
             )
         )
         .when(pl.col("tid").str.starts_with("async:"))
@@ -360,7 +364,6 @@ def _thread_codes(
 def _counter_rows(frame: pl.DataFrame, warnings: list[str]) -> pl.DataFrame:
     """C events: one sample per numeric arg; series name `name` ("<name> <key>" when the key
     is not `value` and there are several keys, "<name> id: <id> ..." with an id)."""
-    from moetrace.trace.chrome import decode_args
 
     c = frame.filter(pl.col("ph") == "C").select("idx", "pid", "tid", "name", "ts", "args", "id")
     out: dict[str, list[Any]] = {"pid": [], "tid": [], "name": [], "ts": [], "value": []}

@@ -1,9 +1,9 @@
 """Vectorised `.pftrace` reading: the TrackEvent packets of a whole trace decoded with numpy.
 
-The per-packet reader (`pftrace_read.read_slow`) builds a protobuf object per packet and reads
+The per-packet reader (`read_packets.read_slow`) builds a protobuf object per packet and reads
 its fields in Python, ~40 µs per event. Here the packets are found by protobuf's C parser
-(`pftrace_scan.packet_spans`), their fields and those of their TrackEvents and debug
-annotations are decoded in lock step (`pftrace_scan.scan`), and BEGIN/END pairs, interned
+(`scan.packet_spans`), their fields and those of their TrackEvents and debug
+annotations are decoded in lock step (`scan.scan`), and BEGIN/END pairs, interned
 names, ids, flows and counters are joined as columns. The few packets that are not events
 (descriptors, interned strings, moetrace's metadata) still go through the protobuf classes.
 
@@ -22,10 +22,15 @@ import numpy as np
 import polars as pl
 from perfetto.protos.perfetto.trace import perfetto_trace_pb2 as pb
 
+from moetrace.trace.formats.pftrace.plan import FLOW_KIND_BITS
+from moetrace.trace.formats.pftrace.read_packets import (
+    PacketReader,
+    TrackIds,
+    counter_track,
+    finish,
+)
+from moetrace.trace.formats.pftrace.scan import PAD, Fields, Malformed, Scan, packet_spans, scan
 from moetrace.trace.model import DEP_KINDS, Trace
-from moetrace.trace.pftrace_plan import FLOW_KIND_BITS
-from moetrace.trace.pftrace_read import _Reader, _Tracks, counter_track, finish
-from moetrace.trace.pftrace_scan import PAD, Fields, Malformed, Scan, packet_spans, scan
 
 _BEGIN, _END, _INSTANT, _COUNTER = 1, 2, 3, 4
 _LEN, _VARINT, _FIXED64 = 2, 0, 1
@@ -135,7 +140,7 @@ def _read(path: Path, data: bytes) -> Trace:
     changes = interned | ((flags & np.uint64(1)) != 0) | cleared
     if bool(changes[first_event:].any()):
         raise _Unsupported("interned data after the first event")
-    reader = _Reader()
+    reader = PacketReader()
     for index in np.flatnonzero(~is_event).tolist():
         reader.packet(pb.TracePacket.FromString(data[starts[index] : ends[index]]))
     event_packets = event_field.msg  # one TrackEvent per packet (the last one wins)
@@ -152,7 +157,7 @@ def _read(path: Path, data: bytes) -> Trace:
     uuid = fields.select(_E_UUID, _VARINT).last(n)[0]
     slices = _pair_slices(kind, uuid, ts)
     rows = np.flatnonzero((kind == _BEGIN) | (kind == _INSTANT))
-    tracks = _Tracks(reader.descriptors)
+    tracks = TrackIds(reader.descriptors)
     events, flow_ids = _event_columns(data, buf, fields, rows, seq, ts, slices, reader, tracks)
     moetrace = (reader.payload or {}).get("writer") == "moetrace"
     deps = _deps(flow_ids, events, ts[rows], moetrace)
@@ -235,8 +240,8 @@ def _event_columns(
     seq: np.ndarray,
     ts: np.ndarray,
     end: np.ndarray,
-    reader: _Reader,
-    tracks: _Tracks,
+    reader: PacketReader,
+    tracks: TrackIds,
 ) -> tuple[pl.DataFrame, dict[str, Fields]]:
     """The events frame of the BEGIN/INSTANT events `rows`, and their flow ids."""
     n_all = len(seq)
@@ -307,7 +312,7 @@ def _event_columns(
 
 
 def _categories(
-    data: bytes, iids: Fields, literal: Fields, reader: _Reader, ev_seq: np.ndarray, m: int
+    data: bytes, iids: Fields, literal: Fields, reader: PacketReader, ev_seq: np.ndarray, m: int
 ) -> pl.Series:
     """`cat`: the event's interned categories then its literal ones, joined by ","."""
     if len(iids.msg) == 0 and len(literal.msg) == 0:
@@ -339,7 +344,7 @@ def _categories(
 
 
 def _notes(
-    data: bytes, buf: np.ndarray, notes: Fields, reader: _Reader, ev_seq: np.ndarray, m: int
+    data: bytes, buf: np.ndarray, notes: Fields, reader: PacketReader, ev_seq: np.ndarray, m: int
 ) -> dict[str, Any]:
     """id, kind, flops, bytes and args of every event from its debug annotations."""
     k = len(notes.msg)
@@ -530,8 +535,8 @@ def _counters(
     kind: np.ndarray,
     uuid: np.ndarray,
     ts: np.ndarray,
-    reader: _Reader,
-    tracks: _Tracks,
+    reader: PacketReader,
+    tracks: TrackIds,
 ) -> pl.DataFrame:
     """Counter samples: the double value, else the integer one (0 when neither)."""
     n = len(kind)

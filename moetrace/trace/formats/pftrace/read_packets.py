@@ -1,4 +1,6 @@
-"""Read a `.pftrace` back into a `Trace` with the `perfetto` protos (`Trace.FromString`).
+"""The per-packet `.pftrace` reader, with the `perfetto` protos (`Trace.FromString`): the
+fallback (and reference) for files the vectorised reader does not take, and the pieces both
+readers share (`PacketReader` for descriptors and interning, `TrackIds`, `finish`).
 
 Exact for files moetrace wrote (track rows from TrackDescriptor descriptions, event ids,
 kinds, flops, bytes and args from debug annotations, dep kinds and order from flow ids,
@@ -19,8 +21,8 @@ import polars as pl
 from google.protobuf.message import DecodeError
 from perfetto.protos.perfetto.trace import perfetto_trace_pb2 as pb
 
+from moetrace.trace.formats.pftrace.plan import FLOW_KIND_BITS, META_NAME
 from moetrace.trace.model import DEP_KINDS, Trace, TraceFormatError
-from moetrace.trace.pftrace_plan import FLOW_KIND_BITS, META_NAME
 
 _BEGIN = pb.TrackEvent.TYPE_SLICE_BEGIN
 _END = pb.TrackEvent.TYPE_SLICE_END
@@ -59,7 +61,7 @@ def _load(path: Path, data: bytes) -> pb.Trace:
     return message
 
 
-class _Reader:
+class PacketReader:
     """One pass over the packets, collecting events, counters, descriptors and meta."""
 
     def __init__(self) -> None:
@@ -158,7 +160,7 @@ def _description(desc: pb.TrackDescriptor | None, key: str) -> dict[str, Any] | 
     return found if isinstance(found, dict) else None
 
 
-class _Tracks:
+class TrackIds:
     """moetrace track ids of descriptor uuids; foreign lanes get fresh ids."""
 
     def __init__(self, descriptors: dict[int, pb.TrackDescriptor]) -> None:
@@ -231,43 +233,13 @@ def _deps(events: list[dict[str, Any]], ids: list[int], moetrace: bool) -> dict[
     }
 
 
-def read_pftrace(path: str | Path) -> Trace:
-    """Parse a Perfetto protobuf trace into a `Trace` (meta["format"] = "pftrace").
-
-    Rows come back in canonical order: events by id, tracks by track id, deps in the
-    written order, counters by (track, name, ts). The vectorised reader (`pftrace_vec`)
-    takes the files it fully understands (every file moetrace writes, and plain TrackEvent
-    traces); anything else goes through the per-packet reader below, with the same result.
-    """
-    path = Path(path)
-    data = _read_bytes(path)
-    from moetrace.trace.pftrace_vec import read_vectorised
-
-    fast = read_vectorised(path, data)
-    if fast is not None:
-        return fast
-    return read_slow(path, data)
-
-
-def _read_bytes(path: Path) -> bytes:
-    try:
-        data = path.read_bytes()
-    except IsADirectoryError:
-        raise TraceFormatError(path, "is a directory, not a .pftrace file") from None
-    except OSError as exc:
-        raise TraceFormatError(path, f"cannot read: {exc.strerror}") from None
-    if not data:
-        raise TraceFormatError(path, "empty file", "byte 0")
-    return data
-
-
 def read_slow(path: Path, data: bytes) -> Trace:
     """The per-packet reader: protobuf classes for every packet (the reference)."""
-    reader = _Reader()
+    reader = PacketReader()
     reader.run(_load(path, data))
     payload = reader.payload or {}
     moetrace = payload.get("writer") == "moetrace"
-    tracks = _Tracks(reader.descriptors)
+    tracks = TrackIds(reader.descriptors)
     notes = [r["notes"] for r in reader.events]
     given = [n.get("id") if isinstance(n.get("id"), int) else None for n in notes]
     next_id = max((i for i in given if i is not None), default=-1) + 1
@@ -316,7 +288,7 @@ def read_slow(path: Path, data: bytes) -> Trace:
 
 
 def counter_track(
-    descriptors: dict[int, pb.TrackDescriptor], tracks: _Tracks, uuid: int
+    descriptors: dict[int, pb.TrackDescriptor], tracks: TrackIds, uuid: int
 ) -> dict[str, Any]:
     """The moetrace track and counter name of a counter descriptor uuid."""
     info = _description(descriptors.get(uuid), "moetrace_counter")
@@ -329,8 +301,8 @@ def counter_track(
 
 def finish(
     path: Path,
-    reader: _Reader,
-    tracks: _Tracks,
+    reader: PacketReader,
+    tracks: TrackIds,
     events: pl.DataFrame,
     deps: dict[str, list[Any]] | pl.DataFrame,
     counters: pl.DataFrame,

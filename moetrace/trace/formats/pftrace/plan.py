@@ -6,7 +6,7 @@ and the global packet order (time, then END before BEGIN, parent BEGIN before ch
 child END before parent END). The two encoders only differ in how they serialise the hot
 BEGIN/END/INSTANT/COUNTER packets.
 
-The track tree is laid out by `pftrace_tracks`. Each moetrace track's row is kept as JSON
+The track tree is laid out by `layout`. Each moetrace track's row is kept as JSON
 in its TrackDescriptor `description` (it sits on the track it describes and the UI shows it
 as the track's description); the trace `meta` is kept in a Chrome metadata packet
 (`chrome_events.metadata`, shown by Perfetto's metadata page, no fake track or event
@@ -22,20 +22,21 @@ import numpy as np
 import polars as pl
 from perfetto.protos.perfetto.trace import perfetto_trace_pb2 as pb
 
-from moetrace.trace.model import DEP_KINDS, Trace
-from moetrace.trace.pftrace_tracks import (
+from moetrace.trace.formats.pftrace.layout import (
     BEGIN,
     COUNTER,
     COUNTER_UUID_BASE,
     END,
     INSTANT,
+    OVERFLOW_LEVELS,
     counter_series,
     new_packet,
-    overflow_levels,
     overflow_uuid,
     stacks_nest,
     track_descriptors,
 )
+from moetrace.trace.model import DEP_KINDS, Trace
+from moetrace.trace.nesting import overflow_lanes
 
 SEQ_INCREMENTAL_STATE_CLEARED = 1
 SEQ_NEEDS_INCREMENTAL_STATE = 2
@@ -175,7 +176,7 @@ def make_plan(trace: Trace) -> PftracePlan:
     if stacks_nest(packet_kind, packet_row, track_ids):
         level = np.zeros(len(track_ids), dtype=np.int64)
     else:
-        level = overflow_levels(track_ids, ts64, dur64)
+        level, _ = overflow_lanes(track_ids, ts64, dur64, max_lane=OVERFLOW_LEVELS - 1)
     lane_uuid = np.where(
         level > 0, overflow_uuid(track_ids, level), (track_ids + 1).astype(np.uint64)
     )

@@ -134,3 +134,15 @@ def us_values_to_ns(values: list[Any]) -> tuple[pl.Series, pl.Series]:
         fixed, _ = to_ns(text.gather(where))
         ns = ns.scatter(where, fixed)
     return ns, ns.is_null() & text.is_not_null()
+
+
+def decode_args(args: list[str | None]) -> list[dict[str, Any]]:
+    """JSON args texts -> dicts (small populations only: M and C events)."""
+    out: list[dict[str, Any]] = []
+    for text in args:
+        try:
+            value = msgspec.json.decode(text) if text else {}
+        except msgspec.DecodeError:
+            value = {}
+        out.append(value if isinstance(value, dict) else {})
+    return out

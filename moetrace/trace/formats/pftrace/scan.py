@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
 
-from moetrace.trace.pftrace_records import varint_len
+from moetrace.trace.formats.pftrace.records import varint_len
 
 _U64 = np.uint64
 PAD = 16

@@ -1,6 +1,6 @@
 """Vectorised protobuf encoding of the hot `.pftrace` packets (BEGIN/END/INSTANT/COUNTER).
 
-Each packet is a record (`pftrace_records`) of its fields in field-number order, which is
+Each packet is a record (`records`) of its fields in field-number order, which is
 what the protobuf runtime (upb) writes, so the output is byte-identical to the official
 `StreamingTraceProtoBuilder` path (a test compares them). Only the variable-length args
 strings are copied byte-wise, between a BEGIN's head and its suffix.
@@ -13,8 +13,8 @@ from dataclasses import dataclass
 import numpy as np
 import polars as pl
 
-from moetrace.trace.pftrace_plan import COUNTER, END, PftracePlan
-from moetrace.trace.pftrace_records import (
+from moetrace.trace.formats.pftrace.plan import COUNTER, END, PftracePlan
+from moetrace.trace.formats.pftrace.records import (
     Piece,
     const,
     copy_strings,

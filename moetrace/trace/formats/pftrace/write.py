@@ -3,8 +3,8 @@ and read one back.
 
 The official path builds every packet with the `perfetto` package's protobuf classes and
 writes it with `StreamingTraceProtoBuilder` (one `Trace` message per packet). The fast path
-(`pftrace_fast`) hand-encodes the hot BEGIN/END/INSTANT/COUNTER packets with numpy and is
-byte-identical to it; both follow the layout of `pftrace_plan`.
+(`encode`) hand-encodes the hot BEGIN/END/INSTANT/COUNTER packets with numpy and is
+byte-identical to it; both follow the layout of `plan`.
 """
 
 from __future__ import annotations
@@ -18,12 +18,12 @@ from perfetto.protos.perfetto.trace import perfetto_trace_pb2 as pb
 from perfetto.trace_builder.proto_builder import StreamingTraceProtoBuilder
 
 from moetrace.trace.atomic import atomic_write
+from moetrace.trace.formats.pftrace.encode import encode_hot_packets
+from moetrace.trace.formats.pftrace.layout import BEGIN, COUNTER, END, SEQUENCE_ID
+from moetrace.trace.formats.pftrace.plan import SEQ_NEEDS_INCREMENTAL_STATE, PftracePlan, make_plan
 from moetrace.trace.model import Trace
-from moetrace.trace.pftrace_plan import SEQ_NEEDS_INCREMENTAL_STATE, PftracePlan, make_plan
-from moetrace.trace.pftrace_read import read_pftrace
-from moetrace.trace.pftrace_tracks import BEGIN, COUNTER, END, SEQUENCE_ID
 
-__all__ = ["encode_pftrace", "read_pftrace", "write_pftrace"]
+__all__ = ["encode_pftrace", "write_pftrace"]
 
 
 def _write_official(plan: PftracePlan, out: BinaryIO) -> None:
@@ -118,8 +118,6 @@ def _write(plan: PftracePlan, out: BinaryIO, fast: bool) -> None:
     if not fast:
         _write_official(plan, out)
         return
-    from moetrace.trace.pftrace_fast import encode_hot_packets
-
     for packet in plan.head:
         wrapper = pb.Trace()
         wrapper.packet.append(packet)

@@ -23,10 +23,9 @@ import msgspec
 import numpy as np
 import polars as pl
 
-from moetrace.trace._deep import call_deep
 from moetrace.trace.atomic import atomic_write
-from moetrace.trace.chrome_phases import assign_overflow_lanes
-from moetrace.trace.chrome_write_flows import (
+from moetrace.trace.formats.chrome.deep import call_deep
+from moetrace.trace.formats.chrome.write_flows import (
     hex_ids,
     id_json,
     json_str,
@@ -35,6 +34,7 @@ from moetrace.trace.chrome_write_flows import (
     v1_flow_lines,
 )
 from moetrace.trace.model import Trace
+from moetrace.trace.nesting import MAX_OVERFLOW_LANE, overflow_lane_name_expr, overflow_lanes
 
 _BATCH = 200_000
 
@@ -51,8 +51,8 @@ def _lanes(trace: Trace) -> tuple[pl.DataFrame, np.ndarray]:
     """Output (pid, tid) per (track, lane): unique across tracks, overflow lanes for any
     partially overlapping slices of one track. Returns the lanes table and each event's lane."""
     ev = trace.events
-    lane, _ = assign_overflow_lanes(
-        ev["track"].to_numpy(), ev["ts"].to_numpy(), ev["dur"].to_numpy()
+    lane, _ = overflow_lanes(
+        ev["track"].to_numpy(), ev["ts"].to_numpy(), ev["dur"].to_numpy(), MAX_OVERFLOW_LANE
     )
     used = pl.DataFrame({"track": ev["track"], "lane": lane}).unique()
     base = trace.tracks.select("track", "pid", "tid", "sort_index").with_columns(
@@ -67,16 +67,7 @@ def _lanes(trace: Trace) -> tuple[pl.DataFrame, np.ndarray]:
     lanes = lanes.with_columns(
         pl.col("pid").fill_null("0"),
         pl.when(pl.col("lane") > 0)
-        .then(
-            pl.concat_str(
-                [
-                    pl.col("tid").fill_null(""),
-                    pl.lit(" (overlap "),
-                    pl.col("lane").cast(pl.String),
-                    pl.lit(")"),
-                ]
-            )
-        )
+        .then(overflow_lane_name_expr(pl.col("tid").fill_null(""), pl.col("lane")))
         .otherwise(pl.col("tid").fill_null(pl.col("pid").fill_null("0")))
         .alias("out_tid"),
     )
@@ -150,13 +141,8 @@ def _metadata_lines(trace: Trace, lanes: pl.DataFrame) -> list[str]:
     names = (
         pl.when(pl.col("lane") > 0)
         .then(
-            pl.concat_str(
-                [
-                    pl.coalesce(pl.col("thread_name"), pl.col("tid")),
-                    pl.lit(" (overlap "),
-                    pl.col("lane").cast(pl.String),
-                    pl.lit(")"),
-                ]
+            overflow_lane_name_expr(
+                pl.coalesce(pl.col("thread_name"), pl.col("tid")), pl.col("lane")
             )
         )
         .otherwise(pl.col("thread_name"))

@@ -16,7 +16,8 @@ import numpy as np
 import polars as pl
 from perfetto.protos.perfetto.trace import perfetto_trace_pb2 as pb
 
-from moetrace.trace.model import Trace, nesting_depth
+from moetrace.trace.model import Trace
+from moetrace.trace.nesting import overflow_lane_name
 
 SEQUENCE_ID = 1
 """`trusted_packet_sequence_id` of every packet: one writer, one interning scope."""
@@ -24,7 +25,7 @@ PROCESS_UUID_BASE = 1 << 40
 COUNTER_UUID_BASE = 1 << 41
 OVERFLOW_UUID_BASE = 1 << 42
 OVERFLOW_LEVELS = 64
-"""At most 63 overflow lanes per track for partially overlapping slices."""
+"""uuid stride per track: levels 0..63, so at most 63 overflow lanes per track."""
 PID_LIMIT = 1 << 31
 """Perfetto pids are int32 in ProcessDescriptor; larger or non-numeric pids get a small int."""
 END, BEGIN, INSTANT, COUNTER = 0, 1, 2, 3
@@ -79,7 +80,7 @@ def new_packet(ts: int) -> pb.TracePacket:
 
 def stacks_nest(kind: np.ndarray, row: np.ndarray, track: np.ndarray) -> bool:
     """True when, on every track, each END closes its own slice (a cheap exact check that
-    no slices overlap partially, so `overflow_levels` can be skipped).
+    no slices overlap partially, so `nesting.overflow_lanes` can be skipped).
 
     Per track, in packet order, a slice's END must bring the stack depth back to the depth
     its BEGIN found: two open slices always began at different depths, so the END that
@@ -102,27 +103,6 @@ def stacks_nest(kind: np.ndarray, row: np.ndarray, track: np.ndarray) -> bool:
     begin_depth[r[k == BEGIN]] = before[k == BEGIN]
     end_depth[r[k == END]] = after[k == END]
     return bool(np.array_equal(begin_depth, end_depth))
-
-
-def overflow_levels(track: np.ndarray, ts: np.ndarray, dur: np.ndarray) -> np.ndarray:
-    """Lane level of every event: 0 = its track's lane; slices that overlap a sibling
-    partially (which Perfetto's BEGIN/END stacks cannot hold) move up one overflow lane at
-    a time until every lane nests. Readers merge the levels back into the track.
-    Each pass re-checks only the tracks that still had a bad slice."""
-    level = np.zeros(len(ts), dtype=np.int64)
-    if len(ts) == 0:
-        return level
-    track = np.asarray(track, dtype=np.int64)
-    ts, dur = np.asarray(ts, dtype=np.int64), np.asarray(dur, dtype=np.int64)
-    lane = track * OVERFLOW_LEVELS
-    rows = np.arange(len(ts))
-    for _ in range(OVERFLOW_LEVELS - 1):
-        _, bad = nesting_depth(lane[rows] + level[rows], ts[rows], dur[rows])
-        if not bad.any():
-            break
-        level[rows[bad]] += 1
-        rows = np.flatnonzero(np.isin(track, np.unique(track[rows[bad]])))
-    return level
 
 
 def overflow_uuid(track: int | np.ndarray, level: int | np.ndarray) -> np.ndarray:
@@ -192,7 +172,7 @@ def track_descriptors(
             desc = packet.track_descriptor
             desc.uuid = int(overflow_uuid(row["track"], level))
             desc.parent_uuid = process_uuid[group]
-            desc.name = f"{_lane_name(row)} (overlap {level})"
+            desc.name = overflow_lane_name(_lane_name(row), level)
             desc.sibling_order_rank = lanes_of[group]
             lanes_of[group] += 1
             desc.sibling_merge_behavior = pb.TrackDescriptor.SIBLING_MERGE_BEHAVIOR_NONE

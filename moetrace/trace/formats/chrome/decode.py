@@ -22,15 +22,15 @@ from typing import Any
 import msgspec
 import polars as pl
 
-from moetrace.trace._json_columns import (
+from moetrace.trace.formats.chrome.columns import (
     RARE_KEYS as _RARE_KEYS,
 )
-from moetrace.trace._json_columns import (
+from moetrace.trace.formats.chrome.columns import (
     decode_bracketed,
     decode_piece,
     empty_columns,
 )
-from moetrace.trace._json_source import Reader as _Reader
+from moetrace.trace.formats.chrome.source import Reader as _Reader
 from moetrace.trace.model import TraceFormatError
 
 CHUNK = 4 << 20
@@ -391,7 +391,7 @@ def _trailer(trailer: bytes, container: str) -> dict[str, Any] | None:
 def _decode_piece(
     piece: bytes, first_index: int, path: Path, at: int, full: bool = False
 ) -> pl.DataFrame:
-    """Decode `ev, ev, ...` (no brackets) into text columns (see _json_columns)."""
+    """Decode `ev, ev, ...` (no brackets) into text columns (see columns.py)."""
     return decode_piece(piece, first_index, full=full)
 
 

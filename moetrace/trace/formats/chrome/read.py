@@ -1,27 +1,27 @@
-"""Chrome Trace Event JSON: `read_chrome` (plain Chrome semantics, then the flavor's meaning)
-and `write_chrome` (see chrome_write.py).
+"""Chrome Trace Event JSON reader: `read_chrome` (plain Chrome semantics, then the flavor's
+meaning); the writer is `write.py`.
 
-Reading is column-wise: `_json_decode` turns the file into raw JSON-text columns, this module
-turns them into slices (X, matched B/E, b/e async, instants), counters (C), metadata (M) and
-flow points (s/t/f and v2 bind_id), and `flavors` says what they mean (unit, rank, kind).
+Reading is column-wise, in stages: `source` hands out the bytes (gzip, truncation), `decode`
+turns them into raw JSON-text columns (msgspec), this module types the columns (`ts`/`dur` in
+exact ns, with warnings for what it drops), `build` turns them into slices (X, matched B/E,
+b/e async, instants), counters (C), metadata (M) and bound flows, and `flavors` says what
+they mean (unit, rank, kind).
 """
 
 from __future__ import annotations
 
-import re
 from collections import Counter
 from pathlib import Path
-from typing import IO, Any
+from typing import Any
 
-import msgspec
-import numpy as np
 import polars as pl
 
-from moetrace.trace import chrome_parts as parts
-from moetrace.trace._deep import MAX_DEPTH, TooDeep, call_deep, first_too_deep
-from moetrace.trace._json_decode import RawTrace, decode_file
-from moetrace.trace.chrome_write_flows import CANONICAL_INT
-from moetrace.trace.flavors import detect_flavor, interpret
+from moetrace.trace.flavors import detect_flavor, flavor_named, interpret
+from moetrace.trace.formats.chrome import build as parts
+from moetrace.trace.formats.chrome import columns as jc
+from moetrace.trace.formats.chrome.decode import RawTrace, decode_file
+from moetrace.trace.formats.chrome.deep import MAX_DEPTH, TooDeep, call_deep, first_too_deep
+from moetrace.trace.formats.chrome.source import Reader
 from moetrace.trace.model import Trace, TraceFormatError
 
 TIME_LIMIT_NS = 2**62 - 1
@@ -64,8 +64,6 @@ def read_chrome(path: str | Path, *, flavor: str | None = None) -> Trace:
 
 def _deep_position(path: Path) -> str | None:
     """`byte N` (of the decompressed data) where the nesting passes MAX_DEPTH."""
-    from moetrace.trace._json_source import Reader
-
     with open(path, "rb") as fh:
         head = fh.read(4)
     reader = Reader(path, head)
@@ -74,14 +72,6 @@ def _deep_position(path: Path) -> str | None:
     finally:
         reader.close()
     return None if at is None else f"byte {at}"
-
-
-def write_chrome(trace: Trace, out: str | Path | IO[bytes], *, force: bool = True) -> None:
-    """Write `trace` as Chrome JSON (object form; gzip when the path ends in .gz); a path is
-    written atomically and replaced only with `force`."""
-    from moetrace.trace.chrome_write import write_chrome as _write
-
-    _write(trace, out, force=force)
 
 
 def _warn_count(warnings: list[str], mask: pl.Series, idx: pl.Series, what: str) -> None:
@@ -98,8 +88,6 @@ def _flag(raw: pl.DataFrame, bit: int) -> pl.Series:
 def decode_columns(raw: pl.DataFrame, warnings: list[str]) -> pl.DataFrame:
     """Text columns -> typed columns (exact ns times). Drops, and reports, events whose
     required fields are missing or of the wrong type; odd but usable values are warnings."""
-    from moetrace.trace import _json_columns as jc
-
     idx, ph = raw["idx"], raw["ph"]
     not_obj = _flag(raw, jc.FLAG_NOT_OBJECT)
     if not_obj.any():
@@ -203,13 +191,13 @@ def trace_from_raw(raw: RawTrace, path: str | Path, *, flavor: str | None = None
         what = _IGNORED_NAMES.get(p, "unknown phase")
         warnings.append(f"skipped {n} event(s) of phase {p!r} ({what})")
     meta_rows = frame.filter(pl.col("ph") == "M")
-    chosen = flavor or detect_flavor(raw.top, frame, meta_rows, path)
+    chosen = flavor_named(flavor) if flavor else detect_flavor(raw.top, frame, meta_rows, path)
     holder = [frame]  # build() drops the big frame as soon as it has taken what it needs
     del frame
-    built = parts.build(holder, meta_rows, raw.top, warnings, moetrace=(chosen == "moetrace"))
+    built = parts.build(holder, meta_rows, raw.top, warnings, restore=chosen.restore)
     meta: dict[str, Any] = {
         "format": "chrome-json",
-        "flavor": chosen,
+        "flavor": flavor or chosen.name,
         "source": [str(path)],
         "container": raw.container,
         "top": {k: v for k, v in raw.top.items() if k != "moetrace"},
@@ -217,25 +205,3 @@ def trace_from_raw(raw: RawTrace, path: str | Path, *, flavor: str | None = None
     trace = interpret(chosen, built, raw.top, path, meta)
     trace.meta["warnings"] = [*warnings, *trace.meta.get("warnings", [])]
     return trace
-
-
-def decode_args(args: list[str | None]) -> list[dict[str, Any]]:
-    """JSON args texts -> dicts (small populations only: M and C events)."""
-    out: list[dict[str, Any]] = []
-    for text in args:
-        try:
-            value = msgspec.json.decode(text) if text else {}
-        except msgspec.DecodeError:
-            value = {}
-        out.append(value if isinstance(value, dict) else {})
-    return out
-
-
-def as_int_or_text(values: np.ndarray | list[Any]) -> list[Any]:
-    """pid/tid texts -> int where they are integer digits (writers emit numbers then)."""
-    canonical = re.compile(CANONICAL_INT)
-    out: list[Any] = []
-    for v in values:
-        s = str(v)
-        out.append(int(s) if canonical.match(s) and len(s) < 20 else s)  # "07" stays text
-    return out
