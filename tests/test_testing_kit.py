@@ -39,3 +39,22 @@ def test_importing_the_kit_does_not_import_hypothesis() -> None:
     code = "import sys, moetrace.testing; print('hypothesis' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
+
+
+def test_production_code_does_not_import_the_kit() -> None:
+    """moetrace/testing serves tests; the layers it builds traces for never depend on it."""
+    import ast
+    from pathlib import Path
+
+    package = Path(__file__).resolve().parent.parent / "moetrace"
+    users = []
+    for path in package.rglob("*.py"):
+        if path.is_relative_to(package / "testing"):
+            continue
+        for node in ast.walk(ast.parse(path.read_text("utf-8"))):
+            names = [a.name for a in node.names] if isinstance(node, ast.Import) else []
+            if isinstance(node, ast.ImportFrom) and node.module and not node.level:
+                names = [node.module, *(f"{node.module}.{a.name}" for a in node.names)]
+            if any(n == "moetrace.testing" or n.startswith("moetrace.testing.") for n in names):
+                users.append(str(path.relative_to(package)))
+    assert users == []

@@ -13,7 +13,8 @@ import polars as pl
 
 from moetrace.analysis import intervals as iv
 from moetrace.analysis.classify import collective_expr
-from moetrace.analysis.steps import Prepared, spread
+from moetrace.analysis.prepared import Prepared
+from moetrace.analysis.windows import spread
 
 
 def kind_set(prep: Prepared, kind: str) -> iv.Intervals:

@@ -22,7 +22,7 @@ import polars as pl
 
 from moetrace.analysis import intervals as iv
 from moetrace.analysis.classify import category_expr
-from moetrace.analysis.steps import Prepared
+from moetrace.analysis.prepared import Prepared
 
 SKEW_TOLERANCE_NS = 1_000
 """A predecessor may end this much after its successor starts (clock skew between tracks)."""

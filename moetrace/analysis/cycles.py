@@ -12,7 +12,7 @@ from __future__ import annotations
 import numpy as np
 
 from moetrace.analysis.critical_path import Edges
-from moetrace.analysis.steps import Prepared
+from moetrace.analysis.prepared import Prepared
 
 MAX_NAMED = 8
 """Events named in the message before the cycle is elided."""

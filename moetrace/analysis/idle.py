@@ -18,7 +18,8 @@ import polars as pl
 from moetrace.analysis import intervals as iv
 from moetrace.analysis.classify import wait_cause
 from moetrace.analysis.critical_path import Gates, _rows_of_ids
-from moetrace.analysis.steps import Prepared, spread
+from moetrace.analysis.prepared import Prepared
+from moetrace.analysis.windows import spread
 from moetrace.trace.model import EVENT_KINDS, UNITS
 
 HTA_KERNEL_WAIT_NS = 30_000

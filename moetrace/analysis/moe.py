@@ -11,12 +11,8 @@ the step markers (CPU-only PyTorch). exposed_ns = time only that category was ru
 
 from __future__ import annotations
 
-import re
-import tomllib
 from collections.abc import Sequence
 from dataclasses import dataclass
-from importlib import resources
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -25,139 +21,13 @@ import polars as pl
 from moetrace.analysis import intervals as iv
 from moetrace.analysis.classify import DEVICE_UNITS, STEP_PATTERN
 from moetrace.analysis.collectives import collective_ops, event_frame, executor_transfers
-from moetrace.trace.model import Trace
-
-CATEGORIES = (
-    "attention",
-    "router",
-    "topk_permute",
-    "dispatch",
-    "expert_gemm",
-    "activation",
-    "combine",
-    "shared_expert",
-    "norm",
-    "other",
+from moetrace.analysis.moe_rules import (
+    CATEGORIES,
+    Rules,
+    classify_names,
+    load_rules,
 )
-"""The MoE op categories, in display order; `other` is everything no rule names."""
-
-PACKAGED_RULES = ("moetrace", "deepep", "vllm", "sglang", "megatron", "torch_npu", "torch")
-"""Rule files shipped in moetrace/rules, in the order they are tried (first match wins)."""
-
-_RULE_KEYS = {"category", "patterns"}
-_TOP_KEYS = {"framework", "expert_patterns", "layer_patterns", "rule"}
-
-
-class RulesError(ValueError):
-    """A rules file breaks the schema: names the file, the place and what is wrong."""
-
-
-@dataclass(frozen=True)
-class Rules:
-    """Ordered (category, regex) pairs, and regexes whose first group is an expert id or a
-    layer index."""
-
-    rules: tuple[tuple[str, str], ...]
-    expert_patterns: tuple[str, ...]
-    sources: tuple[str, ...]
-    layer_patterns: tuple[str, ...] = ()
-
-
-def parse_rules(text: str, source: str) -> Rules:
-    """Check one TOML rules file against the schema and return its rules.
-
-    Schema: `framework` (string), optional `expert_patterns` (list of regexes with one
-    capture group), `[[rule]]` tables with `category` (one of CATEGORIES) and `patterns`
-    (non-empty list of regexes). Unknown keys are errors (a typo must not pass silently)."""
-    try:
-        doc = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as exc:
-        raise RulesError(f"{source}: not valid TOML: {exc}") from exc
-    extra = set(doc) - _TOP_KEYS
-    if extra:
-        raise RulesError(f"{source}: unknown key(s) {sorted(extra)} (allowed: {sorted(_TOP_KEYS)})")
-    if not isinstance(doc.get("framework"), str):
-        raise RulesError(f"{source}: 'framework' must be a string")
-    groups: dict[str, list[str]] = {}
-    for key in ("expert_patterns", "layer_patterns"):
-        found = doc.get(key, [])
-        if not isinstance(found, list) or not all(isinstance(p, str) for p in found):
-            raise RulesError(f"{source}: '{key}' must be a list of strings")
-        for p in found:
-            _check_regex(p, f"{source}: {key}", groups=1)
-        groups[key] = found
-    table = doc.get("rule", [])
-    if not isinstance(table, list):
-        raise RulesError(f"{source}: 'rule' must be an array of tables ([[rule]])")
-    out: list[tuple[str, str]] = []
-    for i, rule in enumerate(table):
-        where = f"{source}: rule[{i}]"
-        if not isinstance(rule, dict):
-            raise RulesError(f"{where}: must be a table")
-        bad = set(rule) - _RULE_KEYS
-        if bad:
-            raise RulesError(f"{where}: unknown key(s) {sorted(bad)} (allowed: category, patterns)")
-        category = rule.get("category")
-        if category not in CATEGORIES:
-            raise RulesError(
-                f"{where}: category {category!r} is not one of {', '.join(CATEGORIES)}"
-            )
-        patterns = rule.get("patterns")
-        if (
-            not isinstance(patterns, list)
-            or not patterns
-            or not all(isinstance(p, str) for p in patterns)
-        ):
-            raise RulesError(f"{where}: 'patterns' must be a non-empty list of strings")
-        for p in patterns:
-            _check_regex(p, where)
-            out.append((str(category), p))
-    return Rules(
-        tuple(out),
-        tuple(groups["expert_patterns"]),
-        (source,),
-        tuple(groups["layer_patterns"]),
-    )
-
-
-def _check_regex(pattern: str, where: str, groups: int = 0) -> None:
-    try:
-        compiled = re.compile(pattern)
-    except re.error as exc:
-        raise RulesError(f"{where}: bad regex {pattern!r}: {exc}") from exc
-    if groups and compiled.groups < groups:
-        raise RulesError(f"{where}: regex {pattern!r} needs a capture group (the expert/layer)")
-
-
-def load_rules(extra: Sequence[str | Path] = ()) -> Rules:
-    """The user's rule files (first, so they win) followed by the packaged ones."""
-    parts: list[Rules] = []
-    for path in extra:
-        p = Path(path)
-        try:
-            text = p.read_text(encoding="utf-8")
-        except OSError as exc:
-            raise RulesError(f"{p}: cannot read rules file: {exc.strerror or exc}") from exc
-        parts.append(parse_rules(text, str(p)))
-    base = resources.files("moetrace").joinpath("rules")
-    for name in PACKAGED_RULES:
-        parts.append(
-            parse_rules(base.joinpath(f"{name}.toml").read_text(encoding="utf-8"), f"{name}.toml")
-        )
-    return Rules(
-        tuple(r for part in parts for r in part.rules),
-        tuple(p for part in parts for p in part.expert_patterns),
-        tuple(s for part in parts for s in part.sources),
-        tuple(p for part in parts for p in part.layer_patterns),
-    )
-
-
-def classify_names(names: pl.Series, rules: Rules) -> pl.Series:
-    """Category of each name by its own rules (first match), null when none matches."""
-    expr: pl.Expr = pl.lit(None, pl.String)
-    for category, pattern in reversed(rules.rules):
-        expr = pl.when(pl.col("name").str.contains(pattern)).then(pl.lit(category)).otherwise(expr)
-    return pl.DataFrame({"name": names}).select(expr.alias("category")).to_series()
+from moetrace.trace.model import Trace
 
 
 def _parents(ev: pl.DataFrame) -> np.ndarray:

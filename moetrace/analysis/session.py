@@ -10,7 +10,8 @@ from __future__ import annotations
 import threading
 from collections.abc import Sequence
 
-from moetrace.analysis.report import Graph, Report, analyze, graph_key, prepare_graph
+from moetrace.analysis import report
+from moetrace.analysis.report import Graph, Report, graph_key, prepare_graph
 from moetrace.trace.model import Trace
 
 
@@ -53,8 +54,9 @@ class AnalysisSession:
         window: str = "step",
         window_span: str = "compute-comm",
     ) -> Report:
-        """`moetrace.analysis.report.analyze(self.trace, ...)` with a kept graph."""
-        return analyze(
+        """`moetrace.analysis.report.analyze(self.trace, ...)` with a kept graph (looked up on
+        the module at each call, so a replaced `report.analyze` is the one that runs)."""
+        return report.analyze(
             self.trace,
             peak_tflops=peak_tflops,
             comm_patterns=comm_patterns,

@@ -22,7 +22,7 @@ from collections.abc import Callable
 import polars as pl
 
 from moetrace.analysis.launch_edges import arg_int
-from moetrace.analysis.steps import Prepared
+from moetrace.analysis.prepared import Prepared
 from moetrace.trace.flavors import ASCEND, KINETO, Flavor, flavor_of
 from moetrace.trace.model import Trace
 

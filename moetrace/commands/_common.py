@@ -6,7 +6,7 @@ import functools
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 import click
 
@@ -121,7 +121,7 @@ def load_options(func: F) -> F:
     command: Any = wrapper
     for option in reversed(options):
         command = option(command)
-    return command
+    return cast(F, command)
 
 
 class OneLineUsageError(click.UsageError):

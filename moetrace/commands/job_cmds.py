@@ -168,7 +168,7 @@ def _by_category(frame: pl.DataFrame) -> pl.DataFrame:
     """One row per (rank, step[, layer]), one column per category (time_ns), plus the total."""
     import polars as pl
 
-    from moetrace.analysis.moe import CATEGORIES
+    from moetrace.analysis.moe_rules import CATEGORIES
 
     if frame.height == 0:
         return frame
@@ -214,7 +214,8 @@ def moe(
     """The MoE view of FILES: time per op category (attention, router, top-k/permute, dispatch,
     expert GEMM, activation, combine, shared expert, norm, other) per rank and step, per-expert
     time, bytes between ranks and token imbalance (max/mean of received bytes)."""
-    from moetrace.analysis.moe import RulesError, load_rules, moe_view
+    from moetrace.analysis.moe import moe_view
+    from moetrace.analysis.moe_rules import RulesError, load_rules
 
     if as_json and as_csv:
         raise UserError("--json and --csv are exclusive")

@@ -5,6 +5,7 @@ one job (unreadable ones skipped while one remains), analysed, with its warnings
 from __future__ import annotations
 
 from collections.abc import Sequence
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from moetrace.commands._common import UserError, warn
@@ -16,12 +17,16 @@ if TYPE_CHECKING:
 
 
 def job_files(paths: Sequence[str]) -> list[str]:
-    """The trace files the arguments name, in order: files as given (a missing one is reported
-    when it is read, so the others still load), directories expanded by the loader's own rule
-    (`moetrace.trace.io.expand_paths`). A directory without traces raises TraceFormatError."""
+    """The trace files the arguments name, in order: files exactly as given (a missing one is
+    reported when it is read, so the others still load; the text is the label the output
+    shows), directories expanded by the loader's own rule (`moetrace.trace.io.expand_paths`,
+    which raises TraceFormatError for a directory without traces)."""
     from moetrace.trace.io import expand_paths
 
-    return [str(p) for p in expand_paths(list(paths), missing_ok=True)]
+    files: list[str] = []
+    for arg in paths:
+        files += [str(p) for p in expand_paths(arg)] if Path(arg).is_dir() else [arg]
+    return files
 
 
 def load_job(files: list[str], skipped: list[str], loading: LoadOptions) -> Trace:
@@ -59,7 +64,7 @@ def analyze_paths(
 
     peak_tflops = check_peak_tflops(peak_tflops)  # MFU from -1 TFLOP/s would be nonsense
     from moetrace.analysis.report import analyze
-    from moetrace.analysis.steps import WINDOW_SPANS, parse_window
+    from moetrace.analysis.windows import WINDOW_SPANS, parse_window
     from moetrace.trace.model import TraceFormatError, TraceValidationError
 
     try:

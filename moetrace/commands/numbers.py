@@ -84,17 +84,6 @@ def check_seed(value: str, option: str = "--seed") -> int:
     return seed
 
 
-def check_count(option: str, value: Any, low: int, high: int) -> int:
-    """An integer option (ranks, tokens, chunks, tile sizes) within [low, high]."""
-    try:
-        number = int(str(value).strip())
-    except ValueError:
-        raise UserError(f"{option} {value!r}: expected an integer") from None
-    if not low <= number <= high:
-        raise UserError(f"{option} {value!r}: must be an integer in {low}..{high:,}")
-    return number
-
-
 def check_hw_overrides(overrides: dict[str, Any]) -> dict[str, Any]:
     """Numeric `--hw` / `--hw-file` values: finite and in `HW_RANGES`; other keys (unknown
     ones, bandwidth tables) are left to the executor, which names what it knows."""

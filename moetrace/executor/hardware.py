@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from moetrace.executor.errors import ExecutorInputError
+from moetrace.executor.sourced_fields import sourced_fields
 
 BandwidthTable = tuple[tuple[int, float], ...]
 """(EP degree, bytes/s) pairs, EP ascending: measured effective all-to-all bandwidth per rank."""
@@ -100,7 +101,6 @@ class Hardware:
 
 
 PRESET_DIR = Path(__file__).with_name("presets")
-_ENTRY_KEYS = {"value", "unit", "source"}
 
 
 def _field_names() -> list[str]:
@@ -121,22 +121,7 @@ def load_preset(path: str | Path) -> tuple[Hardware, dict[str, tuple[str, str]],
     fields = data.get("fields")
     if not isinstance(data.get("name"), str) or not isinstance(fields, dict):
         raise ExecutorInputError(f"{p}: a preset needs `name` and [fields.*] tables")
-    names = _field_names()
-    missing = [k for k in names if k not in fields]
-    unknown = [k for k in fields if k not in names]
-    if missing or unknown:
-        raise ExecutorInputError(f"{p}: fields missing {missing or '-'}, unknown {unknown or '-'}")
-    meta: dict[str, tuple[str, str]] = {}
-    values: dict[str, Any] = {}
-    for key in names:
-        entry = fields[key]
-        if not isinstance(entry, dict) or set(entry) != _ENTRY_KEYS:
-            raise ExecutorInputError(f"{p}: [fields.{key}] needs exactly value, unit, source")
-        unit, source = entry["unit"], entry["source"]
-        if not (isinstance(unit, str) and unit and isinstance(source, str) and source):
-            raise ExecutorInputError(f"{p}: [fields.{key}] needs a non-empty unit and source")
-        meta[key] = (unit, source)
-        values[key] = entry["value"]
+    values, meta = sourced_fields(p, fields, _field_names())
     hw = _build(str(data["name"]), values, str(p))
     return hw, meta, str(data.get("description", ""))
 

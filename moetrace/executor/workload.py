@@ -16,33 +16,13 @@ from pathlib import Path
 import numpy as np
 
 from moetrace.executor.errors import ExecutorInputError
+from moetrace.executor.shape_presets import DTYPE_BYTES as DTYPE_BYTES
+from moetrace.executor.shape_presets import MoEShape as MoEShape
+from moetrace.executor.shape_presets import load_shapes
 
-
-@dataclass(frozen=True)
-class MoEShape:
-    """One MoE layer: hidden size H, expert intermediate size I, experts, top-k, shared experts."""
-
-    name: str
-    hidden: int
-    intermediate: int
-    experts: int
-    top_k: int
-    shared_experts: int
-    source: str
-
-
-SHAPES: dict[str, MoEShape] = {
-    "deepseek-v3": MoEShape(
-        "deepseek-v3", 7168, 2048, 256, 8, 1, "sim.md §4: DeepSeek-V3-0324 config.json"
-    ),
-    "pangu-ultra-moe": MoEShape(
-        "pangu-ultra-moe", 7680, 2048, 256, 8, 1, "sim.md §4: arXiv 2505.04519, HF config"
-    ),
-    "mixtral-8x7b": MoEShape("mixtral-8x7b", 4096, 14336, 8, 2, 0, "sim.md §4: Mixtral config"),
-    "qwen3-235b": MoEShape(
-        "qwen3-235b", 4096, 1536, 128, 8, 0, "sim.md §4: Qwen3-235B-A22B config"
-    ),
-}
+SHAPE_PRESETS = load_shapes()
+SHAPES: dict[str, MoEShape] = {name: p.shape for name, p in SHAPE_PRESETS.items()}
+"""The MoE layer presets (executor/shapes/*.toml, each field with its unit and source)."""
 
 # The skew to use when "what routers produce" is wanted (validation, docs): zipf:0.2 over 256
 # experts with top-8 gives a per-batch max/mean expert load of about 2.4 (EP8, 4096 tokens).
@@ -51,8 +31,8 @@ SHAPES: dict[str, MoEShape] = {
 # stress case, not a router.
 ROUTER_SKEW = "zipf:0.2"
 
-DTYPE_BYTES = {"bf16": 2, "fp16": 2, "fp8": 1, "int8": 1}
-DEFAULT_DISPATCH = {"deepseek-v3": "int8"}  # DeepEP runs DeepSeek with 8-bit dispatch, BF16 combine
+DEFAULT_DISPATCH = {name: p.dispatch_dtype for name, p in SHAPE_PRESETS.items()}
+"""Each preset's dispatch dtype (DeepEP runs DeepSeek with 8-bit dispatch, BF16 combine)."""
 
 
 @dataclass(frozen=True)

@@ -8,6 +8,8 @@
 - `compare`: `assert_trace_equal` and `trace_diff`, frame by frame, with the readers' row order.
 - `reference` and `nesting`: slow, obviously correct plain-Python versions of the metrics
   (docs/metrics.md) and of nesting depth and overflow lanes, to check the vectorised code.
+- `dense_moe`: the executor's functional proof (its task graph on numpy buffers, in simulated
+  time order, against a dense MoE layer).
 - `pftrace_packets`: hand-built Perfetto TrackEvent descriptors for reader tests.
 """
 

@@ -97,12 +97,10 @@ def _traces_below(directory: Path) -> list[str]:
     return [p.name for p in subs if any(_is_trace_name(f) for f in p.rglob("*"))][:8]
 
 
-def expand_paths(
-    paths: str | Path | Sequence[str | Path], *, missing_ok: bool = False
-) -> list[Path]:
+def expand_paths(paths: str | Path | Sequence[str | Path]) -> list[Path]:
     """The trace files `paths` name, in order: files as given, directories through
-    `find_traces`. A directory without traces is a TraceFormatError naming the sub-folders
-    that hold some; so is a missing file, unless `missing_ok` (the reader reports it later)."""
+    `find_traces`. A missing file, or a directory without traces (naming its sub-folders
+    that hold some), is a TraceFormatError."""
     items = [paths] if isinstance(paths, str | Path) else list(paths)
     if not items:
         raise TraceFormatError(None, "no trace files given")
@@ -123,7 +121,7 @@ def expand_paths(
                     "directory holds no traces (*.json, *.json.gz, *.pftrace, *_ascend_pt/)" + hint,
                 )
             out.extend(found)
-        elif not p.exists() and not missing_ok:
+        elif not p.exists():
             raise TraceFormatError(p, "no such file or directory")
         else:
             out.append(p)

@@ -23,7 +23,8 @@ import numpy as np
 import polars as pl
 
 from moetrace.analysis.collectives import event_frame
-from moetrace.analysis.moe import categorize, load_rules
+from moetrace.analysis.moe import categorize
+from moetrace.analysis.moe_rules import load_rules
 from moetrace.trace.model import Trace
 
 

@@ -10,7 +10,8 @@ from __future__ import annotations
 import numpy as np
 import polars as pl
 
-from moetrace.analysis.moe import categorize, category_times, load_rules
+from moetrace.analysis.moe import categorize, category_times
+from moetrace.analysis.moe_rules import load_rules
 from moetrace.executor.hardware import PRESET_FIELDS, Hardware, apply_overrides
 from moetrace.trace.model import Trace
 from moetrace.whatif.calibration import Calibration, Fit, finish, r_squared

@@ -11,7 +11,8 @@ import polars as pl
 import pytest
 from click.testing import CliRunner
 
-from moetrace.analysis.moe import CATEGORIES, RulesError, load_rules, moe_view, parse_rules
+from moetrace.analysis.moe import moe_view
+from moetrace.analysis.moe_rules import CATEGORIES, RulesError, load_rules, parse_rules
 from moetrace.cli import main
 from moetrace.trace.io import load
 from moetrace.trace.model import Trace

@@ -8,17 +8,17 @@ import numpy as np
 import pytest
 
 from moetrace.executor.engine import run_schedule
-from moetrace.executor.functional import (
+from moetrace.executor.run import Run, simulate_run
+from moetrace.executor.schedules import lane_layout
+from moetrace.executor.tiles import T
+from moetrace.executor.workload import MoEShape
+from moetrace.testing.dense_moe import (
     PlacementError,
     execute,
     make_weights,
     placement_errors,
     reference,
 )
-from moetrace.executor.run import Run, simulate_run
-from moetrace.executor.schedules import lane_layout
-from moetrace.executor.tiles import T
-from moetrace.executor.workload import MoEShape
 
 TINY = MoEShape(
     "tiny", hidden=32, intermediate=16, experts=8, top_k=2, shared_experts=1, source="test"
