@@ -245,7 +245,7 @@ def _job_table(name: str, report: Any) -> tuple[list[str], list[tuple[int | None
 
 def sort_value(cell: Text) -> tuple[int, float, str]:
     """Sort key of a cell: numbers and durations ('1.5 ms') by value, then text."""
-    from ..app_actions import parse_time
+    from ..format import parse_time
 
     text = cell.plain.strip().rstrip("%")
     value = parse_time(text)

@@ -16,4 +16,5 @@ def label_width_for(content_width: int, needed: int) -> int:
     floor = max(min(LABEL_WIDTH, share), 8)
     return max(min(needed, MAX_LABEL_WIDTH, share), floor)
 
+
 PENDING_STYLE = Style(color="#707070", italic=True)  # load progress, lanes still building

@@ -199,7 +199,7 @@ class TimelineView(ScrollView, can_focus=True):
             # The new model's defaults, with the user's own expansions and collapses kept.
             was = old.default_collapsed()
             self.collapsed = (defaults | (self.collapsed - was)) - (was - self.collapsed)
-            self.view.grow_span(model.span)
+            self.view.grow(model.span, float(old.origin - model.origin))
         else:
             self.collapsed = defaults
             self.view.reset(model.span)

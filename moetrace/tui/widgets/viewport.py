@@ -152,11 +152,20 @@ class Viewport:
             pad = (end - start) * 0.1 if end > start else self.cell_ns * 5
             self.set_view(start - pad, end + pad)
 
-    def grow_span(self, span: float) -> None:
-        """The trace grew (more ranks arrived): a view of the whole trace stays the whole
-        trace; a zoomed view stays where it is."""
+    def grow(self, span: float, shift: float) -> None:
+        """The trace grew (more ranks arrived) to `span` ns, its origin `shift` ns earlier:
+        a view of the whole trace stays the whole trace; a zoomed view, the cursor, the
+        selection, the area and the marks stay on the same absolute times."""
         whole = self.t0 <= 0.0 and self.t1 >= self.span
         self.span = span
+        self.t0, self.t1, self.cursor_t = self.t0 + shift, self.t1 + shift, self.cursor_t + shift
+        if self.selected_span is not None:
+            lane, start, end = self.selected_span
+            self.selected_span = (lane, start + shift, end + shift)
+        if self.area is not None:
+            a = self.area
+            self.area = Area(a.t0 + shift, a.t1 + shift, a.row0, a.row1)
+        self.marks = [m + shift for m in self.marks]
         if whole:
             self.t0, self.t1 = 0.0, span
         self.clamp_cursor()
