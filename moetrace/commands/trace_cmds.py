@@ -14,7 +14,6 @@ from moetrace.commands._common import (
     load_options,
 )
 from moetrace.text import visible
-from moetrace.trace.summary import describe
 
 _FLAVORS = click.Choice(["auto", "kineto", "ascend", "moetrace", "chrome"])
 
@@ -110,6 +109,7 @@ def info(traces: tuple[str, ...], as_json: bool, flavor: str) -> None:
     import msgspec
 
     from moetrace.trace.io import load
+    from moetrace.trace.summary import describe  # here: `moetrace view` imports no Polars
 
     trace = load(list(traces), flavor=None if flavor == "auto" else flavor)
     summary = describe(trace)
