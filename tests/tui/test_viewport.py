@@ -139,7 +139,9 @@ def test_a_growing_job_keeps_absolute_times() -> None:
         (12, 2, 0, 10, 1),  # counted among the scrolled rows
     ],
 )
-def test_scroll_to_show(row: int, pinned: int, top: int, visible: int, expected: int | None) -> None:
+def test_scroll_to_show(
+    row: int, pinned: int, top: int, visible: int, expected: int | None
+) -> None:
     assert scroll_to_show(row, pinned, top, visible) == expected
     if expected is not None:  # and with that scroll the row is on screen
         assert expected <= row - pinned < expected + visible
