@@ -146,7 +146,8 @@ class MoetraceApp(ViewerActions, App[None]):
 
     @property
     def timeline(self) -> TimelineView:
-        return self.query_one("#timeline", TimelineView)
+        view: TimelineView = self.query_one("#timeline", TimelineView)
+        return view
 
     def on_mount(self) -> None:
         self.query_one("#prompt", Input).display = False

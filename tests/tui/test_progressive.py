@@ -11,12 +11,11 @@ from typing import Any
 
 import polars as pl
 import pytest
+from tui_helpers import lane_text, settle
 
 from moetrace.trace.model import Trace
 from moetrace.tui.app import MoetraceApp
 from moetrace.tui.synthetic import synthetic_trace
-
-from tui_helpers import lane_text, settle
 
 
 def test_the_view_command_imports_no_polars_numpy_or_analysis() -> None:
