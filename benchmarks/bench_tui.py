@@ -111,8 +111,8 @@ async def wait_paint(app: object, before: int, timeout: float = 5.0) -> float:
 
 async def keys_alone(ranks: int, count: int) -> list[float]:
     """Baseline on the same trace with no analysis running: latencies (ms) of `count` keys."""
+    from moetrace.testing.synthetic import synthetic_trace
     from moetrace.tui.app import MoetraceApp
-    from moetrace.tui.synthetic import synthetic_trace
 
     app = MoetraceApp(synthetic_trace(ranks=ranks, events_per_lane=200, seed=0), metrics=False)
     out: list[float] = []
@@ -129,9 +129,9 @@ async def keys_alone(ranks: int, count: int) -> list[float]:
 async def keys_during_analysis(ranks: int) -> tuple[list[float], int, int, float]:
     """Latencies (ms) of the keys pressed while the analysis ran; keys in total; events;
     analysis time (s)."""
+    from moetrace.testing.synthetic import synthetic_trace
     from moetrace.tui.app import MoetraceApp
     from moetrace.tui.loading import busy
-    from moetrace.tui.synthetic import synthetic_trace
 
     trace = synthetic_trace(ranks=ranks, events_per_lane=200, seed=0)
     app = MoetraceApp(trace)
@@ -164,8 +164,8 @@ def main() -> None:
     args = parser.parse_args()
     import polars as pl
 
+    from moetrace.testing.synthetic import synthetic_trace
     from moetrace.trace.model import Trace
-    from moetrace.tui.synthetic import synthetic_trace
 
     ok = True
     print(f"load average at start: {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")

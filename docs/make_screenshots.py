@@ -19,9 +19,9 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
+from moetrace.testing.synthetic import synthetic_trace
 from moetrace.trace.model import Trace
 from moetrace.tui.app import MoetraceApp
-from moetrace.tui.synthetic import synthetic_trace
 
 OUT = Path(__file__).resolve().parent / "screenshots"
 SIZE = (160, 44)

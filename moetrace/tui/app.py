@@ -9,7 +9,7 @@ analysis): `moetrace view` draws its first frame before they are imported, in th
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -26,14 +26,16 @@ from moetrace.text import visible as safe_text
 from .app_actions import ViewerActions
 from .commands import ViewerCommands
 from .keys import APP_BINDINGS
-from .loading import LoadProgress, expand_paths, run_in_background
+from .loading import LoadProgress, run_in_background
 from .widgets.details import DetailsPane
 from .widgets.metrics import MetricsPane
 from .widgets.timeline import TimelineView
 
 if TYPE_CHECKING:
     from moetrace.analysis.report import Report
+    from moetrace.analysis.session import AnalysisSession
     from moetrace.trace.model import Trace
+    from moetrace.trace.options import LoadOptions
 
     from .lanes import LaneModel
     from .overlays import Overlays
@@ -114,8 +116,13 @@ class MoetraceApp(ViewerActions, App[None]):
         paths: Sequence[str | Path] = (),
         metrics: bool = True,
         title: str | None = None,
+        loading: LoadOptions | Mapping[str, Any] | None = None,
     ) -> None:
         super().__init__()
+        # How `paths` are read (the CLI's --no-cache, --jobs...): LoadOptions, or its fields
+        # (`moetrace view` passes those: LoadOptions is built by the loader, off the interface).
+        self.loading = loading
+        self.analysis: AnalysisSession | None = None  # the shown trace's analyses
         self.trace: Trace | None = None
         self.model: LaneModel | None = None
         self.report: Report | None = None
@@ -207,16 +214,23 @@ class MoetraceApp(ViewerActions, App[None]):
 
         def job() -> None:
             try:
-                files = expand_paths(paths) if any(p.is_dir() for p in paths) else paths
+                from moetrace.trace.io import expand_paths
+
+                files = expand_paths(paths, missing_ok=True)
             except Exception:  # the loader reports it properly below
                 files = paths
             self._files = files
             if files != paths:
                 self.post_message(FilesFound(files))
             try:
+                from moetrace.trace.options import LoadOptions
+
                 from .loading import load_in_steps
 
-                trace = load_in_steps(paths, files, show)
+                options = self.loading
+                if options is not None and not isinstance(options, LoadOptions):
+                    options = LoadOptions(**options)
+                trace = load_in_steps(paths, files, show, options)
             except Exception as exc:  # shown in the app, not as a traceback
                 self.post_message(LoadFailed(f"{type(exc).__name__}: {exc}"))
                 return
@@ -325,6 +339,8 @@ class MoetraceApp(ViewerActions, App[None]):
         from .format import fmt_ns
 
         try:
+            from moetrace.analysis.session import AnalysisSession
+
             from .loading import analyze_off_interface
 
             kwargs: dict[str, Any] = {}
@@ -332,7 +348,9 @@ class MoetraceApp(ViewerActions, App[None]):
                 kwargs["time_range"] = time_range
             if ranks is not None:
                 kwargs["ranks"] = ranks
-            report = analyze_off_interface(trace, kwargs)
+            if self.analysis is None or self.analysis.trace is not trace:
+                self.analysis = AnalysisSession(trace)
+            report = analyze_off_interface(self.analysis, kwargs)
         except Exception as exc:
             self.post_message(MetricsFailed(f"{type(exc).__name__}: {exc}"))
             return

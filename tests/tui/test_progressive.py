@@ -13,9 +13,9 @@ import polars as pl
 import pytest
 from tui_helpers import lane_text, settle
 
+from moetrace.testing.synthetic import synthetic_trace
 from moetrace.trace.model import Trace
 from moetrace.tui.app import MoetraceApp
-from moetrace.tui.synthetic import synthetic_trace
 
 
 def test_the_view_command_imports_no_polars_numpy_or_analysis() -> None:
@@ -57,18 +57,20 @@ async def _until(pilot: Any, condition: Any, rounds: int = 3000) -> None:
 async def test_lanes_fill_in_as_rank_files_arrive(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
-    import moetrace.trace.io as io
+    import moetrace.trace.formats.registry as registry
+    import moetrace.trace.parallel as parallel
 
     trace = synthetic_trace(ranks=3, events_per_lane=20, seed=2)
     parts = _rank_files(tmp_path, trace)
     paths = sorted(parts)
     gates = {p: threading.Event() for p in paths}
 
-    def slow_read(path: Path, flavor: str | None = None, *, cache: bool = True) -> Trace:
+    def slow_read(path: Path, flavor: str | None = None, *, use_cache: bool = True) -> Trace:
         gates[Path(path)].wait(60)
         return parts[Path(path)]
 
-    monkeypatch.setattr(io, "read_one_cached", slow_read)
+    monkeypatch.setattr(registry, "read_file_cached", slow_read)  # the step-wise reads
+    monkeypatch.setattr(parallel, "read_file_cached", slow_read)  # load()'s, at the end
     app = MoetraceApp(paths=[tmp_path], metrics=False)
     async with app.run_test(size=(140, 40)) as pilot:
         await pilot.pause()
