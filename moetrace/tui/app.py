@@ -14,8 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from rich.text import Text
-from textual import events
-from textual.app import App, ComposeResult
+from textual.app import ComposeResult
 from textual.binding import BindingType
 from textual.containers import Horizontal, Vertical
 from textual.message import Message
@@ -97,17 +96,13 @@ class MetricsFailed(Message):
         super().__init__()
 
 
-class MoetraceApp(ViewerActions, App[None]):
+class MoetraceApp(ViewerActions):
     """Browse a trace: `MoetraceApp(trace)` for an in-memory Trace, or `paths=[...]` to load."""
 
     CSS_PATH = "moetrace.tcss"
     TITLE = "moetrace"
-    COMMANDS = App.COMMANDS | {ViewerCommands}
+    COMMANDS = ViewerActions.COMMANDS | {ViewerCommands}
     BINDINGS: ClassVar[list[BindingType]] = list(APP_BINDINGS)
-
-    SIDE_MIN_TERMINAL = 120  # below this many columns the side pane starts hidden (p shows it)
-    SIDE_WIDTH = 58  # side pane columns when there is room
-    SIDE_MAX_SHARE = 0.4  # the timeline always keeps at least 60% of the width
 
     def __init__(
         self,
@@ -151,11 +146,6 @@ class MoetraceApp(ViewerActions, App[None]):
         yield Static(Text(""), id="status")
         yield Footer()
 
-    @property
-    def timeline(self) -> TimelineView:
-        view: TimelineView = self.query_one("#timeline", TimelineView)
-        return view
-
     def on_mount(self) -> None:
         self.query_one("#prompt", Input).display = False
         self.query_one("#prompt", Input).cursor_blink = False
@@ -169,27 +159,6 @@ class MoetraceApp(ViewerActions, App[None]):
             self.load_paths()
         else:
             self.set_status("nothing to show: no trace given")
-
-    # ------------------------------------------------------------- layout
-    def on_resize(self, event: events.Resize) -> None:
-        self.fit_layout(event.size.width)
-
-    def fit_layout(self, width: int) -> None:
-        """Side pane: 58 columns when it fits in 40% of the terminal, else narrower; hidden
-        by default below 120 columns (p toggles it). The timeline keeps ≥ 60% of the width."""
-        side = self.query_one("#side")
-        show = self.side_wanted if self.side_wanted is not None else width >= self.SIDE_MIN_TERMINAL
-        side.styles.width = max(min(self.SIDE_WIDTH, int(width * self.SIDE_MAX_SHARE)), 1)
-        side.display = bool(show)
-        self.timeline.refresh()
-
-    def action_toggle_side(self) -> None:
-        """p: show or hide the details and metrics panes."""
-        self.side_wanted = not self.query_one("#side").display
-        self.fit_layout(self.size.width)
-
-    def set_status(self, text: str, style: str = "") -> None:
-        self.query_one("#status", Static).update(Text(safe_text(text), style=style))
 
     # ------------------------------------------------------------- workers
     def load_paths(self) -> None:
@@ -404,11 +373,6 @@ class MoetraceApp(ViewerActions, App[None]):
     def on_details_pane_jump(self, message: DetailsPane.Jump) -> None:
         self.timeline.select_event(message.event_id)
         self.timeline.focus()
-
-    def refresh_details(self) -> None:
-        origin = self.model.origin if self.model else 0
-        overlays = self.overlays if self.report is not None else None
-        self.query_one(DetailsPane).show(self.trace, self.timeline.selected, origin, overlays)
 
 
 def job_name(paths: Sequence[Path]) -> str:

@@ -1,17 +1,26 @@
-"""The app's key actions: overlays, dependency/critical-path following, search, filter, panes.
+"""The viewer's screen and key actions: layout, panes, overlays, dependency/critical-path
+following, search, filter, go to, tables.
 
-A mixin of `MoetraceApp`, kept apart so each module stays small. numpy and Polars are
-imported by the actions that need them (there is a trace by then), not with the app: the first
-frame is drawn before they are imported.
+`ViewerActions` is the App that `MoetraceApp` extends with loading and analysis: it owns the
+widgets' layout and every key action, and reads the viewer's state (trace, lane model,
+report…) that `MoetraceApp` fills in. numpy and Polars are imported by the actions that need
+them (there is a trace by then), not with the app: the first frame is drawn before they are.
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from textual.widgets import Input
+from rich.text import Text
+from textual import events
+from textual.app import App
+from textual.widgets import Input, Static
+
+from moetrace.text import visible as safe_text
 
 from .format import parse_time
+from .widgets.details import DetailsPane
+from .widgets.timeline import TimelineView
 
 if TYPE_CHECKING:
     import numpy as np
@@ -21,14 +30,13 @@ if TYPE_CHECKING:
 
     from .lanes import LaneModel
     from .overlays import Overlays
-    from .widgets.timeline import TimelineView
 
 
 OVERLAY_NAMES = {"critical": "critical path", "gaps": "idle gaps", "exposed": "exposed comm"}
 
 
-class ViewerActions:
-    """Actions of the app; expects the attributes of `MoetraceApp`."""
+class ViewerActions(App[None]):
+    """The viewer's layout and key actions over the state `MoetraceApp` keeps current."""
 
     trace: Trace | None
     model: LaneModel | None
@@ -38,19 +46,42 @@ class ViewerActions:
     search_text: str
     prompt_mode: str
     steps: list[tuple[int, int, int]]
+    side_wanted: bool | None  # None: decided by the terminal width
 
-    if TYPE_CHECKING:
+    SIDE_MIN_TERMINAL = 120  # below this many columns the side pane starts hidden (p shows it)
+    SIDE_WIDTH = 58  # side pane columns when there is room
+    SIDE_MAX_SHARE = 0.4  # the timeline always keeps at least 60% of the width
 
-        @property
-        def timeline(self) -> TimelineView: ...
+    @property
+    def timeline(self) -> TimelineView:
+        view: TimelineView = self.query_one("#timeline", TimelineView)
+        return view
 
-        def query_one(self, *args: Any, **kwargs: Any) -> Any: ...
-        def notify(self, *args: Any, **kwargs: Any) -> None: ...
-        def set_status(self, text: str, style: str = "") -> None: ...
-        def push_screen(self, *args: Any, **kwargs: Any) -> Any: ...
-        def exit(self, *args: Any, **kwargs: Any) -> None: ...
-        def refresh_details(self) -> None: ...
-        def action_toggle_side(self) -> None: ...
+    # ------------------------------------------------------------- layout
+    def on_resize(self, event: events.Resize) -> None:
+        self.fit_layout(event.size.width)
+
+    def fit_layout(self, width: int) -> None:
+        """Side pane: 58 columns when it fits in 40% of the terminal, else narrower; hidden
+        by default below 120 columns (p toggles it). The timeline keeps ≥ 60% of the width."""
+        side = self.query_one("#side")
+        show = self.side_wanted if self.side_wanted is not None else width >= self.SIDE_MIN_TERMINAL
+        side.styles.width = max(min(self.SIDE_WIDTH, int(width * self.SIDE_MAX_SHARE)), 1)
+        side.display = bool(show)
+        self.timeline.refresh()
+
+    def action_toggle_side(self) -> None:
+        """p: show or hide the details and metrics panes."""
+        self.side_wanted = not self.query_one("#side").display
+        self.fit_layout(self.size.width)
+
+    def set_status(self, text: str, style: str = "") -> None:
+        self.query_one("#status", Static).update(Text(safe_text(text), style=style))
+
+    def refresh_details(self) -> None:
+        origin = self.model.origin if self.model else 0
+        overlays = self.overlays if self.report is not None else None
+        self.query_one(DetailsPane).show(self.trace, self.timeline.selected, origin, overlays)
 
     # -------------------------------------------------------------- panes
     def action_details(self) -> None:
