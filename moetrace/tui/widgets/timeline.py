@@ -16,7 +16,7 @@ import math
 import time
 from collections.abc import Callable
 from dataclasses import replace
-from typing import TYPE_CHECKING, ClassVar
+from typing import TYPE_CHECKING, ClassVar, Generic, TypeVar, overload
 
 from rich.segment import Segment
 from rich.style import Style
@@ -46,9 +46,32 @@ if TYPE_CHECKING:
     from .lane_painter import Frame, LanePainter
 
 BLANK_STYLE = Style()  # not None: Textual's NO_COLOR filter needs a style on every segment
+T = TypeVar("T")
 KEY_REPEAT_S = 0.15  # a key pressed again within this many seconds is held: bigger steps
 
 __all__ = ["Area", "TimelineView"]
+
+
+class ViewField(Generic[T]):
+    """A widget attribute that is the field of the same name of the widget's `view`."""
+
+    name = ""
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        self.name = name
+
+    @overload
+    def __get__(self, widget: None, owner: type) -> ViewField[T]: ...
+    @overload
+    def __get__(self, widget: TimelineView, owner: type) -> T: ...
+    def __get__(self, widget: TimelineView | None, owner: type) -> T | ViewField[T]:
+        if widget is None:
+            return self
+        value: T = getattr(widget.view, self.name)
+        return value
+
+    def __set__(self, widget: TimelineView, value: T) -> None:
+        setattr(widget.view, self.name, value)
 
 
 class TimelineView(ScrollView, can_focus=True):
@@ -133,55 +156,15 @@ class TimelineView(ScrollView, can_focus=True):
         if model is not None:
             self.set_model(model)
 
-    # ------------------------------------------------- the viewport's fields
     # The widget's names for the viewport's state (tests and the app read and set them).
-    @property
-    def t0(self) -> float:
-        return self.view.t0
-
-    @t0.setter
-    def t0(self, value: float) -> None:
-        self.view.t0 = value
-
-    @property
-    def t1(self) -> float:
-        return self.view.t1
-
-    @t1.setter
-    def t1(self, value: float) -> None:
-        self.view.t1 = value
-
-    @property
-    def cursor_t(self) -> float:
-        return self.view.cursor_t
-
-    @cursor_t.setter
-    def cursor_t(self, value: float) -> None:
-        self.view.cursor_t = value
-
-    @property
-    def cursor_row(self) -> int:
-        return self.view.cursor_row
-
-    @cursor_row.setter
-    def cursor_row(self, value: int) -> None:
-        self.view.cursor_row = value
-
-    @property
-    def selected(self) -> int | None:
-        return self.view.selected
-
-    @property
-    def selected_span(self) -> tuple[LaneKey, float, float] | None:
-        return self.view.selected_span
-
-    @property
-    def area(self) -> Area | None:
-        return self.view.area
-
-    @property
-    def marks(self) -> list[float]:
-        return self.view.marks
+    t0 = ViewField[float]()
+    t1 = ViewField[float]()
+    cursor_t = ViewField[float]()
+    cursor_row = ViewField[int]()
+    selected = ViewField["int | None"]()
+    selected_span = ViewField["tuple[LaneKey, float, float] | None"]()
+    area = ViewField["Area | None"]()
+    marks = ViewField["list[float]"]()
 
     # ------------------------------------------------------------------ state
     def set_model(self, model: LaneModel, *, keep_view: bool = False) -> None:
