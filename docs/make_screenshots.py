@@ -46,12 +46,14 @@ def executor_trace() -> Trace | None:
 Prepare = Callable[[MoetraceApp, Any], Awaitable[None]]
 Scene = tuple[str, Callable[[], Trace | None], Prepare | None, list[str]]
 SMALL = (80, 24)  # scenes shot at this size (the side pane folded away)
-SIZES = {"small_80x24": SMALL}
+WIDE = (250, 70)  # a big terminal: side panes open, long labels
+SIZES = {"small_80x24": SMALL, "wide_250x70": WIDE}
 NO_COLOR_SCENES = {"no_color"}
 SCENES: list[Scene] = [
     ("small_80x24", lambda: synthetic_trace(ranks=3, seed=1), select_on_path, ["w", "w"]),
     ("no_color", lambda: synthetic_trace(ranks=3, seed=1), select_on_path, ["c", "x", "i", "w"]),
     ("main", lambda: synthetic_trace(ranks=3, seed=1), select_on_path, ["w"]),
+    ("wide_250x70", lambda: synthetic_trace(ranks=8, seed=1), select_on_path, ["w", "c"]),
     ("critical_path", lambda: synthetic_trace(ranks=3, seed=1), select_on_path, ["w", "c"]),
     ("idle_gaps", lambda: synthetic_trace(ranks=3, seed=1), select_on_path, ["w", "i"]),
     ("exposed_comm", lambda: synthetic_trace(ranks=3, seed=1), select_on_path, ["w", "x"]),
@@ -61,11 +63,12 @@ SCENES: list[Scene] = [
 ]
 
 
-def svg_to_png(svg: Path, png: Path) -> None:
+def svg_to_png(svg: Path, png: Path, columns: int = SIZE[0]) -> None:
     # Keep leading spaces (the lane tree's indentation) in renderers that collapse them.
     text = re.sub(r"<text ", '<text xml:space="preserve" ', svg.read_text(encoding="utf-8"))
     svg.write_text(text, encoding="utf-8")
-    subprocess.run(["rsvg-convert", "-w", str(PNG_WIDTH), str(svg), "-o", str(png)], check=True)
+    width = PNG_WIDTH * columns // SIZE[0]  # the same pixels per column at every size
+    subprocess.run(["rsvg-convert", "-w", str(width), str(svg), "-o", str(png)], check=True)
 
 
 async def settle(app: MoetraceApp, pilot: Any) -> None:
@@ -93,7 +96,7 @@ async def shoot(name: str, trace: Trace, before: Any, keys: list[str], tmp: Path
         await pilot.pause()
         svg = Path(app.save_screenshot(filename=f"{name}.svg", path=str(tmp)))
     png = OUT / f"{name}.png"
-    svg_to_png(svg, png)
+    svg_to_png(svg, png, SIZES.get(name, SIZE)[0])
     return png
 
 

@@ -96,6 +96,12 @@ def load_options(func: F) -> F:
         )
         return func(*args, loading=loading, **kwargs)
 
+    return load_flags(wrapper)  # type: ignore[return-value]
+
+
+def load_flags(func: F) -> F:
+    """The options of `load_options` as plain arguments (no_cache, jobs, engine, address), for
+    a command that must not import `moetrace.trace` (and Polars) when it starts: `view`."""
     options = [
         click.option(
             "--no-cache",
@@ -118,7 +124,7 @@ def load_options(func: F) -> F:
             help="Ray cluster to join with --engine ray (default: start a local one).",
         ),
     ]
-    command: Any = wrapper
+    command: Any = func
     for option in reversed(options):
         command = option(command)
     return cast(F, command)

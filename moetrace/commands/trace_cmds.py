@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
@@ -15,8 +15,9 @@ from moetrace.commands._common import (
 )
 from moetrace.commands.report_tables import ranges
 from moetrace.text import visible
-from moetrace.trace.options import LoadOptions
-from moetrace.trace.summary import describe
+
+if TYPE_CHECKING:
+    from moetrace.trace.options import LoadOptions
 
 _FLAVORS = click.Choice(["auto", "kineto", "ascend", "moetrace", "chrome"])
 
@@ -99,6 +100,7 @@ def info(traces: tuple[str, ...], as_json: bool, flavor: str, loading: LoadOptio
     import msgspec
 
     from moetrace.trace.io import load
+    from moetrace.trace.summary import describe  # here: `moetrace view` imports no Polars
 
     trace = load(list(traces), flavor=None if flavor == "auto" else flavor, options=loading)
     summary = describe(trace)

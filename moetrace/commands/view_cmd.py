@@ -7,16 +7,22 @@ from pathlib import Path
 
 import click
 
-from moetrace.commands._common import UserError, handle_errors, load_options
-from moetrace.trace.options import LoadOptions
+from moetrace.commands._common import UserError, handle_errors, load_flags
 
 
 @click.command("view")
 @click.argument("paths", nargs=-1, required=True, type=click.Path(path_type=Path))
 @click.option("--no-metrics", is_flag=True, help="Do not run the analysis (faster on huge traces).")
-@load_options
+@load_flags  # not load_options: that imports moetrace.trace (Polars) before the first frame
 @handle_errors
-def view(paths: tuple[Path, ...], no_metrics: bool, loading: LoadOptions) -> None:
+def view(
+    paths: tuple[Path, ...],
+    no_metrics: bool,
+    no_cache: bool,
+    jobs: int | None,
+    engine: str | None,
+    address: str | None,
+) -> None:
     """Browse traces in the terminal: timeline, critical path, idle gaps, exposed comm.
 
     \b
@@ -33,6 +39,7 @@ def view(paths: tuple[Path, ...], no_metrics: bool, loading: LoadOptions) -> Non
         )
     from moetrace.tui.app import launch
 
+    loading = {"cache": not no_cache, "jobs": jobs, "engine": engine or "local", "address": address}
     launch(list(paths), metrics=not no_metrics, loading=loading)
 
 

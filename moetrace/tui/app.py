@@ -1,45 +1,67 @@
 """The moetrace viewer: timeline, details and metrics panes, tables, overlays and search.
 
 Loading and metrics run in daemon threads that post messages back (`loading.py`), so the
-first frame (with read progress) appears at once, the lanes before the analysis finishes, and
-Ctrl+C or q quit at any moment. Every number shown comes from `moetrace.analysis`; this
-package only lays it out.
+first frame (with read progress) appears at once, a job's lanes fill in as its rank files
+arrive, and Ctrl+C or q quit at any moment. Every number shown comes from `moetrace.analysis`;
+this package only lays it out. This module imports neither numpy nor Polars (nor the
+analysis): `moetrace view` draws its first frame before they are imported, in the loader.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
-import numpy as np
 from rich.text import Text
-from textual import events
-from textual.app import App, ComposeResult
-from textual.binding import Binding, BindingType
+from textual.app import ComposeResult
+from textual.binding import BindingType
 from textual.containers import Horizontal, Vertical
 from textual.message import Message
 from textual.widgets import Footer, Header, Input, Static
 
-from moetrace.trace.model import Trace
-from moetrace.trace.options import LoadOptions
+from moetrace.text import visible as safe_text
 
-from .app_actions import ViewerActions, idle_notes, step_windows
+from .app_actions import ViewerActions
 from .commands import ViewerCommands
-from .lanes import LaneModel, safe_text
-from .loading import LoadProgress, expand_paths, run_in_background
-from .overlays import Overlays, build_overlays
+from .keys import APP_BINDINGS
+from .loading import LoadProgress, run_in_background
 from .widgets.details import DetailsPane
 from .widgets.metrics import MetricsPane
 from .widgets.timeline import TimelineView
 
 if TYPE_CHECKING:
+    from moetrace.analysis.report import Report
     from moetrace.analysis.session import AnalysisSession
+    from moetrace.trace.model import Trace
+    from moetrace.trace.options import LoadOptions
+
+    from .lanes import LaneModel
+    from .overlays import Overlays
 
 
 class TraceLoaded(Message):
-    def __init__(self, trace: Trace) -> None:
+    """The load finished: the whole trace (and its lane model when the loader built it)."""
+
+    def __init__(self, trace: Trace, model: LaneModel | None = None) -> None:
         self.trace = trace
+        self.model = model
+        super().__init__()
+
+
+class RanksLoaded(Message):
+    """Part of a job is in: the first `done` of `total` rank files, merged, and their lanes."""
+
+    def __init__(self, trace: Trace, model: LaneModel, done: int, total: int) -> None:
+        self.trace, self.model, self.done, self.total = trace, model, done, total
+        super().__init__()
+
+
+class FilesFound(Message):
+    """The loader expanded the folders given: the files it reads (progress counts them)."""
+
+    def __init__(self, files: list[Path]) -> None:
+        self.files = files
         super().__init__()
 
 
@@ -50,11 +72,21 @@ class LoadFailed(Message):
 
 
 class MetricsReady(Message):
+    """An analysis finished: the report of `scope`; for the whole trace (`whole`) also the
+    overlays, idle notes and step windows, all computed in the worker."""
+
     def __init__(
-        self, report: Any, scope: str, whole: bool, request: int = 0, overlays: Any = None
+        self,
+        report: Report,
+        scope: str,
+        whole: bool,
+        request: int = 0,
+        overlays: Overlays | None = None,
+        notes: dict[tuple[object, ...], str] | None = None,
+        steps: list[tuple[int, int, int]] | None = None,
     ) -> None:
         self.report, self.scope, self.whole, self.request = report, scope, whole, request
-        self.overlays = overlays
+        self.overlays, self.notes, self.steps = overlays, notes, steps
         super().__init__()
 
 
@@ -64,47 +96,13 @@ class MetricsFailed(Message):
         super().__init__()
 
 
-class MoetraceApp(ViewerActions, App[None]):
+class MoetraceApp(ViewerActions):
     """Browse a trace: `MoetraceApp(trace)` for an in-memory Trace, or `paths=[...]` to load."""
 
     CSS_PATH = "moetrace.tcss"
     TITLE = "moetrace"
-    COMMANDS = App.COMMANDS | {ViewerCommands}
-    BINDINGS: ClassVar[list[BindingType]] = [
-        Binding("enter", "details", "Details", id="app.details"),
-        Binding("c", "overlay('critical')", "CritPath", id="app.overlay_critical"),
-        Binding("i", "overlay('gaps')", "Idle", id="app.overlay_gaps"),
-        Binding("x", "overlay('exposed')", "Exposed", id="app.overlay_exposed"),
-        Binding(
-            "right_square_bracket", "follow(1)", "Follow dep", show=False, id="app.follow_next"
-        ),
-        Binding("left_square_bracket", "follow(-1)", "Back dep", show=False, id="app.follow_prev"),
-        Binding("slash", "prompt('search')", "Search", id="app.search"),
-        Binding("n", "search_step(1)", "Next hit", show=False, id="app.search_next"),
-        Binding("N", "search_step(-1)", "Prev hit", show=False, id="app.search_prev"),
-        Binding("backslash", "prompt('filter')", "Filter lanes", show=False, id="app.filter"),
-        Binding("1", "table('critical')", "CP table", show=False, id="app.table_critical"),
-        Binding("2", "table('gaps')", "Gaps table", show=False, id="app.table_gaps"),
-        Binding("3", "table('comm')", "Comm table", show=False, id="app.table_comm"),
-        Binding("4", "table('names')", "Names table", show=False, id="app.table_names"),
-        Binding("5", "table('idle')", "Idle table", show=False, id="app.table_idle"),
-        Binding("6", "table('collectives')", "Collectives", show=False, id="app.table_collectives"),
-        Binding("7", "table('stragglers')", "Stragglers", show=False, id="app.table_stragglers"),
-        Binding("8", "table('moe')", "MoE view", show=False, id="app.table_moe"),
-        Binding("g", "next_step(1)", "Next step", show=False, id="app.next_step"),
-        Binding("G", "next_step(-1)", "Prev step", show=False, id="app.prev_step"),
-        Binding("question_mark,f1", "help", "Help", id="app.help"),
-        Binding("p", "toggle_side", "Panes", id="app.toggle_side"),
-        Binding("o", "metrics_sort", "Sort ranks", show=False, id="app.metrics_sort"),
-        Binding("colon", "prompt('goto')", "Go to", show=False, id="app.goto"),
-        Binding("q", "close_or_quit", "Close", id="app.close_or_quit"),
-        # Ctrl+C quits at once, even while loading or analysing (Textual only hints at Ctrl+Q).
-        Binding("ctrl+c", "quit", "Quit", show=False, priority=True, id="app.quit"),
-    ]
-
-    SIDE_MIN_TERMINAL = 120  # below this many columns the side pane starts hidden (p shows it)
-    SIDE_WIDTH = 58  # side pane columns when there is room
-    SIDE_MAX_SHARE = 0.4  # the timeline always keeps at least 60% of the width
+    COMMANDS = ViewerActions.COMMANDS | {ViewerCommands}
+    BINDINGS: ClassVar[list[BindingType]] = list(APP_BINDINGS)
 
     def __init__(
         self,
@@ -113,18 +111,20 @@ class MoetraceApp(ViewerActions, App[None]):
         paths: Sequence[str | Path] = (),
         metrics: bool = True,
         title: str | None = None,
-        loading: LoadOptions | None = None,
+        loading: LoadOptions | Mapping[str, Any] | None = None,
     ) -> None:
         super().__init__()
-        self.loading = loading  # how `paths` are read (the CLI's --no-cache, --jobs...)
+        # How `paths` are read (the CLI's --no-cache, --jobs...): LoadOptions, or its fields
+        # (`moetrace view` passes those: LoadOptions is built by the loader, off the interface).
+        self.loading = loading
         self.analysis: AnalysisSession | None = None  # the shown trace's analyses
         self.trace: Trace | None = None
         self.model: LaneModel | None = None
-        self.report: Any = None
+        self.report: Report | None = None
         self.overlays: Overlays | None = None
         self.paths = [Path(p) for p in paths]
         self.metrics_enabled = metrics
-        self.search_hits = np.empty(0, dtype=np.int64)
+        self.search_hits = None
         self.search_text = ""
         self.prompt_mode = ""
         self.steps: list[tuple[int, int, int]] = []
@@ -133,6 +133,7 @@ class MoetraceApp(ViewerActions, App[None]):
         self.side_wanted: bool | None = None  # None: decided by the terminal width
         self.load_progress: LoadProgress | None = None
         self._metrics_request = 0
+        self._files: list[Path] = []
 
     def compose(self) -> ComposeResult:
         yield Header(show_clock=False, icon="≡")
@@ -144,10 +145,6 @@ class MoetraceApp(ViewerActions, App[None]):
         yield Input(id="prompt")
         yield Static(Text(""), id="status")
         yield Footer()
-
-    @property
-    def timeline(self) -> TimelineView:
-        return self.query_one("#timeline", TimelineView)
 
     def on_mount(self) -> None:
         self.query_one("#prompt", Input).display = False
@@ -163,35 +160,10 @@ class MoetraceApp(ViewerActions, App[None]):
         else:
             self.set_status("nothing to show: no trace given")
 
-    # ------------------------------------------------------------- layout
-    def on_resize(self, event: events.Resize) -> None:
-        self.fit_layout(event.size.width)
-
-    def fit_layout(self, width: int) -> None:
-        """Side pane: 58 columns when it fits in 40% of the terminal, else narrower; hidden
-        by default below 120 columns (p toggles it). The timeline keeps ≥ 60% of the width."""
-        side = self.query_one("#side")
-        show = self.side_wanted if self.side_wanted is not None else width >= self.SIDE_MIN_TERMINAL
-        side.styles.width = max(min(self.SIDE_WIDTH, int(width * self.SIDE_MAX_SHARE)), 1)
-        side.display = bool(show)
-        self.timeline.refresh()
-
-    def action_toggle_side(self) -> None:
-        """p: show or hide the details and metrics panes."""
-        self.side_wanted = not self.query_one("#side").display
-        self.fit_layout(self.size.width)
-
-    def set_status(self, text: str, style: str = "") -> None:
-        self.query_one("#status", Static).update(Text(safe_text(text), style=style))
-
     # ------------------------------------------------------------- workers
     def load_paths(self) -> None:
         """Read the trace files in a daemon thread; show read progress until they are in."""
-        try:
-            files = expand_paths(self.paths)
-        except Exception:  # the loader reports it properly below
-            files = list(self.paths)
-        self.load_progress = LoadProgress(files)
+        self.load_progress = LoadProgress(list(self.paths))  # folders: expanded by the loader
         self._show_progress()
         self._progress_timer = self.set_interval(0.25, self._show_progress)
         # Start reading once the first frame is on screen: the reader holds the GIL in long
@@ -199,19 +171,48 @@ class MoetraceApp(ViewerActions, App[None]):
         self.call_after_refresh(lambda: self.set_timer(0.02, self._start_load))
 
     def _start_load(self) -> None:
-        """The load itself, in a daemon thread that posts TraceLoaded or LoadFailed."""
+        """The load itself, in a daemon thread that posts RanksLoaded as rank files arrive,
+        then TraceLoaded or LoadFailed. numpy, Polars and the lane painter are first imported
+        here, off the interface."""
+        paths = list(self.paths)
+
+        def show(trace: Trace, done: int) -> None:
+            from .lanes import LaneModel
+
+            self.post_message(RanksLoaded(trace, LaneModel(trace), done, len(self._files)))
 
         def job() -> None:
             try:
-                from moetrace.trace.io import load
+                from moetrace.trace.io import expand_paths
 
-                trace = load(self.paths, options=self.loading)
+                files = expand_paths(paths, missing_ok=True)
+            except Exception:  # the loader reports it properly below
+                files = paths
+            self._files = files
+            if files != paths:
+                self.post_message(FilesFound(files))
+            try:
+                from moetrace.trace.options import LoadOptions
+
+                from .loading import load_in_steps
+
+                options = self.loading
+                if options is not None and not isinstance(options, LoadOptions):
+                    options = LoadOptions(**options)
+                trace = load_in_steps(paths, files, show, options)
             except Exception as exc:  # shown in the app, not as a traceback
                 self.post_message(LoadFailed(f"{type(exc).__name__}: {exc}"))
                 return
-            self.post_message(TraceLoaded(trace))
+            from .lanes import LaneModel
+            from .widgets import lane_painter  # noqa: F401  (imported here, not in the interface)
+
+            self.post_message(TraceLoaded(trace, LaneModel(trace)))
 
         run_in_background("load", job)
+
+    def on_files_found(self, message: FilesFound) -> None:
+        if self.load_progress is not None:
+            self.load_progress = LoadProgress(message.files, started=self.load_progress.started)
 
     def _show_progress(self) -> None:
         if self.load_progress is not None:
@@ -226,10 +227,22 @@ class MoetraceApp(ViewerActions, App[None]):
         if timer is not None:
             timer.stop()
 
+    def on_ranks_loaded(self, message: RanksLoaded) -> None:
+        """Part of the job is in: draw its lanes now (the view kept as more ranks arrive)."""
+        if self.load_progress is None:
+            return  # the whole trace is already shown
+        first = self.model is None
+        self.trace, self.model = message.trace, message.model
+        self.timeline.set_model(message.model, keep_view=not first)
+        self.sub_title = (
+            f"{len(message.trace.ranks)} ranks so far ({message.done} of {message.total} files)"
+            " · loading…"
+        )
+
     def on_trace_loaded(self, message: TraceLoaded) -> None:
         progress = self.load_progress
         self._loading_done()
-        self.show_trace(message.trace)
+        self.show_trace(message.trace, message.model)
         if progress is not None and not message.trace.warnings and message.trace.events.height:
             seconds = max(progress.elapsed(), 1e-6)
             n = message.trace.events.height
@@ -245,11 +258,16 @@ class MoetraceApp(ViewerActions, App[None]):
         )
         self.query_one(MetricsPane).show_error("no trace")
 
-    def show_trace(self, trace: Trace) -> None:
-        """Display a trace now; start the metrics worker in the background."""
+    def show_trace(self, trace: Trace, model: LaneModel | None = None) -> None:
+        """Display a trace now (its lane model built here unless given); start the metrics
+        worker in the background. A job whose first ranks are already drawn keeps its view."""
+        from .format import fmt_ns
+        from .lanes import LaneModel
+
+        keep_view = self.model is not None
         self.trace = trace
-        self.model = LaneModel(trace)
-        self.timeline.set_model(self.model)
+        self.model = model if model is not None else LaneModel(trace)
+        self.timeline.set_model(self.model, keep_view=keep_view)
         meta = trace.meta
         source = meta.get("source") or []
         name = self._title or (
@@ -258,8 +276,6 @@ class MoetraceApp(ViewerActions, App[None]):
         self.title = f"moetrace — {safe_text(name)}"
         window = trace.window()
         span = (window[1] - window[0]) if window else 0
-        from .format import fmt_ns
-
         self.sub_title = (
             f"{meta.get('format', '?')}/{meta.get('flavor', '?')} · {len(trace.ranks)} ranks · "
             f"{trace.events.height} events · {fmt_ns(span)}"
@@ -289,6 +305,8 @@ class MoetraceApp(ViewerActions, App[None]):
         trace = self.trace
         if trace is None:
             return
+        from .format import fmt_ns
+
         try:
             from moetrace.analysis.session import AnalysisSession
 
@@ -307,8 +325,6 @@ class MoetraceApp(ViewerActions, App[None]):
             return
         scope = "whole trace"
         if time_range is not None and self.model is not None:
-            from .format import fmt_ns
-
             o = self.model.origin
             scope = f"area {fmt_ns(time_range[0] - o)} – {fmt_ns(time_range[1] - o)}"
             if ranks:
@@ -316,11 +332,16 @@ class MoetraceApp(ViewerActions, App[None]):
                     f", ranks {ranks[0]}–{ranks[-1]}" if len(ranks) > 1 else f", rank {ranks[0]}"
                 )
         whole = time_range is None and ranks is None
-        overlays = None
-        if whole and self.model is not None:
-            # Indexing the overlays takes ~0.5 s at 256 ranks: here, not in the interface.
-            overlays = build_overlays(report, self.model)
-        self.post_message(MetricsReady(report, scope, whole, request, overlays))
+        if not whole or self.model is None:
+            self.post_message(MetricsReady(report, scope, whole, request))
+            return
+        # Indexing the overlays takes ~0.5 s at 256 ranks: here, not in the interface.
+        from .overlays import build_overlays
+        from .report_view import idle_notes, step_windows
+
+        overlays = build_overlays(report, self.model)
+        notes, steps = idle_notes(report), step_windows(report)
+        self.post_message(MetricsReady(report, scope, whole, request, overlays, notes, steps))
 
     def on_metrics_ready(self, message: MetricsReady) -> None:
         if message.request != self._metrics_request and not message.whole:
@@ -329,10 +350,10 @@ class MoetraceApp(ViewerActions, App[None]):
         if message.whole:
             self.report = message.report
             if self.model is not None:
-                self.overlays = message.overlays or build_overlays(message.report, self.model)
+                self.overlays = message.overlays
                 self.timeline.set_overlays(self.overlays)
-            self.timeline.set_row_notes(idle_notes(message.report))
-            self.steps = step_windows(message.report)
+            self.timeline.set_row_notes(message.notes or {})
+            self.steps = message.steps or []
             if len(self.steps) > 1:
                 self.sub_title += f" · steps {self.steps[0][0]}–{self.steps[-1][0]} (g: next step)"
             self.refresh_details()
@@ -353,11 +374,6 @@ class MoetraceApp(ViewerActions, App[None]):
         self.timeline.select_event(message.event_id)
         self.timeline.focus()
 
-    def refresh_details(self) -> None:
-        origin = self.model.origin if self.model else 0
-        overlays = self.overlays if self.report is not None else None
-        self.query_one(DetailsPane).show(self.trace, self.timeline.selected, origin, overlays)
-
 
 def job_name(paths: Sequence[Path]) -> str:
     """What the title calls the job: the file, or the common folder and how many files."""
@@ -375,8 +391,8 @@ def launch(source: Sequence[str | Path] | Trace, **options: Any) -> None:
     """Run the viewer on a Trace or on trace files (several files = one rank per file)."""
     from .loading import abandon_background_jobs
 
-    if isinstance(source, Trace):
-        MoetraceApp(source, **options).run()
-    else:
+    if isinstance(source, Sequence):  # file names (a Trace is not a sequence)
         MoetraceApp(paths=list(source), **options).run()
+    else:
+        MoetraceApp(source, **options).run()
     abandon_background_jobs()  # quit during a load/analysis: do not wait for it

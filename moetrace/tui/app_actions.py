@@ -1,111 +1,87 @@
-"""The app's key actions: overlays, dependency/critical-path following, search, filter, panes.
+"""The viewer's screen and key actions: layout, panes, overlays, dependency/critical-path
+following, search, filter, go to, tables.
 
-A mixin of `MoetraceApp`, kept apart so each module stays small.
+`ViewerActions` is the App that `MoetraceApp` extends with loading and analysis: it owns the
+widgets' layout and every key action, and reads the viewer's state (trace, lane model,
+report…) that `MoetraceApp` fills in. numpy and Polars are imported by the actions that need
+them (there is a trace by then), not with the app: the first frame is drawn before they are.
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-import numpy as np
-import polars as pl
-from textual.widgets import Input
+from rich.text import Text
+from textual import events
+from textual.app import App
+from textual.widgets import Input, Static
 
-from .lanes import search_events
+from moetrace.text import visible as safe_text
+
+from .format import parse_time
+from .widgets.details import DetailsPane
+from .widgets.timeline import TimelineView
 
 if TYPE_CHECKING:
+    import numpy as np
+
+    from moetrace.analysis.report import Report
     from moetrace.trace.model import Trace
 
     from .lanes import LaneModel
     from .overlays import Overlays
-    from .widgets.timeline import TimelineView
-
-
-def step_windows(report: Any) -> list[tuple[int, int, int]]:
-    """(step, start ns, end ns) spanning the analyzer's per-rank windows of each step."""
-    ranks = getattr(report, "ranks", None)
-    if not isinstance(ranks, pl.DataFrame) or ranks.height == 0 or "step" not in ranks.columns:
-        return []
-    spans = (
-        ranks.drop_nulls("step")
-        .group_by("step")
-        .agg(pl.col("window_start_ns").min(), pl.col("window_end_ns").max())
-        .sort("step")
-    )
-    return [(int(a), int(b), int(c)) for a, b, c in spans.iter_rows()]
-
-
-def idle_notes(report: Any) -> dict[tuple[object, ...], str]:
-    """' idle N%' for each rank row (its free time ÷ its windows, over its steps) and each
-    top-level lane of a device track (idle ÷ busy + idle), from the analyzer's frames; the
-    job's top straggler (the rank that made the others wait longest) gets ' ◆straggler'."""
-    notes: dict[tuple[object, ...], str] = {}
-    ranks = getattr(report, "ranks", None)
-    if isinstance(ranks, pl.DataFrame) and ranks.height:
-        per_rank = ranks.group_by("rank").agg(pl.col("free_ns").sum(), pl.col("window_ns").sum())
-        for rank, free, window in per_rank.iter_rows():
-            if window:
-                notes[("rank", rank)] = f" idle {100 * free / window:.0f}%"
-    job = getattr(report, "job", None)
-    top = (job or {}).get("stragglers") or []
-    if top and top[0].get("caused_wait_ns", 0) > 0:  # the rank that held the job back
-        rank = top[0]["rank"]
-        notes[("rank", rank)] = " ◆straggler" + notes.get(("rank", rank), "")
-    tracks = getattr(report, "tracks", None)
-    if isinstance(tracks, pl.DataFrame) and tracks.height:
-        per_track = tracks.group_by("track").agg(pl.col("busy_ns").sum(), pl.col("idle_ns").sum())
-        for track, busy, idle in per_track.iter_rows():
-            if busy + idle:
-                notes[("lane", int(track), 0)] = f" idle {100 * idle / (busy + idle):.0f}%"
-    return notes
-
-
-TIME_UNITS = {"ns": 1.0, "us": 1e3, "µs": 1e3, "ms": 1e6, "s": 1e9}
-
-
-def parse_time(text: str) -> float | None:
-    """'1.5ms', '200 us', '3s' or a bare number of ns -> ns; None if it is not a time."""
-    s = text.replace(" ", "")
-    for unit in sorted(TIME_UNITS, key=len, reverse=True):
-        if s.endswith(unit):
-            s, scale = s[: -len(unit)], TIME_UNITS[unit]
-            break
-    else:
-        scale = 1.0
-    try:
-        value = float(s) * scale
-    except ValueError:
-        return None
-    return value if value == value and abs(value) != float("inf") else None
 
 
 OVERLAY_NAMES = {"critical": "critical path", "gaps": "idle gaps", "exposed": "exposed comm"}
 
 
-class ViewerActions:
-    """Actions of the app; expects the attributes of `MoetraceApp`."""
+class ViewerActions(App[None]):
+    """The viewer's layout and key actions over the state `MoetraceApp` keeps current."""
 
     trace: Trace | None
     model: LaneModel | None
-    report: Any
+    report: Report | None
     overlays: Overlays | None
-    search_hits: np.ndarray
+    search_hits: np.ndarray | None  # event ids of the last search's hits
     search_text: str
     prompt_mode: str
     steps: list[tuple[int, int, int]]
+    side_wanted: bool | None  # None: decided by the terminal width
 
-    if TYPE_CHECKING:
+    SIDE_MIN_TERMINAL = 120  # below this many columns the side pane starts hidden (p shows it)
+    SIDE_WIDTH = 58  # side pane columns when there is room
+    SIDE_MAX_SHARE = 0.4  # the timeline always keeps at least 60% of the width
 
-        @property
-        def timeline(self) -> TimelineView: ...
+    @property
+    def timeline(self) -> TimelineView:
+        view: TimelineView = self.query_one("#timeline", TimelineView)
+        return view
 
-        def query_one(self, *args: Any, **kwargs: Any) -> Any: ...
-        def notify(self, *args: Any, **kwargs: Any) -> None: ...
-        def set_status(self, text: str, style: str = "") -> None: ...
-        def push_screen(self, *args: Any, **kwargs: Any) -> Any: ...
-        def exit(self, *args: Any, **kwargs: Any) -> None: ...
-        def refresh_details(self) -> None: ...
-        def action_toggle_side(self) -> None: ...
+    # ------------------------------------------------------------- layout
+    def on_resize(self, event: events.Resize) -> None:
+        self.fit_layout(event.size.width)
+
+    def fit_layout(self, width: int) -> None:
+        """Side pane: 58 columns when it fits in 40% of the terminal, else narrower; hidden
+        by default below 120 columns (p toggles it). The timeline keeps ≥ 60% of the width."""
+        side = self.query_one("#side")
+        show = self.side_wanted if self.side_wanted is not None else width >= self.SIDE_MIN_TERMINAL
+        side.styles.width = max(min(self.SIDE_WIDTH, int(width * self.SIDE_MAX_SHARE)), 1)
+        side.display = bool(show)
+        self.timeline.refresh()
+
+    def action_toggle_side(self) -> None:
+        """p: show or hide the details and metrics panes."""
+        self.side_wanted = not self.query_one("#side").display
+        self.fit_layout(self.size.width)
+
+    def set_status(self, text: str, style: str = "") -> None:
+        self.query_one("#status", Static).update(Text(safe_text(text), style=style))
+
+    def refresh_details(self) -> None:
+        origin = self.model.origin if self.model else 0
+        overlays = self.overlays if self.report is not None else None
+        self.query_one(DetailsPane).show(self.trace, self.timeline.selected, origin, overlays)
 
     # -------------------------------------------------------------- panes
     def action_details(self) -> None:
@@ -245,6 +221,8 @@ class ViewerActions:
                     "end of the critical path" if direction > 0 else "start of the critical path"
                 )
             return
+        import polars as pl
+
         deps, events = self.trace.deps, self.trace.events.select("id", "ts", "dur")
         if direction > 0:
             nxt = (
@@ -303,11 +281,13 @@ class ViewerActions:
         if self.prompt_mode == "goto":
             self.goto(event.value)
             return
+        from .lanes import search_events
+
         self.search_text = event.value
         self.search_hits = (
-            search_events(self.trace, event.value) if self.trace is not None else np.empty(0)
+            search_events(self.trace, event.value) if self.trace is not None else None
         )
-        if len(self.search_hits) == 0:
+        if self.search_hits is None or len(self.search_hits) == 0:
             self.set_status(f"no event name contains {event.value!r}")
             return
         self._show_hit(0)
@@ -350,13 +330,16 @@ class ViewerActions:
             event.stop()
 
     def _show_hit(self, k: int) -> None:
+        assert self.search_hits is not None
         self.timeline.select_event(int(self.search_hits[k]))
         self.set_status(f"hit {k + 1} of {len(self.search_hits)} for {self.search_text!r}")
 
     def action_search_step(self, direction: int) -> None:
         """n / N: next / previous search hit after the selected event."""
+        import numpy as np
+
         hits = self.search_hits
-        if len(hits) == 0:
+        if hits is None or len(hits) == 0:
             self.set_status("no search: press / first")
             return
         sel = self.timeline.selected

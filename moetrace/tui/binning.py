@@ -124,7 +124,10 @@ class IntervalIndex:
             )
             return durations_cum[prev] * (k_start > 0) + open_part
         k_end = np.searchsorted(self.ends, t, side="left")
-        return (t * k_start - self.cum_starts[k_start]) - (t * k_end - self.cum_ends[k_end])
+        busy: np.ndarray = (t * k_start - self.cum_starts[k_start]) - (
+            t * k_end - self.cum_ends[k_end]
+        )
+        return busy
 
     def count_meeting(self, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
         """Number of positive-length intervals meeting [lo, hi) (start < hi and end > lo)."""

@@ -36,3 +36,22 @@ def nice_step(span: float, cells: int, min_cells: int = 14) -> float:
         if base * m >= raw:
             return float(base * m)
     return float(base * 10)
+
+
+TIME_UNITS = {"ns": 1.0, "us": 1e3, "µs": 1e3, "ms": 1e6, "s": 1e9}
+
+
+def parse_time(text: str) -> float | None:
+    """'1.5ms', '200 us', '3s' or a bare number of ns -> ns; None if it is not a time."""
+    s = text.replace(" ", "")
+    for unit in sorted(TIME_UNITS, key=len, reverse=True):
+        if s.endswith(unit):
+            s, scale = s[: -len(unit)], TIME_UNITS[unit]
+            break
+    else:
+        scale = 1.0
+    try:
+        value = float(s) * scale
+    except ValueError:
+        return None
+    return value if value == value and abs(value) != float("inf") else None

@@ -17,7 +17,13 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from moetrace.analysis.report import Report
+    from moetrace.analysis.session import AnalysisSession
+    from moetrace.trace.model import Trace
+    from moetrace.trace.options import LoadOptions
 
 _jobs: list[threading.Thread] = []
 _processes: list[Any] = []  # analysis processes still running (ended when the viewer quits)
@@ -27,14 +33,45 @@ _processes: list[Any] = []  # analysis processes still running (ended when the v
 PROCESS_ANALYSIS_EVENTS = 100_000
 
 
-def expand_paths(paths: list[Path]) -> list[Path]:
-    """The files `moetrace.trace.io.load` will read, in order (directories expanded)."""
-    from moetrace.trace.io import find_traces
+# Several files: while the job so far has fewer events than this, it is redrawn after every
+# file; above, only once the files read since took twice as long as the last redraw (so the
+# partial views cost at most a third of the load).
+PARTIAL_EVERY_FILE_EVENTS = 500_000
 
-    out: list[Path] = []
-    for p in paths:
-        out.extend(find_traces(p) if p.is_dir() else [p])
-    return out
+
+def load_in_steps(
+    paths: list[Path],
+    files: list[Path],
+    show: Callable[[Trace, int], None],
+    options: LoadOptions | None = None,
+) -> Trace:
+    """`moetrace.trace.io.load(paths, options=options)`, showing the job as its rank files
+    arrive: with several files (and the cache on) they are first read one by one, and
+    `show(job so far, files read)` is called as each arrives; the result is then `load`'s
+    own (rank numbers of files that name none, duplicate-rank warnings), read back from the
+    cache (~8% of a first read)."""
+    from dataclasses import replace
+
+    from moetrace.trace import io
+    from moetrace.trace.formats import registry
+    from moetrace.trace.options import LoadOptions
+
+    options = options or LoadOptions()
+    if len(files) < 2 or not options.cache:
+        return io.load(paths, options=options)
+    read: list[Trace] = []
+    owed = 0.0  # seconds of reading since the last redraw, less twice what that redraw took
+    for k, path in enumerate(files):
+        started = time.perf_counter()
+        read.append(registry.read_file_cached(path, None, use_cache=True))
+        owed += time.perf_counter() - started
+        events = sum(t.events.height for t in read)
+        if k + 1 < len(files) and (events < PARTIAL_EVERY_FILE_EVENTS or owed >= 0):
+            started = time.perf_counter()
+            show(io.merge(read), k + 1)
+            owed = -2 * (time.perf_counter() - started)
+    # Every file is in the cache now: this process reads it back.
+    return io.load(paths, options=replace(options, jobs=1, engine="local"))
 
 
 def _position_of(path: Path) -> int | None:
@@ -143,7 +180,7 @@ def analysis_process_main() -> None:
     sys.stdout.buffer.flush()
 
 
-def analyze_off_interface(session: Any, kwargs: dict[str, Any]) -> Any:
+def analyze_off_interface(session: AnalysisSession, kwargs: dict[str, Any]) -> Report:
     """`session.analyze(**kwargs)` (an AnalysisSession: earlier graphs reused); big traces in
     a child Python process so the interface keeps the GIL. Call it from a background thread.
     Raises RuntimeError on failure."""
@@ -175,7 +212,8 @@ def analyze_off_interface(session: Any, kwargs: dict[str, Any]) -> Any:
         _processes.remove(process)
     if status != "ok":
         raise RuntimeError(payload)
-    return payload
+    report: Report = payload
+    return report
 
 
 def busy() -> bool:

@@ -8,13 +8,16 @@ exposed comm: per rank, the report's exposed intervals.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import polars as pl
 
 from .binning import IntervalIndex
 from .lanes import LaneModel
+
+if TYPE_CHECKING:
+    from moetrace.analysis.report import Report
 
 LaneKey = tuple[int, int]
 
@@ -42,7 +45,7 @@ class Overlays:
         return k, k - int(same[0]), len(same)
 
 
-def _frame(report: Any, name: str) -> pl.DataFrame | None:
+def _frame(report: Report, name: str) -> pl.DataFrame | None:
     frame = getattr(report, name, None)
     return frame if isinstance(frame, pl.DataFrame) and frame.height else None
 
@@ -68,7 +71,7 @@ def _group_critical(out: Overlays, model: LaneModel) -> None:
     out.critical_groups = {key: IntervalIndex.merged(parts) for key, parts in groups.items()}
 
 
-def build_overlays(report: Any, model: LaneModel) -> Overlays:
+def build_overlays(report: Report, model: LaneModel) -> Overlays:
     """Index the report's critical path, gaps and exposed intervals for drawing."""
     out = Overlays()
     origin = model.origin

@@ -121,7 +121,7 @@ async def wheel(pilot: Any, tl: Any, kind: Any, x: int, **mods: bool) -> None:
 
 async def test_held_zoom_is_rate_limited(small_trace: Trace) -> None:
     """Ten quick w presses zoom by at most MAX_ZOOM_PER_S (unlimited they were ×1400)."""
-    from moetrace.tui.widgets.timeline_nav import MAX_ZOOM_PER_S
+    from moetrace.tui.widgets.viewport import MAX_ZOOM_PER_S
 
     app = MoetraceApp(small_trace, metrics=False)
     async with running(app) as pilot:

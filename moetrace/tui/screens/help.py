@@ -13,6 +13,9 @@ from textual.containers import VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import Markdown, Static
 
+from ..keys import APP_BINDINGS
+from ..widgets.timeline import TimelineView
+
 KEY_NAMES = {
     "full_stop": ".",
     "comma": ",",
@@ -31,11 +34,8 @@ KEY_NAMES = {
 
 def binding_rows() -> list[tuple[str, str, str]]:
     """(keys, description, id) of the app's and the timeline's bindings."""
-    from ..app import MoetraceApp
-    from ..widgets.timeline import TimelineView
-
     rows: list[tuple[str, str, str]] = []
-    for source in (TimelineView.BINDINGS, MoetraceApp.BINDINGS):
+    for source in (TimelineView.BINDINGS, APP_BINDINGS):
         for b in source:
             if isinstance(b, Binding):
                 keys = ", ".join(KEY_NAMES.get(k.strip(), k.strip()) for k in b.key.split(","))

@@ -6,7 +6,7 @@ and Enter dismisses the screen with it so the app selects that event on the time
 
 from __future__ import annotations
 
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import polars as pl
 from rich.text import Text
@@ -21,6 +21,9 @@ from moetrace.trace.model import Trace
 
 from ..format import fmt_ns, fmt_pct
 from ..lanes import LaneModel, safe_text
+
+if TYPE_CHECKING:
+    from moetrace.analysis.report import Report
 
 MAX_ROWS = 50_000  # DataTable draws only the visible rows; the title says when rows were cut
 TITLES = {
@@ -58,9 +61,14 @@ def _dur(ns: Any) -> Text:
 
 
 def table_rows(
-    name: str, trace: Trace, report: Any, origin: int
+    name: str, trace: Trace, report: Report | None, origin: int
 ) -> tuple[list[str], list[tuple[int | None, list[Text]]]]:
-    """Column titles and (event id, cells) rows of one table."""
+    """Column titles and (event id, cells) rows of one table (all but `names` need the
+    report)."""
+    if name == "names":
+        return _names_table(trace)
+    if report is None:
+        raise ValueError(f"the {name} table needs the analysis report")
     names = _names(trace)
     rows: list[tuple[int | None, list[Text]]] = []
     if name == "critical":
@@ -154,8 +162,12 @@ def table_rows(
                 )
             )
         return cols, rows
-    if name in ("collectives", "stragglers", "moe"):
-        return _job_table(name, report)
+    return _job_table(name, report)
+
+
+def _names_table(trace: Trace) -> tuple[list[str], list[tuple[int | None, list[Text]]]]:
+    """Events by name: count, total, mean and max duration."""
+    rows: list[tuple[int | None, list[Text]]] = []
     by_name = events_by_name(trace).head(MAX_ROWS)
     cols = ["name", "count", "total", "mean", "max"]
     for r in by_name.iter_rows(named=True):
@@ -174,12 +186,12 @@ def table_rows(
     return cols, rows
 
 
-def _frame(report: Any, attr: str) -> pl.DataFrame:
+def _frame(report: Report, attr: str) -> pl.DataFrame:
     data = getattr(report, attr, None)
     return data if isinstance(data, pl.DataFrame) else pl.DataFrame()
 
 
-def _job_table(name: str, report: Any) -> tuple[list[str], list[tuple[int | None, list[Text]]]]:
+def _job_table(name: str, report: Report) -> tuple[list[str], list[tuple[int | None, list[Text]]]]:
     """The job tables (several ranks): collectives, stragglers and the MoE view. Rows have no
     single event to jump to; an empty frame gives no rows (one rank, or no collectives)."""
     rows: list[tuple[int | None, list[Text]]] = []
@@ -245,7 +257,7 @@ def _job_table(name: str, report: Any) -> tuple[list[str], list[tuple[int | None
 
 def sort_value(cell: Text) -> tuple[int, float, str]:
     """Sort key of a cell: numbers and durations ('1.5 ms') by value, then text."""
-    from ..app_actions import parse_time
+    from ..format import parse_time
 
     text = cell.plain.strip().rstrip("%")
     value = parse_time(text)
@@ -262,7 +274,9 @@ class TableScreen(Screen[int | None]):
         Binding("enter", "jump", "Jump to event", id="table.jump"),
     ]
 
-    def __init__(self, name: str, trace: Trace, report: Any, model: LaneModel | None) -> None:
+    def __init__(
+        self, name: str, trace: Trace, report: Report | None, model: LaneModel | None
+    ) -> None:
         super().__init__()
         self.table_name = name
         self.trace, self.report = trace, report

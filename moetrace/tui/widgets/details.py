@@ -7,9 +7,8 @@ Dependencies are options; choosing one posts `DetailsPane.Jump` so the app selec
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import polars as pl
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.containers import Vertical
@@ -17,17 +16,22 @@ from textual.message import Message
 from textual.widgets import OptionList, Static
 from textual.widgets.option_list import Option
 
-from moetrace.trace.model import Trace
+from moetrace.text import visible as safe_text
 
 from ..format import fmt_ns
-from ..lanes import safe_text
-from ..overlays import Overlays
+
+if TYPE_CHECKING:
+    from moetrace.trace.model import Trace
+
+    from ..overlays import Overlays
 
 MAX_ARGS_LINES = 14
 
 
 def event_row(trace: Trace, event_id: int) -> dict[str, Any] | None:
     """One event joined with its track, as a dict (None if the id is unknown)."""
+    import polars as pl  # here: the pane is drawn before Polars is imported
+
     ev = trace.events.filter(pl.col("id") == event_id)
     if ev.height == 0:
         return None
@@ -101,6 +105,8 @@ def describe(
 
 def dependency_options(trace: Trace, event_id: int) -> list[Option]:
     """Options for the dependencies into (←) and out of (→) an event, earliest first."""
+    import polars as pl
+
     deps = trace.deps
     if deps.height == 0:
         return []

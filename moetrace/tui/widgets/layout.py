@@ -1,4 +1,7 @@
-"""Timeline geometry shared by its mixins: the label gutter and the fixed rows above lanes."""
+"""Timeline geometry shared by the widget and its painter: the label gutter, the fixed rows
+above the lanes, and the style of what is still pending (drawn before numpy is imported)."""
+
+from rich.style import Style
 
 LABEL_WIDTH = 24  # cells of the lane-label gutter when the labels are short
 MAX_LABEL_WIDTH = 48  # never wider than this…
@@ -12,3 +15,6 @@ def label_width_for(content_width: int, needed: int) -> int:
     share = int(content_width * MAX_LABEL_SHARE)
     floor = max(min(LABEL_WIDTH, share), 8)
     return max(min(needed, MAX_LABEL_WIDTH, share), floor)
+
+
+PENDING_STYLE = Style(color="#707070", italic=True)  # load progress, lanes still building

@@ -6,9 +6,8 @@ It follows the area selection: the app re-runs the analysis on the selected rang
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import polars as pl
 from rich.console import Group, RenderableType
 from rich.table import Table
 from rich.text import Text
@@ -16,6 +15,11 @@ from textual.containers import VerticalScroll
 from textual.widgets import Static
 
 from ..format import fmt_ns, fmt_pct
+
+if TYPE_CHECKING:
+    import polars as pl
+
+    from moetrace.analysis.report import Report
 
 MAX_RANK_ROWS = 4096  # the pane scrolls; beyond this many (rank, step) rows it says so
 
@@ -36,7 +40,9 @@ LEGEND = (
 )
 
 
-def _frame(report: Any, name: str) -> pl.DataFrame | None:
+def _frame(report: Report, name: str) -> pl.DataFrame | None:
+    import polars as pl  # here, not at import: the pane is on screen before Polars loads
+
     frame = getattr(report, name, None)
     return frame if isinstance(frame, pl.DataFrame) else None
 
@@ -67,7 +73,7 @@ def text_table(headers: list[str], rows: list[list[str]], caption: str = "") -> 
     return out
 
 
-def ranks_table(report: Any, sort_key: int = 0) -> Text | None:
+def ranks_table(report: Report, sort_key: int = 0) -> Text | None:
     """Per rank/step: compute, exposed comm and its share, idle, critical-path coverage."""
     ranks = _frame(report, "ranks")
     if ranks is None or ranks.height == 0:
@@ -96,7 +102,7 @@ def ranks_table(report: Any, sort_key: int = 0) -> Text | None:
     return text_table(headers, rows, caption)
 
 
-def units_table(report: Any) -> Text | None:
+def units_table(report: Report) -> Text | None:
     """Utilisation per rank (rows) and unit (columns), as the analyzer computed it."""
     units = _frame(report, "units")
     if units is None or units.height == 0:
@@ -111,7 +117,7 @@ def units_table(report: Any) -> Text | None:
     return text_table([*keys, *unit_cols], rows)
 
 
-def critical_path_table(report: Any) -> Table | None:
+def critical_path_table(report: Report) -> Table | None:
     """Critical-path time by segment category (event kinds/units and waits)."""
     breakdown = _frame(report, "cp_breakdown")
     if breakdown is None or breakdown.height == 0:
@@ -129,7 +135,7 @@ def critical_path_table(report: Any) -> Table | None:
     return table
 
 
-def totals_text(report: Any) -> Text | None:
+def totals_text(report: Report) -> Text | None:
     """The job's figures with their scope: sums over ranks and steps, the maximum over
     (rank, step) rows, and pooled ratios (Σ numerator ÷ Σ denominator), from the analyzer."""
     summary = getattr(report, "summary", None)
@@ -165,7 +171,7 @@ def totals_text(report: Any) -> Text | None:
     return Text("\n".join(lines))
 
 
-def render_report(report: Any, scope: str, sort_key: int = 0) -> RenderableType:
+def render_report(report: Report | None, scope: str, sort_key: int = 0) -> RenderableType:
     """The pane's content for a report (None while computing)."""
     parts: list[RenderableType] = [Text(scope, style="bold")]
     if report is None:
@@ -204,7 +210,7 @@ class MetricsPane(VerticalScroll):
 
     def __init__(self, *, id: str | None = None) -> None:
         super().__init__(id=id)
-        self.report: Any = None
+        self.report: Report | None = None
         self.scope = "whole trace"
         self.sort_key = 0
         self.state = "computing"  # computing | ready | disabled | error
@@ -215,7 +221,7 @@ class MetricsPane(VerticalScroll):
     def on_mount(self) -> None:
         self.border_title = "metrics"
 
-    def show(self, report: Any, scope: str) -> None:
+    def show(self, report: Report | None, scope: str) -> None:
         self.report, self.scope = report, scope
         self.state = "ready" if report is not None else "computing"
         self._draw()

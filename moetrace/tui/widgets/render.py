@@ -31,6 +31,7 @@ from ..binning import (
     runs,
 )
 from ..format import fmt_ns, nice_step
+from .layout import PENDING_STYLE
 
 COMPUTE_BY_UNIT = {"aic": "#4e9bd6", "aiv": "#5fbf6f", "stream": "#4e9bd6", "cpu": "#8fb8c8"}
 KIND_COLOURS = {
@@ -52,7 +53,6 @@ VIEWPORT_BG = "#3a3a3a"
 LABEL_STYLE = Style(color="#c8c8c8")
 GROUP_STYLE = Style(color="#ffffff", bold=True)
 CURSOR_LABEL = Style(color="#000000", bgcolor="#c8c8c8", bold=True)
-PENDING_STYLE = Style(color="#707070", italic=True)
 BRAILLE_STYLE = Style(color="#c0c0c0")
 RULER_STYLE = Style(color="#909090")
 MARK_STYLE = Style(color="#ffd700", bold=True)
@@ -125,6 +125,11 @@ def cells_strip(glyphs: np.ndarray, keys: np.ndarray, unit: str | None, summary:
 
 
 @functools.lru_cache(maxsize=4096)
+def pending_strip(width: int) -> Strip:
+    """A lane whose data is still being built: '…' in grey."""
+    return Strip([Segment("…".ljust(width), PENDING_STYLE)], width)
+
+
 def label_segment(text: str, indent: int, width: int, style: Style, marker: str = "") -> Segment:
     """The gutter label of a row as one Segment of exactly `width` cells."""
     body = ("  " * indent + marker + text)[: max(width - 1, 0)]
