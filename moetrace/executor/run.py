@@ -170,7 +170,7 @@ def execute(
     )
     say("engine", 0.4)
     plan = best_plan(graph, wl, hw, opts, exhaustive)
-    return Run(wl, hw, plan.options, graph, plan.timed, plan.start, plan.lane, plan.name)
+    return Run(wl, hw, plan.options, plan.graph, plan.timed, plan.start, plan.lane, plan.name)
 
 
 def to_trace(run: Run) -> Trace:
