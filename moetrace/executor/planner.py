@@ -23,6 +23,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from moetrace.executor.credits import CreditDeadlock, retime_with_credits
 from moetrace.executor.engine import run_schedule
 from moetrace.executor.hardware import Hardware
 from moetrace.executor.listsched import list_schedule
@@ -119,6 +120,7 @@ def best_plan(
     bounds.sort(key=lambda c: (c[0], c[1]))
     best: Plan | None = None
     best_key = (0, 0)
+    refused: CreditDeadlock | None = None
     for bound, index, n_timed in bounds:
         current, kept = kept, None
         g, cand = cands[index]
@@ -129,7 +131,11 @@ def best_plan(
                 continue  # its makespan is at least the bound: it cannot be kept
             if current is None:
                 current = schedule(g, wl, hw, cand)
-            start, lane = time_plan(name, current, layout)
+            try:
+                start, lane = time_plan(name, current, layout)
+            except CreditDeadlock as exc:  # this order cannot honour the receive buffer
+                refused = exc
+                continue
             label = (
                 f"{cand.order}/{name}/hbm-bias {cand.aic_hbm_bias:g}"
                 if cand.schedule == "tile"
@@ -138,7 +144,9 @@ def best_plan(
             plan = Plan(cand, current, start, lane, label, g)
             if best is None or (plan.makespan_ns, key) < (best.makespan_ns, best_key):
                 best, best_key = plan, key
-    assert best is not None
+    if best is None:
+        assert refused is not None
+        raise refused
     return best
 
 
@@ -179,4 +187,5 @@ def time_plan(
     if name == "static":
         start, lane, _ = run_schedule(timed, layout)
         return start, lane
-    return list_schedule(timed, layout, by_stage=name == "stage priority")
+    start, lane = list_schedule(timed, layout, by_stage=name == "stage priority")
+    return retime_with_credits(timed, lane, start), lane
