@@ -361,6 +361,8 @@ def render_validation(say: Say, data: dict[str, Any] | None = None) -> str:
 
 
 def _value_text(value: Any) -> str:
+    if value is None:
+        return "inf (no limit)"
     if isinstance(value, list):
         return ", ".join(f"EP{e}: {b / 1e9:.0f}" for e, b in value)
     if isinstance(value, float) and (value >= 1e6 or 0 < value < 1e-3):
