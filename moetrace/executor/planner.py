@@ -116,7 +116,10 @@ def best_plan(
         if rival is not None and (limit is None or rival.makespan_ns < limit):
             best = rival
     if best is None:
-        raise CreditDeadlock("no candidate plan can honour the receive window (recv_buffer_bytes)")
+        raise CreditDeadlock(
+            "no candidate plan can honour the receive buffer (recv_buffer_bytes): its static "
+            "orders would wait for room only a later task frees; give a larger window"
+        )
     return best
 
 
