@@ -40,6 +40,7 @@ HW_RANGES: dict[str, tuple[float, float, str]] = {
     "aiv_copy_bw": (*_RATE, "bytes/s"),
     "gemm_eff": (1e-3, 1.0, "of peak"),
     "tile_gemm_eff": (1e-3, 1.0, "of peak"),
+    "recv_buffer_bytes": (1e3, float("inf"), "bytes (the presets' inf: no limit)"),
 }
 """Sane range of every numeric hardware field (inclusive) and its unit."""
 
@@ -51,14 +52,15 @@ def _fmt(x: float) -> str:
 
 
 def number_in_range(option: str, value: Any, low: float, high: float, unit: str) -> float:
-    """`value` as a finite float in [low, high], else a UserError naming the range."""
+    """`value` as a float in [low, high] (finite unless high is inf), else a UserError naming
+    the range."""
     if isinstance(value, bool):
         raise UserError(f"{option} {value!r}: expected a number")
     try:
         number = float(value)
     except (TypeError, ValueError):
         raise UserError(f"{option} {value!r}: expected a number") from None
-    if not math.isfinite(number) or not low <= number <= high:
+    if math.isnan(number) or not low <= number <= high:  # inf only where high is inf
         raise UserError(
             f"{option} {value!r}: must be a finite number in {_fmt(low)}..{_fmt(high)} {unit}"
         )

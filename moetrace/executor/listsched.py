@@ -16,6 +16,7 @@ import heapq
 
 import numpy as np
 
+from moetrace.executor.dag import CycleError
 from moetrace.executor.schedules import POOL_AIC, POOL_AIV, POOL_AIVC, Timed
 from moetrace.executor.tiles import T
 
@@ -139,7 +140,5 @@ def list_schedule(
                 lane[j] = pop(f)
                 push(events, ((now + dur[j]) << id_bits) | j)
     if any(indeg):
-        from moetrace.executor.engine import CycleError
-
         raise CycleError("scheduled graph has a cycle")
     return np.array(start, dtype=np.int64), np.array(lane, dtype=np.int64)

@@ -21,6 +21,7 @@ from __future__ import annotations
 import numpy as np
 
 from moetrace.executor.contention import lex_order
+from moetrace.executor.dag import Level, lane_chain, longest_path, replay_levels
 from moetrace.executor.schedules import POOL_AIC, POOL_AIV, POOL_AIVC, POOL_RX, POOL_TX, Timed
 
 _BIG = np.iinfo(np.int64).max // 4
@@ -70,8 +71,6 @@ def ordered_list_schedule(
 
 def static_schedule(t: Timed, layout: dict[int, tuple[int, int]]) -> tuple[np.ndarray, np.ndarray]:
     """(lane order key, global lane) of the tile schedule's static per-core orders."""
-    from moetrace.executor.engine import Level, lane_chain, longest_path, replay_levels
-
     n = t.n
     # the plan: data edges + FIFO TX/RX ports in seq order (the step lane's nodes carry no seq)
     link_lane = np.where(np.isin(t.pool, [POOL_TX, POOL_RX]), t.rank * 8 + t.pool, -1)

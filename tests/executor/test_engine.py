@@ -8,15 +8,9 @@ import networkx as nx
 import numpy as np
 import pytest
 
-from moetrace.executor.engine import (
-    CycleError,
-    heap_longest_path,
-    lane_chain,
-    list_schedule,
-    longest_path,
-    run_static,
-    static_graph,
-)
+from moetrace.executor.dag import CycleError, heap_longest_path, lane_chain, longest_path
+from moetrace.executor.engine import run_static, static_graph
+from moetrace.executor.listsched import list_schedule
 from moetrace.executor.run import simulate_run
 from moetrace.executor.schedules import lane_layout
 from moetrace.executor.staticsched import ordered_list_schedule

@@ -11,7 +11,8 @@ import pytest
 
 from moetrace.executor.engine import run_schedule
 from moetrace.executor.listsched import list_schedule
-from moetrace.executor.run import execute, lane_work_bound, prepare
+from moetrace.executor.planner import lane_work_bound
+from moetrace.executor.run import execute, prepare
 from moetrace.executor.schedules import lane_layout, schedule
 from moetrace.executor.tiles import build_graph
 from moetrace.executor.workload import route

@@ -1,0 +1,215 @@
+"""The tile schedule's offline planner: HyperParallel-MoE pre-generates each core's task order
+before the run; this module builds the candidate plans (transfer order x HBM split x per-core
+order), times them and keeps the fastest. Choosing among pre-generated plans is offline work,
+so it is fair to the static schedule; the candidates are listed in docs/executor.md.
+
+Candidates: for the tile schedule, two transfer orders (arrival rotation, expert-major) x the
+split of HBM between the cube and vector pools (`HBM_BIASES`) x per-core orders (the vectorised
+static scheduler; on graphs up to `EVENT_PLAN_LIMIT` tasks also the stage-priority and FIFO
+list schedules, frozen into static orders) and, on those graphs, the chunked operator-level
+plans (`CHUNKED_PLANS`). Other schedules have one candidate.
+
+The search is bound-pruned: every candidate's durations first, then timed in order of a cheap
+lower bound of its makespan (`lane_work_bound`); a plan whose bound cannot beat the best so far
+is skipped. The winner is the one an exhaustive search keeps (least makespan, ties to the
+earlier candidate), so the pruning changes only the time spent, never the answer.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+from dataclasses import dataclass
+
+import numpy as np
+
+from moetrace.executor.credits import CreditDeadlock, retime_with_credits
+from moetrace.executor.engine import run_schedule
+from moetrace.executor.hardware import Hardware
+from moetrace.executor.listsched import list_schedule
+from moetrace.executor.schedules import (
+    POOL_AIC,
+    POOL_AIV,
+    POOL_AIVC,
+    POOL_RX,
+    POOL_TX,
+    ScheduleOptions,
+    Timed,
+    lane_layout,
+    schedule,
+)
+from moetrace.executor.tiles import TaskGraph, build_graph
+from moetrace.executor.workload import Workload
+
+# tile: weight of the AIC pool's bytes when the planner splits HBM between AIC and vector AIV
+# (below 1 favours the HBM-bound vector work: permute, unpermute); fewer on large graphs
+HBM_BIASES = (0.25, 0.5, 1.0)
+HBM_BIASES_LARGE = (1.0,)
+EVENT_PLAN_LIMIT = 200_000  # tasks: above this the event-loop plans cost more than they are worth
+# tile, graphs up to EVENT_PLAN_LIMIT tasks: the chunked schedules with these micro-batch counts
+# are candidate plans too. Where the static per-pool HBM split of the tile kernel costs more than
+# its overlap gains (a few hundred tokens per rank, weight-read bound), the offline planner emits
+# the chunked plan; docs/executor.md lists where that happens
+CHUNKED_PLANS = (2, 4, 8)
+CHUNKED_MARGIN = 0.02  # a chunked plan is kept only if this much faster than the best tile plan
+
+
+@dataclass
+class Plan:
+    """The plan the planner kept: its options, durations, start (ns) and lane of every task."""
+
+    options: ScheduleOptions
+    timed: Timed
+    start: np.ndarray
+    lane: np.ndarray
+    name: str
+    graph: TaskGraph  # the candidate's task graph (a chunked plan has its own)
+
+    @property
+    def makespan_ns(self) -> int:
+        return int((self.start + self.timed.dur).max())
+
+
+def best_plan(
+    graph: TaskGraph,
+    wl: Workload,
+    hw: Hardware,
+    opts: ScheduleOptions,
+    exhaustive: bool = False,
+) -> Plan:
+    """The fastest candidate plan of `opts` (one candidate unless the schedule is tile).
+
+    exhaustive: time every candidate, none skipped by its lower bound (the same result, slower;
+    the reference the tests compare the pruned search with)."""
+    tile = opts.schedule == "tile"
+    orders = (
+        ("arrival", "expert")
+        if tile and opts.order == "auto"
+        else ("arrival" if opts.order == "auto" else opts.order,)
+    )
+    if (
+        len(orders) == 2
+        and not exhaustive
+        and wl.experts_per_rank <= 2
+        and np.array_equal(graph.seq_expert, graph.seq)
+    ):
+        # the expert-major order is the arrival order here (same transfer order, same live
+        # weights): its candidates would tie with the arrival ones, which win ties
+        orders = ("arrival",)
+    small = graph.n <= EVENT_PLAN_LIMIT
+    biases = (HBM_BIASES if small else HBM_BIASES_LARGE) if tile else (1.0,)
+    cands: list[tuple[TaskGraph, ScheduleOptions]] = [
+        (graph, dataclasses.replace(opts, order=order, aic_hbm_bias=bias))
+        for order, bias in itertools.product(orders, biases)
+    ]
+    best = _search(cands, wl, hw, exhaustive, None)
+    if tile and small and opts.order == "auto" and opts.one_sided and opts.l2 and not opts.dynamic:
+        # the operator-level chunked plans (`CHUNKED_PLANS`): kept only if more than
+        # `CHUNKED_MARGIN` faster than the best tile plan, so a tile run stays a tile run
+        # unless the chunked plan clearly wins (and tile never loses to it by more)
+        chunked = [
+            (_chunked_graph(wl, graph, k), ScheduleOptions(schedule="chunked", chunks=k))
+            for k in CHUNKED_PLANS
+        ]
+        limit = None if best is None else best.makespan_ns / (1 + CHUNKED_MARGIN)
+        rival = _search(chunked, wl, hw, exhaustive, limit)
+        if rival is not None and (limit is None or rival.makespan_ns < limit):
+            best = rival
+    if best is None:
+        raise CreditDeadlock(
+            "no candidate plan can honour the receive buffer (recv_buffer_bytes): its static "
+            "orders would wait for room only a later task frees; give a larger window"
+        )
+    return best
+
+
+def _search(
+    cands: list[tuple[TaskGraph, ScheduleOptions]],
+    wl: Workload,
+    hw: Hardware,
+    exhaustive: bool,
+    limit: float | None,
+) -> Plan | None:
+    """The fastest of `cands` (least makespan, ties to the earlier candidate), or None if none
+    can honour the receive window. limit: candidates whose lower bound is at least this (ns)
+    are of no interest (skipped unless exhaustive); None if no limit."""
+    # only the arrays of the candidate timed first are kept (a Timed holds ~20 arrays per
+    # task); the others are rebuilt if their bound does not skip them
+    bounds: list[tuple[int, int, int]] = []
+    kept: Timed | None = None
+    for index, (g, cand) in enumerate(cands):
+        timed = schedule(g, wl, hw, cand)
+        bound = lane_work_bound(timed, lane_layout(hw, cand))
+        if not bounds or (bound, index) < min(c[:2] for c in bounds):
+            kept = timed
+        bounds.append((bound, index, timed.n))
+        del timed
+    bounds.sort(key=lambda c: (c[0], c[1]))
+    best: Plan | None = None
+    best_key = (0, 0)
+    for bound, index, n_timed in bounds:
+        current, kept = kept, None
+        g, cand = cands[index]
+        layout = lane_layout(hw, cand)
+        for sub, name in enumerate(plan_names(cand, n_timed <= EVENT_PLAN_LIMIT)):
+            key = (index, sub)
+            if not exhaustive and limit is not None and bound >= limit:
+                continue  # it cannot matter
+            if best is not None and not exhaustive and (bound, key) >= (best.makespan_ns, best_key):
+                continue  # its makespan is at least the bound: it cannot be kept
+            if current is None:
+                current = schedule(g, wl, hw, cand)
+            try:
+                start, lane = time_plan(name, current, layout)
+            except CreditDeadlock:  # this order cannot honour the receive window
+                continue
+            label = (
+                f"{cand.order}/{name}/hbm-bias {cand.aic_hbm_bias:g}"
+                if cand.schedule == "tile"
+                else f"{cand.schedule} x{cand.chunks}"
+            )
+            plan = Plan(cand, current, start, lane, label, g)
+            if best is None or (plan.makespan_ns, key) < (best.makespan_ns, best_key):
+                best, best_key = plan, key
+    return best
+
+
+def _chunked_graph(wl: Workload, graph: TaskGraph, chunks: int) -> TaskGraph:
+    """The operator-level task graph of the same routed tokens in `chunks` micro-batches."""
+    return build_graph(wl, chunks=chunks, aiv_comm=False, two_sided=False, assign=graph.assign)
+
+
+def lane_work_bound(t: Timed, layout: dict[int, tuple[int, int]]) -> int:
+    """A lower bound (ns) of the makespan of any plan with these durations: per rank, the work
+    of each core pool (AIC, vector AIV, comm AIV) over its cores, and of each link port (one
+    lane each), since a lane runs one task at a time from time 0 on."""
+    cores = np.zeros(8)
+    for pool in (POOL_AIC, POOL_AIV, POOL_AIVC, POOL_TX, POOL_RX):
+        if pool in layout:
+            cores[pool] = layout[pool][1]
+    on_lane = cores[t.pool] > 0
+    work = np.bincount(t.rank[on_lane] * 8 + t.pool[on_lane], weights=t.dur[on_lane])
+    cell = np.flatnonzero(work)
+    if not cell.size:
+        return 0
+    return int(np.floor((work[cell] / cores[cell % 8]).max()))
+
+
+def plan_names(cand: ScheduleOptions, small_graph: bool) -> list[str]:
+    """The per-core orders the planner tries for one candidate (see `best_plan`)."""
+    if cand.dynamic:
+        return ["fifo queue"]
+    if cand.schedule == "tile" and small_graph:
+        return ["static", "stage priority", "fifo"]
+    return ["static"]
+
+
+def time_plan(
+    name: str, timed: Timed, layout: dict[int, tuple[int, int]]
+) -> tuple[np.ndarray, np.ndarray]:
+    """(start ns, lane) of one plan of `plan_names`."""
+    if name == "static":
+        start, lane, _ = run_schedule(timed, layout)
+        return start, lane
+    start, lane = list_schedule(timed, layout, by_stage=name == "stage priority")
+    return retime_with_credits(timed, lane, start), lane
