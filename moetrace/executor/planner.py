@@ -83,7 +83,7 @@ def best_plan(
         # the expert-major order is the arrival order here (same transfer order, same live
         # weights): its candidates would tie with the arrival ones, which win ties
         orders = ("arrival",)
-    small = graph.n <= EVENT_PLAN_LIMIT
+    small = graph.full_tasks <= EVENT_PLAN_LIMIT  # a folded graph: the size of the whole run
     biases = (HBM_BIASES if small else HBM_BIASES_LARGE) if tile else (1.0,)
     # only the arrays of the candidate timed first are kept (a Timed holds ~20 arrays per
     # task); the others are rebuilt if their bound does not skip them
@@ -95,7 +95,7 @@ def best_plan(
         bound = lane_work_bound(timed, layout)
         if not bounds or (bound, index) < min(c[:2] for c in bounds):
             kept = timed
-        bounds.append((bound, index, cand, timed.n))
+        bounds.append((bound, index, cand, timed.n - graph.n + graph.full_tasks))
         del timed
     bounds.sort(key=lambda c: (c[0], c[1]))
     best: Plan | None = None
