@@ -188,8 +188,8 @@ def build_graph(
     Rotation-symmetric tile runs (`symmetry`) break ties by each task's copy on rank 0 (its
     `seq` is (transfer order, position of that copy)), so every rank's schedule is the
     rotation of rank 0's; `fold` then builds rank 0's tasks alone (see `TaskGraph`), which
-    `executor.fold` times and expands to every rank (ValueError when the run is not
-    symmetric)."""
+    `executor.fold` times and expands to every rank (other runs: the whole graph;
+    `folded_ranks` says which)."""
     sh = wl.shape
     ep, tok, k, h, inter = wl.ranks, wl.tokens, sh.top_k, sh.hidden, sh.intermediate
     tr = wl.tile_rows
@@ -245,8 +245,7 @@ def build_graph(
     r_rank = expert_rank[r_expert].astype(np.int64)
     tiles_per_expert = np.bincount(r_expert, minlength=sh.experts)
     sym = symmetry(wl, cnt, expert_rank, aiv_comm)
-    if fold and sym is None:
-        raise ValueError("only a rotation-symmetric run can be folded onto one rank")
+    fold = fold and sym is not None and ep > 1  # else the whole graph
     # the objects whose tasks are built: all, or (folded) rank 0's: its token tiles, the
     # dispatch tiles it sends (the first EP x per-stream tiles) and receives, its row tiles
     ept = 1 if fold else ep  # ranks whose token tiles are built
