@@ -15,7 +15,14 @@ from moetrace.executor.hardware import Hardware, get_hardware, link_warnings
 from moetrace.executor.planner import best_plan
 from moetrace.executor.schedules import ScheduleOptions, Timed
 from moetrace.executor.tiles import TaskGraph, build_graph
-from moetrace.executor.workload import DTYPE_BYTES, Workload, make_workload, place, route
+from moetrace.executor.workload import (
+    DTYPE_BYTES,
+    Workload,
+    make_workload,
+    place,
+    route,
+    rows_per_source_expert,
+)
 from moetrace.trace.model import Trace
 
 Progress = Callable[[str, float], None]
@@ -70,7 +77,7 @@ def estimate_tasks(wl: Workload) -> int:
 def check_memory(wl: Workload, hw: Hardware, assign: np.ndarray, expert_rank: np.ndarray) -> None:
     """Refuse a run whose busiest rank would not fit its weights and buffers in HBM."""
     sh = wl.shape
-    per_expert = np.bincount(assign.ravel(), minlength=sh.experts)  # rows routed to each expert
+    per_expert = rows_per_source_expert(wl, assign).sum(axis=0)  # rows routed to each expert
     received = np.bincount(expert_rank, weights=per_expert, minlength=wl.ranks).max()
     weights = (
         wl.experts_per_rank * 3.0 * sh.hidden * sh.intermediate * 2 + sh.hidden * sh.experts * 2

@@ -205,11 +205,16 @@ def build_graph(
     e_ = sh.experts
     chunk_of_u = np.arange(nu) * chunks // nu
     row_chunk = np.repeat(chunk_of_u[np.arange(tok) // tt], k)  # chunk of each (token, slot)
+    # balanced routing: every source routes alike, so one source's counts serve all
+    alike = wl.routing == "balanced"
+    sources = 1 if alike else ep
     cell_of_row = (
-        (np.arange(ep, dtype=np.int64)[:, None] * chunks + row_chunk) * e_
-        + assign.reshape(ep, tok * k)
+        (np.arange(sources, dtype=np.int64)[:, None] * chunks + row_chunk) * e_
+        + assign[:sources].reshape(sources, tok * k)
     ).ravel()
-    cnt = np.bincount(cell_of_row, minlength=ep * chunks * e_).reshape(ep, chunks, e_)
+    cnt = np.bincount(cell_of_row, minlength=sources * chunks * e_).reshape(sources, chunks, e_)
+    if alike:
+        cnt = np.repeat(cnt, ep, axis=0)
 
     # dispatch streams: (src, dst, chunk) sorted by (local expert, token, slot); a rank's
     # experts in local order are its experts in id order

@@ -252,45 +252,50 @@ def build_folded_trace(
     ep = exp.ranks
     q_events, other = _columns(graph, timed, start, lane, split=True)
     rep, rank = exp.rep, exp.rank
-    lane_full = lane[rep] + rank * timed.lanes_per_rank
-    # the rank-dependent args values, moved to each task's rank, as one text per pair of values
-    typ = timed.type[rep]
-    fam = _family(typ)
+    # the two rank-dependent args values of each task (`_RANK_KEYS`) as one code per pair of
+    # values, computed per (rank, task of rank 0) and scattered to the whole run's order
     c = graph.cols
     nq = graph.n
-    g = np.minimum(rep, nq - 1)  # launches read a graph row; their family ignores it
-    expert_q = c["expert"][g]
-    lo = np.maximum(expert_q, 0) // ep
-    row_tile = (c["row_tile"][g] + rank * sym.shift[lo]) % np.maximum(sym.tiles[lo], 1)
-    peer_q = c["peer"][g]
+    typ = c["type"]
+    fam = _family(typ)
+    expert0, row0, peer0 = c["expert"], c["row_tile"], c["peer"]
+    lo = np.maximum(expert0, 0) // ep
+    shift, tiles = sym.shift[lo], np.maximum(sym.tiles[lo], 1)
     recv = np.isin(typ, [T["dispatch_rx"], T["combine_rx"]])
-    src = np.where(recv, peer_q + rank, rank) % ep
-    dst = np.where(recv, rank, peer_q + rank) % ep
-    n_tiles = int(sym.tiles.max(initial=1))
-    experts = int(c["expert"].max(initial=0)) + ep
-    first = np.where(fam == 1, expert_q + rank, np.where(fam == 2, src, -1))
-    second = np.where(fam == 1, row_tile, np.where(fam == 2, dst, 0))
-    width = max(n_tiles, ep)
-    code = np.where(first >= 0, 1 + (fam - 1) * experts * width + first * width + second, 0)
+    src0, dst0 = np.where(recv, peer0, 0), np.where(recv, 0, peer0)
+    experts = int(expert0.max(initial=0)) + ep
+    width = max(int(sym.tiles.max(initial=1)), ep)
+    r = np.arange(ep, dtype=np.int64)[:, None]
+    code2d = np.where(
+        fam == 1,
+        1 + (expert0 + r) * width + (row0 + r * shift) % tiles,
+        np.where(fam == 2, 1 + (experts + (src0 + r) % ep) * width + (dst0 + r) % ep, 0),
+    )
+    code = np.zeros(exp.n, dtype=np.int64)
+    code[exp.full_id[:, :nq].ravel()] = code2d.ravel()
     pair = np.arange(2 * experts * width)
-    pair_fam, rest = 1 + pair // (experts * width), pair % (experts * width)
-    middle = pl.DataFrame({"f": pair_fam, "a": rest // width, "b": rest % width}).select(
+    middle = pl.DataFrame({"a": pair // width % experts, "b": pair % width}).select(
         pl.concat_str(
             pl.col("a").cast(pl.String),
-            pl.when(pl.col("f") == 1).then(pl.lit(',"row_tile":')).otherwise(pl.lit(',"dst":')),
+            pl.when(pl.Series(pair < experts * width))
+            .then(pl.lit(',"row_tile":'))
+            .otherwise(pl.lit(',"dst":')),
             pl.col("b").cast(pl.String),
         )
     )
     middle_text = pl.concat([pl.Series([""]), middle.to_series()])
+    take = pl.Series(rep)
     events = (
-        q_events.select(pl.all().gather(rep))
-        .with_columns(
+        q_events.lazy()
+        .select(
+            pl.all().exclude("track", "head", "tail").gather(take),
             pl.Series("id", np.arange(exp.n, dtype=np.uint32)),
-            pl.Series("track", lane_full.astype(np.uint32)),
-            middle_text.gather(code).alias("_middle"),
+            pl.Series("track", (lane[rep] + rank * timed.lanes_per_rank).astype(np.uint32)),
+            pl.concat_str(
+                pl.col("head").gather(take), pl.lit(middle_text.gather(code)), pl.col("tail").gather(take)
+            ).alias("args"),
         )
-        .with_columns(pl.concat_str("head", "_middle", "tail").alias("args"))
-        .drop("head", "_middle", "tail")
+        .collect()
     )
     src_e, dst_e, edge = expand_edges(exp, graph, timed)
     dep_kind = (other[timed.src] | other[timed.dst]).astype(np.int64)[edge]
