@@ -82,11 +82,11 @@ def expand(graph: TaskGraph, timed: Timed) -> Expansion:
     n_graph = nq * ep
     # launches: the folded timed graph has one per rank (ranks > 0 idle); all copy rank 0's
     launch = np.arange(ep, dtype=np.int64)
-    rep = np.empty(n_graph + ep, dtype=np.int64)
-    rank = np.empty(n_graph + ep, dtype=np.int64)
+    rep = np.empty(n_graph + ep, dtype=np.int32)
+    rank = np.empty(n_graph + ep, dtype=np.int32)
     flat = full_id.ravel()
-    rep[flat] = np.tile(np.arange(nq, dtype=np.int64), ep)
-    rank[flat] = np.repeat(launch, nq)
+    rep[flat] = np.tile(np.arange(nq, dtype=np.int32), ep)
+    rank[flat] = np.repeat(launch.astype(np.int32), nq)
     rep[n_graph:] = timed.n_graph  # rank 0's launch
     rank[n_graph:] = launch
     table = np.concatenate([full_id, n_graph + launch[:, None]], axis=1)

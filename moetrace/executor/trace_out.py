@@ -30,6 +30,7 @@ _COMM_TASKS = [
 ]
 _COMM_TASKS += [T["permute"], T["unpermute"]]
 _UNIT_OF_POOL = ["aic", "aiv", "aiv", "link", "link", "other", "other"]
+_SLICE = 1 << 19  # events per slice of a folded trace's text
 
 
 def _labels(
@@ -228,10 +229,14 @@ def build_trace(
     """Events, tracks, deps and meta of a finished run."""
     events, other = _columns(graph, timed, start, lane, split=False)
     events = events.with_columns(pl.Series("id", np.arange(timed.n, dtype=np.uint32)))
-    dep_kind = (other[timed.src] | other[timed.dst]).astype(np.int64)
-    depth = _known_depth(timed, start, int((start + timed.dur).max()))
+    deps = _deps(timed.src, timed.dst, (other[timed.src] | other[timed.dst]).astype(np.int64))
+    makespan = int((start + timed.dur).max())
+    depth = _known_depth(timed, start, makespan)
     ranks = int(timed.rank.max()) + 1
-    return _assemble(events, ranks, timed.src, timed.dst, dep_kind, depth, hw, opts, meta_executor)
+    if depth is not None:
+        events = events.with_columns(pl.Series("depth", depth[: timed.n], dtype=pl.UInt16))
+        depth = depth[timed.n :]
+    return _assemble(events, ranks, deps, makespan, depth, hw, opts, meta_executor)
 
 
 def build_folded_trace(
@@ -284,43 +289,68 @@ def build_folded_trace(
         )
     )
     middle_text = pl.concat([pl.Series([""]), middle.to_series()])
-    take = pl.Series(rep)
-    events = (
-        q_events.lazy()
-        .select(
-            pl.all().exclude("track", "head", "tail").gather(take),
-            pl.Series("id", np.arange(exp.n, dtype=np.uint32)),
-            pl.Series("track", (lane[rep] + rank * timed.lanes_per_rank).astype(np.uint32)),
-            pl.concat_str(
-                pl.col("head").gather(take), pl.lit(middle_text.gather(code)), pl.col("tail").gather(take)
-            ).alias("args"),
-        )
-        .collect()
-    )
-    src_e, dst_e, edge = expand_edges(exp, graph, timed)
-    dep_kind = (other[timed.src] | other[timed.dst]).astype(np.int64)[edge]
     makespan = int((start + timed.dur).max())
     depth_q = _known_depth(timed, start, makespan)
-    depth = None if depth_q is None else np.r_[depth_q[: timed.n][rep], np.zeros(ep, dtype=np.uint16)]
-    return _assemble(events, ep, src_e, dst_e, dep_kind, depth, hw, opts, meta_executor)
+    if depth_q is not None:
+        q_events = q_events.with_columns(pl.Series("depth", depth_q[: timed.n], dtype=pl.UInt16))
+    # deps first: their index arrays are freed before the text is built
+    src_e, dst_e, edge = expand_edges(exp, graph, timed)
+    dep_kind = (other[timed.src] | other[timed.dst]).astype(np.int64)[edge]
+    del edge
+    deps = _deps(src_e, dst_e, dep_kind)
+    del src_e, dst_e, dep_kind
+    # in slices, so that only one slice's gathered pieces of text live beside the result
+    track = (lane[rep] + rank * timed.lanes_per_rank).astype(np.uint32)
+    parts = []
+    for lo in range(0, exp.n, _SLICE):
+        take = pl.Series(rep[lo : lo + _SLICE])
+        parts.append(
+            q_events.lazy()
+            .select(
+                pl.all().exclude("track", "head", "tail").gather(take),
+                pl.Series("id", np.arange(lo, lo + take.len(), dtype=np.uint32)),
+                pl.Series("track", track[lo : lo + _SLICE]),
+                pl.concat_str(
+                    pl.col("head").gather(take),
+                    pl.lit(middle_text.gather(code[lo : lo + _SLICE])),
+                    pl.col("tail").gather(take),
+                ).alias("args"),
+            )
+            .collect()
+        )
+    del code, track
+    events = pl.concat(parts, rechunk=False)
+    depth = None if depth_q is None else np.zeros(ep, dtype=np.uint16)
+    return _assemble(events, ep, deps, makespan, depth, hw, opts, meta_executor)
+
+
+def _deps(src: np.ndarray, dst: np.ndarray, kind: np.ndarray) -> pl.DataFrame:
+    """The deps frame (kind code 1: sync, else data)."""
+    return pl.DataFrame(
+        {
+            "src": src.astype(np.uint32),
+            "dst": dst.astype(np.uint32),
+            "kind": _labels(kind, ["data", "sync"], DepKind),
+        }
+    )
 
 
 def _assemble(
     events: pl.DataFrame,
     ranks: int,
-    src: np.ndarray,
-    dst: np.ndarray,
-    dep_kind: np.ndarray,
-    depth: np.ndarray | None,
+    deps: pl.DataFrame,
+    makespan: int,
+    step_depth: np.ndarray | None,
     hw: Hardware,
     opts: ScheduleOptions,
     meta_executor: dict[str, Any],
 ) -> Trace:
-    """The Trace: task events plus one step marker per rank, tracks, deps (kind code 1: sync)."""
+    """The Trace: task events (with their depth column, unless `step_depth` is None: then the
+    model computes every depth) plus one step marker per rank (depth `step_depth`), tracks,
+    deps."""
     names, units = lane_names(hw, opts)
     per = len(names)
     n = events.height
-    makespan = int(events.select((pl.col("ts") + pl.col("dur")).max()).item())
     step_lane = lane_layout(hw, opts)[POOL_STEP][0]
     steps = pl.DataFrame(
         {
@@ -337,6 +367,8 @@ def _assemble(
         },
         schema_overrides={"flops": pl.Float64, "bytes": pl.Float64},
     )
+    if step_depth is not None:
+        steps = steps.with_columns(pl.Series("depth", step_depth, dtype=pl.UInt16))
     events = pl.concat([events.select(steps.columns), steps], how="vertical_relaxed")
     r = np.repeat(np.arange(ranks), per)
     local = np.tile(np.arange(per), ranks)
@@ -352,13 +384,6 @@ def _assemble(
             "sort_index": local.astype(np.int32),
         }
     )
-    deps = pl.DataFrame(
-        {
-            "src": src.astype(np.uint32),
-            "dst": dst.astype(np.uint32),
-            "kind": _labels(dep_kind, ["data", "sync"], DepKind),
-        }
-    )
     meta = {
         "format": "executor",
         "flavor": "moetrace",
@@ -367,10 +392,8 @@ def _assemble(
         "peak_flops": hw.peak_flops,
         "executor": {**meta_executor, "makespan_ns": makespan},
     }
-    if depth is None:  # cannot vouch for the nesting: let the model compute it
-        return Trace.from_frames(events, tracks, deps, None, meta, compute_depth=True)
-    events = events.with_columns(pl.Series("depth", depth, dtype=pl.UInt16))
-    return Trace.from_frames(events, tracks, deps, None, meta)
+    # without known depths the model computes them (it cannot vouch for the nesting)
+    return Trace.from_frames(events, tracks, deps, None, meta, compute_depth=step_depth is None)
 
 
 def _known_depth(timed: Timed, start: np.ndarray, makespan: int) -> np.ndarray | None:
