@@ -78,7 +78,8 @@ def expand(graph: TaskGraph, timed: Timed) -> Expansion:
         lo = expert // ep
         moved = (index + r * sym.shift[lo]) % np.maximum(sym.tiles[lo], 1)
         local[:, j] = (first[expert + r] + moved) * per_tile[typ[j]] + col
-    full_id = base_folded[typ] * ep + local
+    full_id = (base_folded[typ] * ep + local).astype(np.int32)  # < MAX_TASKS
+    del local
     n_graph = nq * ep
     # launches: the folded timed graph has one per rank (ranks > 0 idle); all copy rank 0's
     launch = np.arange(ep, dtype=np.int64)
@@ -89,7 +90,7 @@ def expand(graph: TaskGraph, timed: Timed) -> Expansion:
     rank[flat] = np.repeat(launch.astype(np.int32), nq)
     rep[n_graph:] = timed.n_graph  # rank 0's launch
     rank[n_graph:] = launch
-    table = np.concatenate([full_id, n_graph + launch[:, None]], axis=1)
+    table = np.concatenate([full_id, (n_graph + launch[:, None]).astype(np.int32)], axis=1)
     return Expansion(rank, rep, table, n_graph, ep)
 
 
@@ -102,9 +103,10 @@ def expand_edges(
     ep, nq = exp.ranks, graph.n
     src, dst = timed.src, timed.dst  # every folded edge ends on a task of rank 0
     src_col = np.where(src < nq, src, nq)  # rank 0's launch: the launch column
-    shift = np.where(np.isin(timed.type[dst], _ARRIVALS), graph.cols["peer"][np.minimum(dst, nq - 1)], 0)
-    r = np.arange(ep, dtype=np.int64)[:, None]
-    full_src = exp.full_id[(r + shift) % ep, src_col]
-    full_dst = exp.full_id[r, dst]
-    index = np.broadcast_to(np.arange(src.size, dtype=np.int64), full_dst.shape)
-    return full_src.ravel(), full_dst.ravel(), index.ravel()
+    peer = graph.cols["peer"][np.minimum(dst, nq - 1)]
+    shift = np.where(np.isin(timed.type[dst], _ARRIVALS), peer, 0).astype(np.int32)
+    r = np.arange(ep, dtype=np.int32)[:, None]
+    full_src = exp.full_id[(r + shift) % ep, src_col].ravel()
+    full_dst = exp.full_id[r, dst].ravel()
+    index = np.tile(np.arange(src.size, dtype=np.int32), ep)
+    return full_src, full_dst, index

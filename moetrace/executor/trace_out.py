@@ -263,21 +263,22 @@ def build_folded_trace(
     nq = graph.n
     typ = c["type"]
     fam = _family(typ)
-    expert0, row0, peer0 = c["expert"], c["row_tile"], c["peer"]
+    expert0, row0, peer0 = (c[k].astype(np.int32) for k in ("expert", "row_tile", "peer"))
     lo = np.maximum(expert0, 0) // ep
-    shift, tiles = sym.shift[lo], np.maximum(sym.tiles[lo], 1)
+    shift, tiles = sym.shift[lo].astype(np.int32), np.maximum(sym.tiles[lo], 1).astype(np.int32)
     recv = np.isin(typ, [T["dispatch_rx"], T["combine_rx"]])
     src0, dst0 = np.where(recv, peer0, 0), np.where(recv, 0, peer0)
     experts = int(expert0.max(initial=0)) + ep
     width = max(int(sym.tiles.max(initial=1)), ep)
-    r = np.arange(ep, dtype=np.int64)[:, None]
+    r = np.arange(ep, dtype=np.int32)[:, None]
     code2d = np.where(
         fam == 1,
         1 + (expert0 + r) * width + (row0 + r * shift) % tiles,
         np.where(fam == 2, 1 + (experts + (src0 + r) % ep) * width + (dst0 + r) % ep, 0),
     )
-    code = np.zeros(exp.n, dtype=np.int64)
+    code = np.zeros(exp.n, dtype=np.int32)
     code[exp.full_id[:, :nq].ravel()] = code2d.ravel()
+    del code2d
     pair = np.arange(2 * experts * width)
     middle = pl.DataFrame({"a": pair // width % experts, "b": pair % width}).select(
         pl.concat_str(
@@ -295,7 +296,7 @@ def build_folded_trace(
         q_events = q_events.with_columns(pl.Series("depth", depth_q[: timed.n], dtype=pl.UInt16))
     # deps first: their index arrays are freed before the text is built
     src_e, dst_e, edge = expand_edges(exp, graph, timed)
-    dep_kind = (other[timed.src] | other[timed.dst]).astype(np.int64)[edge]
+    dep_kind = (other[timed.src] | other[timed.dst]).astype(np.int8)[edge]
     del edge
     deps = _deps(src_e, dst_e, dep_kind)
     del src_e, dst_e, dep_kind
