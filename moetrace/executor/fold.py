@@ -21,8 +21,8 @@ from moetrace.executor.schedules import Timed
 from moetrace.executor.tiles import TYPES, T, TaskGraph
 
 # how a task type's tasks are ordered in the whole graph (see tiles.build_graph)
-_RANK_MAJOR = ("gate", "topk", "layout", "shared_up", "shared_act", "shared_down")
-_RANK_MAJOR += ("dispatch_done", "combine_done")
+_RANK_MAJOR: tuple[str, ...] = ("gate", "topk", "layout", "shared_up", "shared_act")
+_RANK_MAJOR += ("shared_down", "dispatch_done", "combine_done")
 _FROM_SOURCE = ("permute", "dispatch_issue", "dispatch_tx", "combine_rx", "unpermute")
 _FROM_DEST = ("dispatch_rx", "combine_issue", "combine_tx")
 _ROW_TILE = ("gemm1", "swiglu", "gemm2")

@@ -318,9 +318,7 @@ def build_graph(
     # (DeepEP's get_dispatch_layout); it fixes where each row goes in the send buffers
     lay_rank = np.repeat(np.arange(ept), chunks)
     lay_chunk = np.tile(np.arange(chunks), ept)
-    lay_tokens = np.bincount(
-        tt_rank * chunks + tt_chunk, weights=tt_rows, minlength=ept * chunks
-    )
+    lay_tokens = np.bincount(tt_rank * chunks + tt_chunk, weights=tt_rows, minlength=ept * chunks)
     ids["layout"] = add(
         "layout",
         ept * chunks,

@@ -117,7 +117,7 @@ def _args_json(
     parts = []
     for lo, hi in itertools.pairwise(bounds):
         fam = int(family[lo])
-        holes = _RANK_KEYS.get(fam, ()) if split else ()
+        holes: tuple[str, ...] = _RANK_KEYS.get(fam, ()) if split else ()
         pieces: list[pl.Expr] = [pl.col("_head")]
         cut_at = 0  # pieces before the first rank key's value
         for key in _ARG_KEYS:
@@ -264,8 +264,9 @@ def build_folded_trace(
     typ = c["type"]
     fam = _family(typ)
     expert0, row0, peer0 = (c[k].astype(np.int32) for k in ("expert", "row_tile", "peer"))
-    lo = np.maximum(expert0, 0) // ep
-    shift, tiles = sym.shift[lo].astype(np.int32), np.maximum(sym.tiles[lo], 1).astype(np.int32)
+    local = np.maximum(expert0, 0) // ep
+    shift = sym.shift[local].astype(np.int32)
+    tiles = np.maximum(sym.tiles[local], 1).astype(np.int32)
     recv = np.isin(typ, [T["dispatch_rx"], T["combine_rx"]])
     src0, dst0 = np.where(recv, peer0, 0), np.where(recv, 0, peer0)
     experts = int(expert0.max(initial=0)) + ep

@@ -34,7 +34,9 @@ def _both(**params: Any) -> tuple[Run, Run]:
     return execute(wl, hw, opts), execute(wl, hw, opts, fold=True)
 
 
-@pytest.mark.parametrize("params", SYMMETRIC, ids=lambda p: ",".join(f"{k}={v}" for k, v in p.items()))
+@pytest.mark.parametrize(
+    "params", SYMMETRIC, ids=lambda p: ",".join(f"{k}={v}" for k, v in p.items())
+)
 def test_folded_run_equals_the_full_simulation_task_by_task(params: dict[str, Any]) -> None:
     full, folded = _both(**params)
     exp = folded.expansion
