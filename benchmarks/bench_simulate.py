@@ -6,7 +6,10 @@ the same scheduled graph (data edges + per-core order), measured in the same run
   i.e. the timing step once the per-core orders are fixed;
 - end to end: `simulate()` (routing, graph build, durations, the tile schedule's offline
   planner (its candidate plans: those its lower bound does not rule out are timed by the
-  engine), and the trace frames).
+  engine), and the trace frames). Balanced routing with round-robin placement is
+  rotation-symmetric, so `simulate()` times rank 0's tasks alone and gathers every rank's
+  trace from them (executor/fold.py; tests/executor/test_fold.py proves it equal to the full
+  simulation); the figure counts the tasks of all ranks, as the trace holds them.
 Per stage (from the progress callbacks): routing, task graph (graph + durations), engine
 (the planner: static scheduler, engine, port re-timing per candidate), trace (frames).
 The verdict (last line) uses the END-TO-END figure: >= 1M tasks/s and >= 10x the heapq loop
