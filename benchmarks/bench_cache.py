@@ -24,7 +24,7 @@ from bench_load import generate
 
 TIMER = """
 import sys, time
-import moetrace, moetrace.trace.io, moetrace.trace.chrome, moetrace.trace.cache
+import moetrace, moetrace.trace.io, moetrace.trace.formats.chrome.read, moetrace.trace.cache
 P = sys.argv[1]
 t0 = time.perf_counter()
 t = moetrace.trace.io.load(P, cache={cache})

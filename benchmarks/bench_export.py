@@ -18,9 +18,9 @@ import time
 import numpy as np
 import polars as pl
 
+from moetrace.trace.formats.pftrace.plan import make_plan
+from moetrace.trace.formats.pftrace.write import write_pftrace
 from moetrace.trace.model import Trace
-from moetrace.trace.pftrace import write_pftrace
-from moetrace.trace.pftrace_plan import make_plan
 
 TARGET = 5.0
 TRACKS = 8

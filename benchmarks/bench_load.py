@@ -182,7 +182,7 @@ RUNNERS: dict[str, tuple[str, str]] = {
     # moetrace imports Polars lazily inside load(); importing the reader first keeps that
     # one-off ~0.45 s out of the load time (it is printed on its own line).
     "moetrace": (
-        "import moetrace, moetrace.trace.io, moetrace.trace.chrome",
+        "import moetrace, moetrace.trace.io, moetrace.trace.formats.chrome.read",
         "t = moetrace.load(P, cache=False)\nn = t.events.height",
     ),
     # Not a baseline: the part of moetrace.load no column building can avoid, i.e. reading
@@ -191,7 +191,7 @@ RUNNERS: dict[str, tuple[str, str]] = {
     # is decode and how much is building the Trace.
     "floor": (
         "import msgspec\nfrom typing import Any\n"
-        "class Event(msgspec.Struct, gc=False):\n"  # the fields of _json_columns.Event
+        "class Event(msgspec.Struct, gc=False):\n"  # the fields of formats.chrome.columns.Event
         "    ph: str | None = None\n    name: str | None = None\n"
         "    cat: str | None = None\n    ts: Any = None\n    dur: Any = None\n"
         "    pid: Any = None\n    tid: Any = None\n    id: Any = None\n"
@@ -308,7 +308,7 @@ def measure_import() -> tuple[float, int]:
     """(seconds, peak RSS bytes) of importing moetrace's reader and Polars, the untimed setup."""
     code = (
         "import resource, time\nt0 = time.perf_counter()\n"
-        "import moetrace, moetrace.trace.io, moetrace.trace.chrome, polars\n"
+        "import moetrace, moetrace.trace.io, moetrace.trace.formats.chrome.read, polars\n"
         "print(time.perf_counter() - t0, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024)"
     )
     out = subprocess.run([sys.executable, "-c", code], check=True, capture_output=True, text=True)

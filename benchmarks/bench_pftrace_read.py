@@ -3,7 +3,7 @@
 Generates bench_load's seeded Kineto-like trace (--events), loads it once, writes it with
 moetrace as Chrome JSON and as .pftrace (same Trace), then times `load(P, cache=False)` of each
 in fresh interpreters (imports untimed), interleaved rounds, best of --repeat. With --slow it
-also times the per-packet protobuf reader (`pftrace_read.read_slow`, the previous reader) on
+also times the per-packet protobuf reader (`read_packets.read_slow`, the previous reader) on
 the same file once. Prints times, the ratio pftrace / JSON, and PASS/FAIL (<= 1x).
 
 Run: python benchmarks/bench_pftrace_read.py [--events 1000000] [--repeat 3] [--slow]
@@ -23,9 +23,9 @@ from bench_load import generate
 
 TIMER = """
 import sys, time
-import moetrace.trace.io, moetrace.trace.chrome, moetrace.trace.pftrace
-from moetrace.trace import pftrace_vec
-from moetrace.trace.pftrace_read import read_slow
+import moetrace.trace.io, moetrace.trace.formats.chrome.read, moetrace.trace.formats.pftrace.write
+from moetrace.trace.formats.pftrace import read_vectorised as pftrace_vec
+from moetrace.trace.formats.pftrace.read_packets import read_slow
 from pathlib import Path
 P = Path(sys.argv[1])
 t0 = time.perf_counter()

@@ -82,8 +82,8 @@ async def wait_paint(app: object, before: int, timeout: float = 5.0) -> float:
 
 async def keys_alone(ranks: int, count: int) -> list[float]:
     """Baseline on the same trace with no analysis running: latencies (ms) of `count` keys."""
+    from moetrace.testing.synthetic import synthetic_trace
     from moetrace.tui.app import MoetraceApp
-    from moetrace.tui.synthetic import synthetic_trace
 
     app = MoetraceApp(synthetic_trace(ranks=ranks, events_per_lane=200, seed=0), metrics=False)
     out: list[float] = []
@@ -100,9 +100,9 @@ async def keys_alone(ranks: int, count: int) -> list[float]:
 async def keys_during_analysis(ranks: int) -> tuple[list[float], int, int, float]:
     """Latencies (ms) of the keys pressed while the analysis ran; keys in total; events;
     analysis time (s)."""
+    from moetrace.testing.synthetic import synthetic_trace
     from moetrace.tui.app import MoetraceApp
     from moetrace.tui.loading import busy
-    from moetrace.tui.synthetic import synthetic_trace
 
     trace = synthetic_trace(ranks=ranks, events_per_lane=200, seed=0)
     app = MoetraceApp(trace)
@@ -133,7 +133,7 @@ def main() -> None:
     parser.add_argument("--events", type=int, default=1_000_000)
     parser.add_argument("--ranks", type=int, default=256)
     args = parser.parse_args()
-    from moetrace.tui.synthetic import synthetic_trace
+    from moetrace.testing.synthetic import synthetic_trace
 
     ok = True
     print(f"load average at start: {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")

@@ -43,12 +43,7 @@ def main() -> None:
 
 def _register() -> None:
     for name in _COMMAND_MODULES:
-        try:
-            module = importlib.import_module(f"moetrace.commands.{name}")
-        except ModuleNotFoundError as exc:
-            if exc.name != f"moetrace.commands.{name}":
-                raise
-            continue
+        module = importlib.import_module(f"moetrace.commands.{name}")
         for command in getattr(module, "COMMANDS", []):
             main.add_command(command)
 

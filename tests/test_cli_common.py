@@ -8,8 +8,9 @@ import click
 import pytest
 from click.testing import CliRunner
 
-from moetrace.commands._common import UserError, check_output_path, handle_errors
+from moetrace.commands._common import UserError, check_output_path, handle_errors, load_options
 from moetrace.trace.model import TraceFormatError
+from moetrace.trace.options import LoadOptions
 
 
 @click.command()
@@ -69,3 +70,26 @@ def test_cli_help_lists_the_main_commands() -> None:
     expected = {"info", "metrics", "view", "convert", "query", "compare"}
     expected |= {"run", "sweep", "demo", "validate"}
     assert expected <= listed, sorted(expected - listed)
+
+
+@click.command()
+@load_options
+def _show_loading(loading: LoadOptions) -> None:
+    click.echo(repr(loading))
+
+
+@pytest.mark.parametrize(
+    ("args", "expected"),
+    [
+        ([], LoadOptions()),
+        (["--no-cache", "-j", "3"], LoadOptions(cache=False, jobs=3)),
+        (["--engine", "ray", "--address", "host:1"], LoadOptions(engine="ray", address="host:1")),
+    ],
+)
+def test_load_options_reach_the_command_as_one_value(
+    args: list[str], expected: LoadOptions
+) -> None:
+    runner = CliRunner()
+    assert runner.invoke(_show_loading, args).output.strip() == repr(expected)
+    # nothing is left behind for the next command in the same process
+    assert runner.invoke(_show_loading, []).output.strip() == repr(LoadOptions())

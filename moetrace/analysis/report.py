@@ -8,7 +8,6 @@ the TUI show comes from here.
 from __future__ import annotations
 
 import math
-import threading
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -24,7 +23,7 @@ from moetrace.analysis.idle import GAP_COLUMNS, idle
 from moetrace.analysis.job import attach_job
 from moetrace.analysis.moe import moe_view
 from moetrace.analysis.steps import NO_RANK, Prepared, prepare_steps, with_windows
-from moetrace.analysis.sync_edges import ascend_wait_edges, kineto_sync_edges
+from moetrace.analysis.sync_edges import producer_sync_edges
 from moetrace.trace.model import Trace
 
 NS_METRICS = ("window_ns", "compute_ns", "comm_ns", "overlapped_ns", "exposed_comm_ns", "free_ns")
@@ -230,44 +229,45 @@ def _num(value: Any) -> Any:
     return value
 
 
-_CACHE: list[tuple[Trace, tuple[Any, ...], Prepared, Gates, str | None]] = []
-"""The last few traces' step assignment and gating predecessors: they do not depend on the
-time range, so the TUI's area selections only redo the windowed passes."""
-CACHE_SIZE = 2
-_CACHE_LOCK = threading.Lock()
+GraphKey = tuple[tuple[str, ...], tuple[int, ...] | None, str, str]
+"""(comm_patterns, ranks, window, window_span): the settings a `Graph` was prepared with."""
 
 
-def _graph(
-    trace: Trace,
-    comm_patterns: tuple[str, ...],
+@dataclass(frozen=True)
+class Graph:
+    """Step assignment, gating predecessors and a named dependency cycle (if any) of one trace
+    under one set of settings. They do not depend on the time range, so a caller analysing
+    many ranges of one trace (the viewer's area selections) prepares them once and passes
+    them to `analyze(graph=...)` (see `analysis.session.AnalysisSession`)."""
+
+    trace: Trace
+    key: GraphKey
+    base: Prepared
+    gates: Gates
+    cycle: str | None
+
+
+def graph_key(
+    comm_patterns: Sequence[str],
     ranks: Sequence[int] | None,
     window: str = "step",
     window_span: str = "compute-comm",
-) -> tuple[Prepared, Gates, str | None]:
-    """Steps, gating predecessors and a named cycle (if any) of `trace`, cached by identity."""
-    key = (comm_patterns, None if ranks is None else tuple(ranks), window, window_span)
-    with _CACHE_LOCK:  # the TUI analyzes from worker threads
-        for cached, cached_key, base, gates, cycle in _CACHE:
-            if cached is trace and cached_key == key:
-                return base, gates, cycle
+) -> GraphKey:
+    """The settings `prepare_graph` depends on, as a hashable key."""
+    return (tuple(comm_patterns), None if ranks is None else tuple(ranks), window, window_span)
+
+
+def prepare_graph(trace: Trace, key: GraphKey) -> Graph:
+    """Steps, gating predecessors and a named cycle (if any) of `trace` under `key`."""
+    comm_patterns, ranks, window, window_span = key
     base = prepare_steps(
         trace, comm_patterns=comm_patterns, ranks=ranks, window=window, window_span=window_span
     )
-    flavor = trace.meta.get("flavor")
-    extra = (
-        kineto_sync_edges(base)
-        if flavor == "kineto"
-        else ascend_wait_edges(base)
-        if flavor == "ascend"
-        else None
-    )
+    extra = producer_sync_edges(trace, base)
     edge_set = edges(base, extra)
     cycle = find_cycle(base, edge_set)
     gates = gating(base, edge_set)
-    with _CACHE_LOCK:
-        _CACHE.insert(0, (trace, key, base, gates, cycle))
-        del _CACHE[CACHE_SIZE:]
-    return base, gates, cycle
+    return Graph(trace, key, base, gates, cycle)
 
 
 def analyze(
@@ -279,6 +279,7 @@ def analyze(
     ranks: Sequence[int] | None = None,
     window: str = "step",
     window_span: str = "compute-comm",
+    graph: Graph | None = None,
 ) -> Report:
     """Every metric of METRICS.md for `trace`, per rank and step.
 
@@ -291,8 +292,13 @@ def analyze(
     named NAME, or only instance K, 0-based), like HTA's annotation and instance_id.
     window_span: `compute-comm` (msprof's Stage) or `work` (copies and sets too, as
     TraceLens and HTA span the GPU timeline). Raises ValueError for a bad window or span.
+    graph: what `prepare_graph` computed for this trace and these settings (else computed
+    here; one for another trace or other settings is not used).
     """
-    base, gates, cycle = _graph(trace, tuple(comm_patterns), ranks, window, window_span)
+    key = graph_key(comm_patterns, ranks, window, window_span)
+    if graph is None or graph.trace is not trace or graph.key != key:
+        graph = prepare_graph(trace, key)
+    base, gates, cycle = graph.base, graph.gates, graph.cycle
     prep = with_windows(base, time_range)
     warnings = [*trace.warnings, *prep.warnings]
     if cycle:

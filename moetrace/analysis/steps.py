@@ -32,6 +32,7 @@ from moetrace.analysis.classify import (
     comm_name_expr,
 )
 from moetrace.analysis.launch_edges import drop_miscorrelated_launches, kineto_launch_edges
+from moetrace.trace.flavors import KINETO, flavor_of
 from moetrace.trace.model import Kind, Trace, Unit
 
 LAUNCH_SKEW_NS = 1_000
@@ -407,7 +408,7 @@ def prepare_steps(
             warnings.append(
                 f"{late.height} launch edge(s) start after the work they launch: ignored"
             )
-    if trace.meta.get("flavor") == "kineto":
+    if flavor_of(trace) is KINETO:
         deps, miscorrelated = drop_miscorrelated_launches(ev, deps)
         if miscorrelated:
             warnings.append(

@@ -17,10 +17,14 @@ ordered per stream by the start of their launch call (HTA's rule). Edges, all of
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import polars as pl
 
 from moetrace.analysis.launch_edges import arg_int
 from moetrace.analysis.steps import Prepared
+from moetrace.trace.flavors import ASCEND, KINETO, Flavor, flavor_of
+from moetrace.trace.model import Trace
 
 SYNC_NAMES = ("Context Sync", "Stream Sync", "Event Sync", "Stream Wait Event")
 RECORD_CALLS = ("cudaEventRecord", "hipEventRecord", "cudaEventRecordWithFlags")
@@ -179,3 +183,16 @@ def ascend_wait_edges(prep: Prepared, tolerance_ns: int = 1_000) -> pl.DataFrame
     return hit.select(
         pl.col("src").cast(pl.UInt32), pl.col("dst").cast(pl.UInt32), pl.lit("sync").alias("kind")
     )
+
+
+SYNC_EDGES: dict[Flavor, Callable[[Prepared], pl.DataFrame | None]] = {
+    KINETO: kineto_sync_edges,
+    ASCEND: ascend_wait_edges,
+}
+"""The producer-specific gating edges, keyed by the flavor registry's producers."""
+
+
+def producer_sync_edges(trace: Trace, prep: Prepared) -> pl.DataFrame | None:
+    """The sync edges of the producer `trace` was read as, or None when it has no rule."""
+    flavor = flavor_of(trace)
+    return SYNC_EDGES[flavor](prep) if flavor in SYNC_EDGES else None

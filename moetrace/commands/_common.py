@@ -76,53 +76,52 @@ def check_output_path(path: str | Path, force: bool) -> Path | None:
         raise UserError(str(exc)) from None
 
 
-def _set_load_default(key: str) -> Callable[[click.Context, click.Parameter, Any], Any]:
-    def callback(ctx: click.Context, param: click.Parameter, value: Any) -> Any:
-        from moetrace.trace.io import LOAD_DEFAULTS
-
-        if value is not None and value is not False:
-            LOAD_DEFAULTS[key] = (not value) if key == "cache" else value
-        return value
-
-    return callback
-
-
 def load_options(func: F) -> F:
-    """--no-cache, --jobs N, --engine local|ray, --address: how traces are loaded (they set
-    `moetrace.trace.io.LOAD_DEFAULTS`, so every `load` of the command follows them)."""
+    """--no-cache, --jobs N, --engine local|ray, --address: how traces are loaded. The command
+    receives them as one `loading: LoadOptions` argument and passes it to every `load`."""
+
+    @functools.wraps(func)
+    def wrapper(
+        *args: Any,
+        no_cache: bool,
+        jobs: int | None,
+        engine: str | None,
+        address: str | None,
+        **kwargs: Any,
+    ) -> Any:
+        from moetrace.trace.options import LoadOptions
+
+        loading = LoadOptions(
+            cache=not no_cache, jobs=jobs, engine=engine or "local", address=address
+        )
+        return func(*args, loading=loading, **kwargs)
+
     options = [
         click.option(
             "--no-cache",
             is_flag=True,
-            expose_value=False,
-            callback=_set_load_default("cache"),
             help="Parse the trace files again; neither read nor write the columnar cache.",
         ),
         click.option(
             "--jobs",
             "-j",
             type=click.IntRange(min=1),
-            expose_value=False,
-            callback=_set_load_default("jobs"),
             help="Processes reading several files at once  [default: the core count]",
         ),
         click.option(
             "--engine",
             type=click.Choice(["local", "ray"]),
-            expose_value=False,
-            callback=_set_load_default("engine"),
             help="Where several files are read: local processes, or Ray tasks (moetrace[ray]).",
         ),
         click.option(
             "--address",
-            expose_value=False,
-            callback=_set_load_default("address"),
             help="Ray cluster to join with --engine ray (default: start a local one).",
         ),
     ]
+    command: Any = wrapper
     for option in reversed(options):
-        func = option(func)
-    return func
+        command = option(command)
+    return command
 
 
 class OneLineUsageError(click.UsageError):

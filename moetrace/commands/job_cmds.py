@@ -13,10 +13,13 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from moetrace.commands._common import UserError, handle_errors, load_options, warn
+from moetrace.commands.report_tables import wide_console
 from moetrace.text import human_bytes
 
 if TYPE_CHECKING:
     import polars as pl
+
+    from moetrace.trace.options import LoadOptions
 
 COLLECTIVE_KEYS = (
     "group",
@@ -65,7 +68,6 @@ def _cell(value: Any, column: str) -> str:
 
 def _table(frame: pl.DataFrame, title: str) -> None:
     """A rich table: ns columns in ms; every cell plain Text."""
-    from rich.console import Console
     from rich.table import Table
     from rich.text import Text
 
@@ -75,13 +77,13 @@ def _table(frame: pl.DataFrame, title: str) -> None:
         table.add_column(Text(col[:-3] + " ms" if col.endswith("_ns") else col), overflow="fold")
     for row in frame.iter_rows():
         table.add_row(*[Text(_cell(v, c)) for v, c in zip(row, frame.columns, strict=True)])
-    Console(highlight=False, width=None if sys.stdout.isatty() else 240).print(table)
+    wide_console().print(table)
 
 
-def _load(files: tuple[str, ...]) -> Any:
+def _load(files: tuple[str, ...], loading: LoadOptions) -> Any:
     from moetrace.trace.io import load
 
-    trace = load(list(files) if len(files) > 1 else files[0])
+    trace = load(list(files) if len(files) > 1 else files[0], options=loading)
     for w in trace.warnings:
         warn(w)
     return trace
@@ -98,7 +100,9 @@ def _load(files: tuple[str, ...]) -> Any:
 )
 @load_options
 @handle_errors
-def collectives(files: tuple[str, ...], as_json: bool, as_csv: bool, same_clock: bool) -> None:
+def collectives(
+    files: tuple[str, ...], as_json: bool, as_csv: bool, same_clock: bool, loading: LoadOptions
+) -> None:
     """Collectives matched across the ranks of FILES (one job): skew, transfer, bandwidth.
 
     \b
@@ -114,7 +118,7 @@ def collectives(files: tuple[str, ...], as_json: bool, as_csv: bool, same_clock:
 
     if as_json and as_csv:
         raise UserError("--json and --csv are exclusive")
-    trace = _load(files)
+    trace = _load(files, loading)
     report = analyze(trace)  # the per-rank exposed comm, split into wait vs transfer
     job = analyze_job(
         trace,
@@ -200,7 +204,12 @@ def _by_category(frame: pl.DataFrame) -> pl.DataFrame:
 @load_options
 @handle_errors
 def moe(
-    files: tuple[str, ...], as_json: bool, as_csv: bool, table: str, rule_files: tuple[str, ...]
+    files: tuple[str, ...],
+    as_json: bool,
+    as_csv: bool,
+    table: str,
+    rule_files: tuple[str, ...],
+    loading: LoadOptions,
 ) -> None:
     """The MoE view of FILES: time per op category (attention, router, top-k/permute, dispatch,
     expert GEMM, activation, combine, shared expert, norm, other) per rank and step, per-expert
@@ -213,7 +222,7 @@ def moe(
         rules = load_rules(rule_files)
     except RulesError as exc:
         raise UserError(str(exc)) from exc
-    view = moe_view(_load(files), rules)
+    view = moe_view(_load(files, loading), rules)
     if as_json:
         click.echo(json.dumps(view.to_dict(), indent=1))
         return

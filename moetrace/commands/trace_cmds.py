@@ -13,7 +13,9 @@ from moetrace.commands._common import (
     handle_errors,
     load_options,
 )
+from moetrace.commands.report_tables import ranges
 from moetrace.text import visible
+from moetrace.trace.options import LoadOptions
 from moetrace.trace.summary import describe
 
 _FLAVORS = click.Choice(["auto", "kineto", "ascend", "moetrace", "chrome"])
@@ -49,7 +51,7 @@ def _print_table(info: dict[str, Any]) -> None:
         f"{info['tracks']:,}  " + _safe(", ".join(f"{k} {v}" for k, v in info["units"].items())),
     )
     ranks = info["ranks"]
-    table.add_row("ranks", "unknown" if not ranks else _safe(f"{len(ranks)}: {_ranges(ranks)}"))
+    table.add_row("ranks", "unknown" if not ranks else _safe(f"{len(ranks)}: {ranges(ranks)}"))
     w = info["window_ns"]
     table.add_row(
         "window",
@@ -68,19 +70,6 @@ def _print_table(info: dict[str, Any]) -> None:
         console.print(f"  [yellow]warning:[/] {_safe(warning)}")
 
 
-def _ranges(values: list[int]) -> str:
-    out: list[str] = []
-    start = prev = values[0]
-    for v in [*values[1:], None]:
-        if v is not None and v == prev + 1:
-            prev = v
-            continue
-        out.append(str(start) if start == prev else f"{start}-{prev}")
-        if v is not None:
-            start = prev = v
-    return ", ".join(out)
-
-
 @click.command("info")
 @click.argument("traces", nargs=-1, required=True, type=click.Path(dir_okay=True, allow_dash=False))
 @click.option(
@@ -95,7 +84,7 @@ def _ranges(values: list[int]) -> str:
 )
 @load_options
 @handle_errors
-def info(traces: tuple[str, ...], as_json: bool, flavor: str) -> None:
+def info(traces: tuple[str, ...], as_json: bool, flavor: str, loading: LoadOptions) -> None:
     """Show what is in a trace: format, flavor, events, tracks, ranks, units, window,
     dependencies, counters and the warnings raised while reading.
 
@@ -111,7 +100,7 @@ def info(traces: tuple[str, ...], as_json: bool, flavor: str) -> None:
 
     from moetrace.trace.io import load
 
-    trace = load(list(traces), flavor=None if flavor == "auto" else flavor)
+    trace = load(list(traces), flavor=None if flavor == "auto" else flavor, options=loading)
     summary = describe(trace)
     if as_json:
         click.echo(msgspec.json.format(msgspec.json.encode(summary), indent=2).decode())
@@ -148,7 +137,9 @@ def _report_warnings(warnings: list[str]) -> None:
 )
 @load_options
 @handle_errors
-def convert(inputs: tuple[str, ...], output: str, force: bool, flavor: str) -> None:
+def convert(
+    inputs: tuple[str, ...], output: str, force: bool, flavor: str, loading: LoadOptions
+) -> None:
     """Convert traces between formats; the output format follows its extension.
 
     Several inputs are merged (one rank per file). moetrace's Chrome JSON keeps every
@@ -167,7 +158,7 @@ def convert(inputs: tuple[str, ...], output: str, force: bool, flavor: str) -> N
     target = check_output_path(output, force)
     if target is not None and not target.name.lower().endswith(TRACE_SUFFIXES):
         raise UserError(f"{target}: unknown output format: use .json, .json.gz or .pftrace")
-    trace = load(list(inputs), flavor=None if flavor == "auto" else flavor)
+    trace = load(list(inputs), flavor=None if flavor == "auto" else flavor, options=loading)
     _report_warnings(trace.warnings)
     if trace.events.height == 0 and trace.counters.height == 0 and trace.warnings:
         raise UserError(

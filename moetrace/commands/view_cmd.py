@@ -8,6 +8,7 @@ from pathlib import Path
 import click
 
 from moetrace.commands._common import UserError, handle_errors, load_options
+from moetrace.trace.options import LoadOptions
 
 
 @click.command("view")
@@ -15,7 +16,7 @@ from moetrace.commands._common import UserError, handle_errors, load_options
 @click.option("--no-metrics", is_flag=True, help="Do not run the analysis (faster on huge traces).")
 @load_options
 @handle_errors
-def view(paths: tuple[Path, ...], no_metrics: bool) -> None:
+def view(paths: tuple[Path, ...], no_metrics: bool, loading: LoadOptions) -> None:
     """Browse traces in the terminal: timeline, critical path, idle gaps, exposed comm.
 
     \b
@@ -32,7 +33,7 @@ def view(paths: tuple[Path, ...], no_metrics: bool) -> None:
         )
     from moetrace.tui.app import launch
 
-    launch(list(paths), metrics=not no_metrics)
+    launch(list(paths), metrics=not no_metrics, loading=loading)
 
 
 COMMANDS = [view]

@@ -1,22 +1,29 @@
-"""Loading and saving traces: files, several ranks, directories; format by extension.
+"""Loading and saving traces: files, several ranks, directories.
 
 `load` reads Chrome JSON (.json, .json.gz: Kineto, Ascend, moetrace, plain) and Perfetto
-.pftrace; several files are several ranks merged into one `Trace`. `write_trace` writes
-.json / .json.gz (Chrome JSON) or .pftrace, never overwriting without `force`.
+.pftrace, each file in the format its content says (formats.registry); several files are
+several ranks merged into one `Trace`. `write_trace` writes .json / .json.gz (Chrome JSON)
+or .pftrace, never overwriting without `force`.
 """
 
 from __future__ import annotations
 
 import zlib
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import IO, Any
 
 import polars as pl
 
+from moetrace.trace import model
+from moetrace.trace.atomic import check_target
+from moetrace.trace.formats.chrome import CHROME
+from moetrace.trace.formats.registry import TRACE_SUFFIXES, format_of_name, read_file_cached
 from moetrace.trace.model import Trace, TraceFormatError
+from moetrace.trace.options import LoadOptions
+from moetrace.trace.parallel import read_many
 
-TRACE_SUFFIXES = (".json", ".json.gz", ".pftrace")
+__all__ = ["TRACE_SUFFIXES", "find_traces", "load", "merge", "write_trace"]
 _NOT_TRACES = {
     "communication.json",
     "communication_matrix.json",
@@ -90,7 +97,12 @@ def _traces_below(directory: Path) -> list[str]:
     return [p.name for p in subs if any(_is_trace_name(f) for f in p.rglob("*"))][:8]
 
 
-def _expand(paths: str | Path | Sequence[str | Path]) -> list[Path]:
+def expand_paths(
+    paths: str | Path | Sequence[str | Path], *, missing_ok: bool = False
+) -> list[Path]:
+    """The trace files `paths` name, in order: files as given, directories through
+    `find_traces`. A directory without traces is a TraceFormatError naming the sub-folders
+    that hold some; so is a missing file, unless `missing_ok` (the reader reports it later)."""
     items = [paths] if isinstance(paths, str | Path) else list(paths)
     if not items:
         raise TraceFormatError(None, "no trace files given")
@@ -111,61 +123,11 @@ def _expand(paths: str | Path | Sequence[str | Path]) -> list[Path]:
                     "directory holds no traces (*.json, *.json.gz, *.pftrace, *_ascend_pt/)" + hint,
                 )
             out.extend(found)
-        elif not p.exists():
+        elif not p.exists() and not missing_ok:
             raise TraceFormatError(p, "no such file or directory")
         else:
             out.append(p)
     return out
-
-
-def read_one(path: Path, *, flavor: str | None = None) -> Trace:
-    """Read one trace file; .pftrace by name or magic, everything else as Chrome JSON."""
-    with open(path, "rb") as fh:
-        head = fh.read(16)
-    # A protobuf trace starts with 0x0a (packet field tag), which lstrip() would eat as "\n".
-    is_json_like = head[:1] != b"\n" and (
-        head.lstrip()[:1] in (b"[", b"{") or head[:2] == b"\x1f\x8b"
-    )
-    if path.name.endswith(".pftrace") and not is_json_like:
-        try:
-            from moetrace.trace.pftrace import read_pftrace
-        except ImportError:
-            raise TraceFormatError(
-                path, "reading .pftrace is not available yet (moetrace.trace.pftrace missing)"
-            ) from None
-        return _refusing_damage(path, read_pftrace)
-    from moetrace.trace.chrome import read_chrome
-
-    return read_chrome(path, flavor=flavor)
-
-
-_DAMAGE = (ValueError, TypeError, KeyError, IndexError, OverflowError, pl.exceptions.PolarsError)
-
-
-def _refusing_damage(path: Path, read: Callable[[Path], Trace]) -> Trace:
-    """`read(path)` for binary formats: damaged protobuf content (a flipped byte makes a name
-    invalid UTF-8 or a kind unknown) becomes one TraceFormatError line, not a traceback."""
-    try:
-        return read(path)
-    except TraceFormatError:
-        raise
-    except _DAMAGE as exc:
-        reason = (str(exc).strip().splitlines() or [""])[0][:200]
-        raise TraceFormatError(path, f"damaged .pftrace ({type(exc).__name__}: {reason})") from None
-
-
-LOAD_DEFAULTS: dict[str, Any] = {"cache": True, "jobs": None, "engine": "local", "address": None}
-"""What `load` does when not told: use the columnar cache, one process per core for several
-files, locally. The CLI's --no-cache / --jobs / --engine / --address set these."""
-
-
-def read_one_cached(path: Path, flavor: str | None = None, *, cache: bool = True) -> Trace:
-    """`read_one` through the columnar cache (moetrace.trace.cache) unless `cache` is False."""
-    if not cache:
-        return read_one(path, flavor=flavor)
-    from moetrace.trace.cache import load_with_cache
-
-    return load_with_cache(path, flavor, lambda p, f: read_one(p, flavor=f))
 
 
 def load(
@@ -175,6 +137,7 @@ def load(
     cache: bool | None = None,
     jobs: int | None = None,
     engine: str | None = None,
+    options: LoadOptions | None = None,
 ) -> Trace:
     """Load one trace file, several (one rank each, merged), or a directory of traces.
 
@@ -182,17 +145,24 @@ def load(
     `rank<N>` in the path); a file that names none gets its position in the list.
     `cache` (default on) reads and writes the columnar cache; several files are read by
     `jobs` processes (default: the core count) or, with `engine="ray"`, as Ray tasks, with
-    the same result as one process.
+    the same result as one process. `options` gives all of these at once (the CLI's load
+    options); an explicit `cache`, `jobs` or `engine` wins over it.
     Raises `TraceFormatError` for bad input.
     """
-    files = _expand(paths)
-    use_cache = LOAD_DEFAULTS["cache"] if cache is None else cache
+    files = expand_paths(paths)
+    opts = options or LoadOptions()
+    use_cache = opts.cache if cache is None else cache
     if len(files) == 1:
-        traces = [read_one_cached(files[0], flavor, cache=use_cache)]
+        traces = [read_file_cached(files[0], flavor, use_cache=use_cache)]
     else:
-        from moetrace.trace.parallel import read_many
-
-        traces = read_many(files, flavor, cache=use_cache, jobs=jobs, engine=engine)
+        traces = read_many(
+            files,
+            flavor,
+            cache=use_cache,
+            jobs=jobs or opts.jobs,
+            engine=engine or opts.engine,
+            address=opts.address,
+        )
     if len(traces) == 1:
         return traces[0]
     claimed: dict[int, Path] = {}
@@ -263,21 +233,16 @@ def write_trace(trace: Trace, path: str | Path | IO[bytes], *, force: bool = Fal
     an existing one is replaced only with `force` (else `OutputError`, before any work).
     Returns the path written (`Path("-")` for a stream).
     """
-    from moetrace.trace.atomic import check_target
-    from moetrace.trace.chrome import write_chrome
-
     if not isinstance(path, str | Path):
-        write_chrome(trace, path)
+        CHROME.write(trace, path, force=True)
         return Path("-")
     out = Path(path)
-    name = out.name.lower()
-    if not name.endswith(TRACE_SUFFIXES):
+    fmt = format_of_name(out)
+    if fmt is None:
         raise TraceFormatError(out, "unknown output format: use .json, .json.gz or .pftrace")
     check_target(out, force=force)  # fail before the work; the write itself is atomic
-    if name.endswith(".pftrace"):
-        from moetrace.trace.pftrace import write_pftrace
-
-        write_pftrace(trace, out, force=force)
-        return out
-    write_chrome(trace, out, force=force)
+    fmt.write(trace, out, force=force)
     return out
+
+
+model.set_writer(write_trace)  # `Trace.write`: the model itself imports no format

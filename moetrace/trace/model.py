@@ -9,12 +9,13 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 import polars as pl
 
 from moetrace.errors import MoetraceError
+from moetrace.trace.nesting import nesting_depth
 
 EVENT_KINDS = ("compute", "comm", "memory", "host", "marker", "other")
 """What an event does. `compute` and `comm` drive the overlap metrics."""
@@ -123,135 +124,6 @@ def conform(frame: pl.DataFrame | Mapping[str, Any] | None, table: str) -> pl.Da
         return frame.select(exprs)
     except (pl.exceptions.InvalidOperationError, pl.exceptions.ComputeError) as exc:
         raise TraceValidationError(f"{table}: {exc}") from exc
-
-
-def nesting_depth(
-    track: np.ndarray, ts: np.ndarray, dur: np.ndarray
-) -> tuple[np.ndarray, np.ndarray]:
-    """Depth of every event on its track, and a mask of events that break nesting.
-
-    Order per track is (ts, longest first, input order). depth(e) = number of events before e
-    on its track that end after e starts; with well-nested slices those are exactly the
-    slices enclosing e. An event is badly nested when its parent (the last earlier event one
-    level up) does not contain it, i.e. two slices overlap partially. O(n log n), no loops per
-    event (one pass per depth level for the check, each over that level's events only).
-    """
-    n = len(ts)
-    if n == 0:
-        return np.zeros(0, dtype=np.uint16), np.zeros(0, dtype=bool)
-    track = np.asarray(track, dtype=np.int64)
-    ts = np.asarray(ts, dtype=np.int64)
-    dur = np.asarray(dur, dtype=np.int64)
-    tk, s_rel, e_rel, width = _track_time_keys(track, ts, ts + dur)
-    start_key = tk * width + s_rel
-    order = _nesting_order(tk, start_key, dur)
-    sk = start_key[order]
-    del start_key
-    end_key = tk * width
-    end_key += e_rel
-    end_key.sort()
-    # Events of my track that ended at or before my start: every end key of an earlier
-    # track sorts below mine and there are exactly as many as the events before my track's
-    # first one, so depth = position - (end keys <= my start key), with no per-track offset.
-    d_sorted = np.arange(n, dtype=np.int64)
-    d_sorted -= np.searchsorted(end_key, sk, side="right")
-    del end_key
-    d_s = dur[order]
-    zero = d_s == 0
-    if zero.any():
-        # ...but a zero-length event at my start that is me or comes after me in order
-        # "ended" at my start without being before me: add those back.
-        zkey = sk[zero]
-        zcount_at = np.searchsorted(zkey, sk, side="right") - np.searchsorted(zkey, sk, side="left")
-        zpos = np.flatnonzero(zero)
-        zcount_at[zpos] -= np.arange(len(zpos)) - np.searchsorted(zkey, zkey, side="left")
-        d_sorted += zcount_at
-    bad_sorted = _badly_nested(d_sorted, tk[order], (ts + dur)[order])
-    depth = np.empty(n, dtype=np.uint16)
-    depth[order] = np.minimum(d_sorted, np.iinfo(np.uint16).max)
-    bad = np.empty(n, dtype=bool)
-    bad[order] = bad_sorted
-    return depth, bad
-
-
-def _track_time_keys(
-    track: np.ndarray, start: np.ndarray, end: np.ndarray
-) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.int64]:
-    """(track codes from 0, start ranks, end ranks, width) such that code * width + rank sorts
-    like (track, time). Small ranges use offsets (no sort); wide ones dense ranks."""
-    t_lo, t_hi = int(track.min()), int(track.max())
-    if t_hi - t_lo < 2**22:
-        tk = track - t_lo
-    else:
-        tk = np.unique(track, return_inverse=True)[1].astype(np.int64).reshape(-1)
-    lo, hi = int(start.min()), int(end.max())
-    if hi - lo < 2**40 and int(tk.max()) < 2**22:
-        return tk, start - lo, end - lo, np.int64(2**40)
-    times = np.sort(np.concatenate([start, end]))
-    return (
-        tk,
-        np.searchsorted(times, start),
-        np.searchsorted(times, end),
-        np.int64(len(times) + 1),
-    )
-
-
-def _nesting_order(tk: np.ndarray, start_key: np.ndarray, dur: np.ndarray) -> np.ndarray:
-    """Positions sorted by (track, start, longest first, input order).
-
-    Files are mostly in time order already, so a stable sort by track alone (a radix sort
-    for < 65536 tracks) often leaves starts sorted; only runs of equal (track, start) are then
-    re-sorted by duration."""
-    if int(tk.max()) < 2**16:
-        order = np.argsort(tk.astype(np.uint16), kind="stable")
-        sk = start_key[order]
-        if not bool((sk[1:] >= sk[:-1]).all()):
-            order = np.argsort(start_key, kind="stable")
-            sk = start_key[order]
-    else:
-        order = np.argsort(start_key, kind="stable")
-        sk = start_key[order]
-    tie = sk[1:] == sk[:-1]
-    if not tie.any():
-        return order
-    in_run = np.zeros(len(sk), dtype=bool)
-    in_run[1:] |= tie
-    in_run[:-1] |= tie
-    run_pos = np.flatnonzero(in_run)
-    members = order[run_pos]
-    resorted = np.lexsort((-dur[members], sk[run_pos]))  # stable: input order on full ties
-    order[run_pos] = members[resorted]
-    return order
-
-
-def _badly_nested(d_sorted: np.ndarray, t_s: np.ndarray, e_s: np.ndarray) -> np.ndarray:
-    """For events in nesting order with depths `d_sorted`: True where the parent (the last
-    earlier event one level up) is missing, on another track or ends before the event."""
-    n = len(d_sorted)
-    bad = np.zeros(n, dtype=bool)
-    max_depth = int(d_sorted.max())
-    if max_depth == 0:
-        return bad
-    # Events grouped by depth, in order within each group (stable sort; radix when small).
-    by_level = np.argsort(
-        d_sorted.astype(np.uint16) if max_depth < 2**16 else d_sorted, kind="stable"
-    )
-    bounds = np.concatenate(([0], np.cumsum(np.bincount(d_sorted, minlength=max_depth + 1))))
-    for level in range(1, max_depth + 1):
-        child = by_level[bounds[level] : bounds[level + 1]]
-        parents = by_level[bounds[level - 1] : bounds[level]]
-        if len(child) == 0:
-            continue
-        if len(parents) == 0:
-            bad[child] = True
-            continue
-        p = np.searchsorted(parents, child, side="left") - 1
-        ok = p >= 0
-        pp = parents[np.clip(p, 0, None)]
-        ok &= t_s[pp] == t_s[child]
-        ok &= e_s[pp] >= e_s[child]
-        bad[child] = ~ok
-    return bad
 
 
 @dataclass(frozen=True)
@@ -415,8 +287,25 @@ class Trace:
     def write(self, path: str | Path, *, force: bool = False) -> Path:
         """Write to `path`; the format follows the extension (.json, .json.gz, .pftrace).
 
-        Refuses to overwrite an existing file unless `force`.
+        Refuses to overwrite an existing file unless `force`. This is `io.write_trace`,
+        installed by `set_writer` when `moetrace.trace` (the package) is imported.
         """
-        from moetrace.trace.io import write_trace
+        if _writer is None:
+            raise RuntimeError("no trace writer installed: import moetrace.trace first")
+        return _writer(self, path, force=force)
 
-        return write_trace(self, path, force=force)
+
+class TraceWriter(Protocol):
+    """`io.write_trace`'s signature: write a trace, return the path written."""
+
+    def __call__(self, trace: Trace, path: str | Path, *, force: bool = False) -> Path: ...
+
+
+_writer: TraceWriter | None = None
+
+
+def set_writer(write: TraceWriter) -> None:
+    """Install the function behind `Trace.write`: the format registry lives above the model
+    (every format imports the model), so the model is told its writer instead of importing it."""
+    global _writer
+    _writer = write

@@ -12,16 +12,13 @@ import functools
 import os
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import Any, TypeVar
 
-from moetrace.trace.model import TraceFormatError
-
-if TYPE_CHECKING:
-    from moetrace.trace.model import Trace
+from moetrace.trace.formats.registry import read_file_cached
+from moetrace.trace.model import Trace, TraceFormatError
+from moetrace.trace.options import ENGINES
 
 R = TypeVar("R")
-
-ENGINES = ("local", "ray")
 
 PARALLEL_MIN_BYTES = 32 * 2**20
 """Below this many bytes of input, `read_many` reads in this process unless told a number of
@@ -48,11 +45,8 @@ def map_files(
     local engine, or as Ray tasks on the cluster at `address` (default: start or join a local
     one). `func` must be picklable (a module-level function or a partial of one). An exception
     raised by `func` is raised here as itself."""
-    from moetrace.trace.io import LOAD_DEFAULTS
-
-    engine = engine or LOAD_DEFAULTS["engine"]
-    jobs = jobs or LOAD_DEFAULTS["jobs"] or default_jobs()
-    address = address or LOAD_DEFAULTS["address"]
+    engine = engine or "local"
+    jobs = jobs or default_jobs()
     if engine == "ray":
         return _map_ray(func, paths, address)
     if engine != "local":
@@ -93,9 +87,7 @@ def _apply(func: Callable[[Path], R], path: Path) -> R:
 
 
 def _read_file(path: Path, flavor: str | None, cache: bool) -> Trace:
-    from moetrace.trace.io import read_one_cached
-
-    return read_one_cached(path, flavor, cache=cache)
+    return read_file_cached(path, flavor, use_cache=cache)
 
 
 def read_many(
@@ -108,11 +100,8 @@ def read_many(
     address: str | None = None,
 ) -> list[Trace]:
     """Read every file (through the cache unless `cache` is False) with `map_files`."""
-    from moetrace.trace.io import LOAD_DEFAULTS
-
-    told = jobs or LOAD_DEFAULTS["jobs"]
-    local = (engine or LOAD_DEFAULTS["engine"]) == "local"
-    if local and not told and sum(p.stat().st_size for p in paths) < PARALLEL_MIN_BYTES:
+    local = (engine or "local") == "local"
+    if local and not jobs and sum(p.stat().st_size for p in paths) < PARALLEL_MIN_BYTES:
         jobs = 1
     func = functools.partial(_read_file, flavor=flavor, cache=cache)
     return map_files(func, paths, jobs=jobs, engine=engine, address=address)

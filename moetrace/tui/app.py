@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 from rich.text import Text
@@ -22,6 +22,7 @@ from textual.message import Message
 from textual.widgets import Footer, Header, Input, Static
 
 from moetrace.trace.model import Trace
+from moetrace.trace.options import LoadOptions
 
 from .app_actions import ViewerActions, idle_notes, step_windows
 from .commands import ViewerCommands
@@ -31,6 +32,9 @@ from .overlays import Overlays, build_overlays
 from .widgets.details import DetailsPane
 from .widgets.metrics import MetricsPane
 from .widgets.timeline import TimelineView
+
+if TYPE_CHECKING:
+    from moetrace.analysis.session import AnalysisSession
 
 
 class TraceLoaded(Message):
@@ -109,8 +113,11 @@ class MoetraceApp(ViewerActions, App[None]):
         paths: Sequence[str | Path] = (),
         metrics: bool = True,
         title: str | None = None,
+        loading: LoadOptions | None = None,
     ) -> None:
         super().__init__()
+        self.loading = loading  # how `paths` are read (the CLI's --no-cache, --jobs...)
+        self.analysis: AnalysisSession | None = None  # the shown trace's analyses
         self.trace: Trace | None = None
         self.model: LaneModel | None = None
         self.report: Any = None
@@ -198,7 +205,7 @@ class MoetraceApp(ViewerActions, App[None]):
             try:
                 from moetrace.trace.io import load
 
-                trace = load(self.paths)
+                trace = load(self.paths, options=self.loading)
             except Exception as exc:  # shown in the app, not as a traceback
                 self.post_message(LoadFailed(f"{type(exc).__name__}: {exc}"))
                 return
@@ -283,6 +290,8 @@ class MoetraceApp(ViewerActions, App[None]):
         if trace is None:
             return
         try:
+            from moetrace.analysis.session import AnalysisSession
+
             from .loading import analyze_off_interface
 
             kwargs: dict[str, Any] = {}
@@ -290,7 +299,9 @@ class MoetraceApp(ViewerActions, App[None]):
                 kwargs["time_range"] = time_range
             if ranks is not None:
                 kwargs["ranks"] = ranks
-            report = analyze_off_interface(trace, kwargs)
+            if self.analysis is None or self.analysis.trace is not trace:
+                self.analysis = AnalysisSession(trace)
+            report = analyze_off_interface(self.analysis, kwargs)
         except Exception as exc:
             self.post_message(MetricsFailed(f"{type(exc).__name__}: {exc}"))
             return

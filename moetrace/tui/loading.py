@@ -143,13 +143,13 @@ def analysis_process_main() -> None:
     sys.stdout.buffer.flush()
 
 
-def analyze_off_interface(trace: Any, kwargs: dict[str, Any]) -> Any:
-    """`analyze(trace, **kwargs)`; big traces in a child Python process so the interface
-    keeps the GIL. Call it from a background thread. Raises RuntimeError on failure."""
+def analyze_off_interface(session: Any, kwargs: dict[str, Any]) -> Any:
+    """`session.analyze(**kwargs)` (an AnalysisSession: earlier graphs reused); big traces in
+    a child Python process so the interface keeps the GIL. Call it from a background thread.
+    Raises RuntimeError on failure."""
+    trace = session.trace
     if trace.events.height < PROCESS_ANALYSIS_EVENTS:
-        from moetrace.analysis.report import analyze
-
-        return analyze(trace, **kwargs)
+        return session.analyze(**kwargs)
     import pickle
     import subprocess
 

@@ -223,9 +223,9 @@ def test_window_option_errors_are_one_line(tmp_path: Path) -> None:
 
 
 def test_job_lines_name_the_straggler_and_missing_ranks() -> None:
-    from moetrace.commands.analysis_cmds import _job_lines, _ranges
+    from moetrace.commands.report_tables import job_lines, ranges
 
-    assert _ranges([7, 2, 3, 4, 9]) == "2-4, 7, 9"
+    assert ranges([7, 2, 3, 4, 9]) == "2-4, 7, 9"
     job = {
         "stragglers": [
             {"rank": 5, "caused_wait_ns": 3_000_000, "late_count": 4},
@@ -234,14 +234,14 @@ def test_job_lines_name_the_straggler_and_missing_ranks() -> None:
         "critical_path": {"span_ns": 10_000_000, "comm_share": 0.25, "ns_by_rank": {"5": 8e6}},
         "missing_ranks": [2, 3],
     }
-    lines = _job_lines(job)
+    lines = job_lines(job)
     assert lines[0].startswith("straggler: rank 5 made the others wait 3.0 ms")
     assert "last to arrive 4 times" in lines[0] and "next: rank 1 0.5 ms" in lines[0]
     assert "10.000 ms across ranks, communication 25.0%" in lines[1]
     assert lines[2] == "partial job: ranks 2-3 missing"
     # nobody waited: no straggler is named
     calm = {**job, "stragglers": [{"rank": 0, "caused_wait_ns": 0, "late_count": 0}]}
-    assert not any(line.startswith("straggler") for line in _job_lines(calm))
+    assert not any(line.startswith("straggler") for line in job_lines(calm))
 
 
 def test_metrics_names_the_gloo_straggler(real_traces: Path) -> None:

@@ -8,8 +8,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from analysis.reference import reference
 from moetrace.analysis import analyze, compare
+from moetrace.testing.reference import reference
 
 run = pytest.importorskip("moetrace.executor.run")
 

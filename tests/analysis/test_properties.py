@@ -10,9 +10,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from analysis.reference import reference
-from analysis.synth import asap_trace, random_trace
 from moetrace.analysis import analyze
+from moetrace.testing.builders import asap_trace, random_trace
+from moetrace.testing.reference import reference
 
 SETTINGS = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 seeds = st.integers(0, 2**32 - 1)

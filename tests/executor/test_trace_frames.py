@@ -10,7 +10,7 @@ import polars as pl
 import pytest
 
 from moetrace.executor.run import simulate_run, to_trace
-from moetrace.trace.model import nesting_depth
+from moetrace.trace.nesting import nesting_depth
 
 CASES = [
     dict(schedule="tile", routing="zipf:1.2"),

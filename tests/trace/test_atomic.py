@@ -135,7 +135,7 @@ _PAUSED_CONVERT = textwrap.dedent(
 
     import contextlib
     atomic.atomic_write = contextlib.contextmanager(paused)
-    import moetrace.trace.chrome_write as cw, moetrace.trace.pftrace as pf
+    import moetrace.trace.formats.chrome.write as cw, moetrace.trace.formats.pftrace.write as pf
     cw.atomic_write = pf.atomic_write = atomic.atomic_write
     from moetrace.cli import main
     main(sys.argv[2:], prog_name="moetrace")

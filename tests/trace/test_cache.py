@@ -11,7 +11,8 @@ import pytest
 from click.testing import CliRunner
 
 from moetrace.cli import main
-from moetrace.trace import cache, io
+from moetrace.trace import cache
+from moetrace.trace.formats import registry
 from moetrace.trace.io import load
 from moetrace.trace.model import Trace
 
@@ -53,13 +54,13 @@ def _write_trace(path: Path, n: int = 50, shift: int = 0) -> Path:
 def reads(monkeypatch: pytest.MonkeyPatch) -> list[Path]:
     """Records every real parse of a trace file (a cache hit parses nothing)."""
     seen: list[Path] = []
-    original = io.read_one
+    original = registry.read_file
 
     def counting(path: Path, *, flavor: str | None = None) -> Trace:
         seen.append(path)
         return original(path, flavor=flavor)
 
-    monkeypatch.setattr(io, "read_one", counting)
+    monkeypatch.setattr(registry, "read_file", counting)
     return seen
 
 
@@ -201,12 +202,10 @@ def test_unwritable_cache_does_not_fail_the_load(
 def test_cli_no_cache_and_cache_info_clear(tmp_path: Path, own_cache: Path) -> None:
     path = _write_trace(tmp_path / "t.json")
     runner = CliRunner()
-    try:
-        result = runner.invoke(main, ["info", "--no-cache", str(path)])
-        assert result.exit_code == 0, result.output
-        assert not own_cache.exists() or not list(own_cache.iterdir())
-    finally:
-        io.LOAD_DEFAULTS["cache"] = True  # the option sets a process-wide default
+    result = runner.invoke(main, ["info", "--no-cache", str(path)])
+    assert result.exit_code == 0, result.output
+    assert not own_cache.exists() or not list(own_cache.iterdir())
+    # --no-cache was an option of that command only: the next one in this process caches
     result = runner.invoke(main, ["info", str(path)])
     assert result.exit_code == 0, result.output
     size = cache.entry_path(path, None).stat().st_size

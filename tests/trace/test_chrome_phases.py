@@ -10,7 +10,7 @@ from typing import Any
 
 import polars as pl
 
-from moetrace.trace.chrome import read_chrome
+from moetrace.trace.formats.chrome.read import read_chrome
 
 
 def _load(tmp_path: Path, events: list[dict[str, Any]], **top: Any) -> Any:
@@ -206,12 +206,12 @@ def test_timestamps_exact_from_int_float_and_string(tmp_path: Path) -> None:
 
 
 def test_flat_fast_path_agrees_with_nesting_depth() -> None:
-    """assign_overflow_lanes' shortcut for flat tracks must give exactly what the general
-    lane loop over model.nesting_depth gives (the independent reference), on flat, nested,
+    """overflow_lanes' shortcut for flat tracks must give exactly what the general
+    lane loop over nesting_depth gives (the independent reference), on flat, nested,
     touching, zero-length, equal-start and overlapping inputs."""
     import numpy as np
 
-    from moetrace.trace import chrome_phases as cp
+    from moetrace.trace import nesting as cp
 
     rng = np.random.default_rng(3)
     for case in range(300):
@@ -230,11 +230,11 @@ def test_flat_fast_path_agrees_with_nesting_depth() -> None:
             ts = rng.integers(0, 20, n)
             dur = rng.integers(0, 6, n)
         ts, dur = ts.astype(np.int64), dur.astype(np.int64)
-        fast = cp.assign_overflow_lanes(track, ts, dur)
-        saved = cp._all_flat
-        cp._all_flat = lambda *a: False  # type: ignore[assignment]
+        fast = cp.overflow_lanes(track, ts, dur, cp.MAX_OVERFLOW_LANE)
+        saved = cp.all_flat
+        cp.all_flat = lambda *a: False  # type: ignore[assignment]
         try:
-            slow = cp.assign_overflow_lanes(track, ts, dur)
+            slow = cp.overflow_lanes(track, ts, dur, cp.MAX_OVERFLOW_LANE)
         finally:
-            cp._all_flat = saved  # type: ignore[assignment]
+            cp.all_flat = saved  # type: ignore[assignment]
         assert np.array_equal(fast[0], slow[0]) and np.array_equal(fast[1], slow[1]), case

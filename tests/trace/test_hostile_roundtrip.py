@@ -14,62 +14,12 @@ from typing import Any
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from test_pftrace_props import assert_same  # tests/trace is on sys.path (rootdir-less tests)
-from test_roundtrip import _diff
 
-from moetrace.trace.chrome import read_chrome
+from moetrace.testing.compare import assert_trace_equal
+from moetrace.testing.strategies import hostile_events
+from moetrace.trace.formats.chrome.read import read_chrome
 from moetrace.trace.io import load, write_trace
 from moetrace.trace.model import Trace
-
-_any_text = st.text(st.characters(exclude_categories=["Cs"]), max_size=10)
-_control = st.text(st.characters(max_codepoint=0x9F, categories=["Cc"]), min_size=1, max_size=4)
-_odd_digits = st.sampled_from(["07", "00", "-07", "-0", "0", "+7", " 7", "7 ", "0x1f", "1e3"])
-_pid = st.one_of(
-    st.integers(-(2**70), 2**70),  # JSON integers of any size
-    st.integers(-(2**70), 2**70).map(str),  # the same as strings
-    _odd_digits,
-    _any_text,
-    _control,
-)
-_name = st.one_of(_any_text, _control, st.sampled_from(["[bold]x[/]", "\x1b[31mred", "é✓中"]))
-_arg_value = st.one_of(
-    st.integers(-(2**80), 2**80),
-    _name,
-    st.booleans(),
-    st.none(),
-    st.floats(allow_nan=False, allow_infinity=False),
-)
-
-
-@st.composite
-def hostile_events(draw: Any) -> list[dict[str, Any]]:
-    n = draw(st.integers(1, 12))
-    pids = draw(st.lists(_pid, min_size=1, max_size=3))
-    tids = draw(st.lists(_pid, min_size=1, max_size=3))
-    base = draw(st.sampled_from([0, 1_736_408_883_688_177, -5_000]))
-    events: list[dict[str, Any]] = []
-    for _i in range(n):
-        ev: dict[str, Any] = {
-            "ph": draw(st.sampled_from(["X", "X", "i", "C"])),
-            "name": draw(_name),
-            "pid": draw(st.sampled_from(pids)),
-            "tid": draw(st.sampled_from(tids)),
-            "ts": base + draw(st.integers(0, 10_000)),
-        }
-        if ev["ph"] == "X":
-            ev["dur"] = draw(st.integers(0, 500))
-        if ev["ph"] == "C":
-            ev["args"] = {"value": draw(st.integers(-(2**40), 2**40))}
-        elif draw(st.booleans()):
-            ev["args"] = draw(st.dictionaries(_name, _arg_value, max_size=3))
-        if draw(st.booleans()):
-            ev["cat"] = draw(_name)
-        events.append(ev)
-    for pid in pids:
-        events.append(
-            {"ph": "M", "name": "process_name", "pid": pid, "args": {"name": draw(_name)}}
-        )
-    return events
 
 
 def _event_pids(trace: Trace) -> set[str]:
@@ -94,7 +44,7 @@ def test_hostile_values_round_trip_through_json_and_pftrace(
     text = out.read_text("utf-8")
     json.loads(text)  # strict JSON: Python's parser reads what moetrace wrote
     second = load(out)
-    assert first.frames_equal(second), _diff(first, second)
+    assert_trace_equal(second, first)
 
     # Without the "moetrace" object, the plain Chrome events alone give the same processes.
     plain = json.loads(text)
@@ -103,7 +53,7 @@ def test_hostile_values_round_trip_through_json_and_pftrace(
     assert _event_pids(load(tmp_path / "plain.json")) == _event_pids(first)
 
     back = load(write_trace(first, tmp_path / "out.pftrace", force=True))
-    assert_same(first, back)
+    assert_trace_equal(back, first, reorder=True)
 
 
 def test_string_pids_with_leading_zeros_stay_strings(tmp_path: Path) -> None:

@@ -9,7 +9,7 @@ import polars as pl
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from moetrace.trace._json_values import to_ns, us_values_to_ns
+from moetrace.trace.formats.chrome.values import to_ns, us_values_to_ns
 
 
 def _reference(value: Any) -> int | None:

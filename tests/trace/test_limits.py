@@ -15,8 +15,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from moetrace.trace._deep import MAX_DEPTH, first_too_deep
-from moetrace.trace._json_decode import CHUNK
+from moetrace.trace.formats.chrome.decode import CHUNK
+from moetrace.trace.formats.chrome.deep import MAX_DEPTH, first_too_deep
 from moetrace.trace.io import find_traces, load
 from moetrace.trace.model import TraceFormatError
 

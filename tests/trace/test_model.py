@@ -6,60 +6,21 @@ import numpy as np
 import polars as pl
 import pytest
 from hypothesis import given, settings
-from hypothesis import strategies as st
 
-from moetrace.trace.model import Trace, TraceValidationError, nesting_depth
-
-
-def slow_depth(track: list[int], ts: list[int], dur: list[int]) -> tuple[list[int], list[bool]]:
-    """Obvious stack walk per track in (ts, -dur, index) order."""
-    n = len(ts)
-    order = sorted(range(n), key=lambda i: (track[i], ts[i], -dur[i], i))
-    depth = [0] * n
-    bad = [False] * n
-    stack: list[int] = []
-    cur_track = None
-    for i in order:
-        if track[i] != cur_track:
-            stack, cur_track = [], track[i]
-        while stack and ts[stack[-1]] + dur[stack[-1]] <= ts[i]:
-            stack.pop()
-        depth[i] = len(stack)
-        if stack and ts[stack[-1]] + dur[stack[-1]] < ts[i] + dur[i]:
-            bad[i] = True
-        stack.append(i)
-    return depth, bad
-
-
-@st.composite
-def nested_events(draw: st.DrawFn) -> tuple[list[int], list[int], list[int]]:
-    """Random well-nested slices (built by recursive splitting) on a few tracks."""
-    track, ts, dur = [], [], []
-
-    def fill(t: int, lo: int, hi: int, level: int) -> None:
-        if level > 4 or hi - lo < 1:
-            return
-        k = draw(st.integers(0, 3))
-        cuts = sorted(draw(st.lists(st.integers(lo, hi), min_size=2 * k, max_size=2 * k)))
-        for a, b in zip(cuts[::2], cuts[1::2], strict=True):
-            track.append(t)
-            ts.append(a)
-            dur.append(b - a)
-            fill(t, a, b, level + 1)
-
-    for t in range(draw(st.integers(1, 3))):
-        fill(t, 0, 1000, 0)
-    return track, ts, dur
+from moetrace.testing.nesting import stack_depth
+from moetrace.testing.strategies import nested_slices
+from moetrace.trace.model import Trace, TraceValidationError
+from moetrace.trace.nesting import nesting_depth
 
 
 @settings(max_examples=200, deadline=None)
-@given(nested_events())
+@given(nested_slices())
 def test_depth_matches_stack_walk_on_nested_slices(
     ev: tuple[list[int], list[int], list[int]],
 ) -> None:
     track, ts, dur = ev
     depth, bad = nesting_depth(np.array(track), np.array(ts), np.array(dur))
-    ref_depth, _ = slow_depth(track, ts, dur)
+    ref_depth, _ = stack_depth(track, ts, dur)
     assert depth.tolist() == ref_depth
     assert not bad.any()
 

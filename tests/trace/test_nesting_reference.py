@@ -1,4 +1,4 @@
-"""`nesting_depth` and `assign_overflow_lanes` against their definitions, computed the slow
+"""`nesting_depth` and `overflow_lanes` against their definitions, computed the slow
 obvious way, on arbitrary (overlapping, tied, zero-length) slices, narrow and wide ranges."""
 
 from __future__ import annotations
@@ -6,40 +6,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from moetrace.trace.chrome_phases import assign_overflow_lanes
-from moetrace.trace.model import nesting_depth
-
-
-def definition_depth(
-    track: list[int], ts: list[int], dur: list[int]
-) -> tuple[list[int], list[bool]]:
-    """Per track in (ts, longest first, input order): depth = earlier events ending after my
-    start; bad = the last earlier event one level up is missing or ends before me."""
-    n = len(ts)
-    order = sorted(range(n), key=lambda i: (track[i], ts[i], -dur[i], i))
-    depth, bad = [0] * n, [False] * n
-    for k, i in enumerate(order):
-        before = [j for j in order[:k] if track[j] == track[i]]
-        depth[i] = sum(1 for j in before if ts[j] + dur[j] > ts[i])
-        if depth[i]:
-            parents = [j for j in before if depth[j] == depth[i] - 1]
-            bad[i] = not parents or ts[parents[-1]] + dur[parents[-1]] < ts[i] + dur[i]
-    return depth, bad
-
-
-def definition_lanes(
-    track: list[int], ts: list[int], dur: list[int], max_lanes: int = 64
-) -> tuple[list[int], list[int]]:
-    """Move the badly nested slices one lane up until every (track, lane) nests."""
-    lane = [0] * len(ts)
-    depth = [0] * len(ts)
-    for _ in range(max_lanes):
-        key = [t * (max_lanes + 1) + la for t, la in zip(track, lane, strict=True)]
-        depth, bad = definition_depth(key, ts, dur)
-        if not any(bad):
-            break
-        lane = [la + b for la, b in zip(lane, bad, strict=True)]
-    return lane, depth
+from moetrace.testing.nesting import definition_depth, definition_lanes
+from moetrace.trace.nesting import MAX_OVERFLOW_LANE, nesting_depth, overflow_lanes
 
 
 @pytest.mark.parametrize("scale", ["narrow", "wide_times", "wide_tracks"])
@@ -63,7 +31,7 @@ def test_depth_and_lanes_match_definition(scale: str) -> None:
         assert depth.tolist() == ref_depth, case
         assert bad.tolist() == ref_bad, case
         if scale != "wide_tracks":  # lanes are packed into track * 65 + lane
-            lane, lane_depth = assign_overflow_lanes(track, ts, dur)
+            lane, lane_depth = overflow_lanes(track, ts, dur, MAX_OVERFLOW_LANE)
             ref_lane, ref_lane_depth = definition_lanes(tl, sl, dl)
             assert lane.tolist() == ref_lane, case
             assert lane_depth.tolist() == ref_lane_depth, case

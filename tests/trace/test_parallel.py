@@ -12,6 +12,7 @@ from pathlib import Path
 import polars as pl
 import pytest
 
+from moetrace.testing.compare import assert_trace_equal
 from moetrace.trace.io import load
 from moetrace.trace.model import Trace, TraceFormatError
 from moetrace.trace.parallel import call_on_trace, map_files
@@ -75,23 +76,18 @@ def _busy_ns(trace: Trace) -> dict[str, int]:
     return {"events": trace.events.height, "kernel_ns": int(kernels["dur"].sum())}
 
 
-def _same(a: Trace, b: Trace) -> None:
-    assert a.frames_equal(b)
-    assert a.meta == b.meta
-
-
 def test_parallel_load_equals_serial(rank_files: list[Path]) -> None:
     serial = load(rank_files, jobs=1, cache=False)
     parallel = load(rank_files, jobs=2, cache=False)
-    _same(serial, parallel)
+    assert_trace_equal(serial, parallel, meta=True)
     assert serial.ranks == [0, 1, 2, 3]
     assert serial.events.height == 3 * (40 + 47 + 54 + 61)
 
 
 def test_parallel_load_through_cache_equals_serial(rank_files: list[Path]) -> None:
     serial = load(rank_files, jobs=1, cache=False)
-    _same(serial, load(rank_files, jobs=2))  # workers write the entries
-    _same(serial, load(rank_files, jobs=2))  # workers read them
+    assert_trace_equal(serial, load(rank_files, jobs=2), meta=True)  # workers write the entries
+    assert_trace_equal(serial, load(rank_files, jobs=2), meta=True)  # workers read them
 
 
 def test_worker_error_is_raised_as_itself(rank_files: list[Path], tmp_path: Path) -> None:
@@ -119,7 +115,7 @@ def test_ray_local_cluster_equals_local_engine(rank_files: list[Path]) -> None:
     try:
         local = load(rank_files, jobs=1, cache=False)
         on_ray = load(rank_files, engine="ray", cache=False)
-        _same(local, on_ray)
+        assert_trace_equal(local, on_ray, meta=True)
         func = functools.partial(call_on_trace, _busy_ns, cache=False)
         assert map_files(func, rank_files, engine="ray") == [func(p) for p in rank_files]
         bad = rank_files[0].with_name("bad.json")

@@ -6,13 +6,14 @@ import json
 from pathlib import Path
 
 import numpy as np
-import polars as pl
 import pytest
 from perfetto.protos.perfetto.trace import perfetto_trace_pb2 as pb
-from pftrace_helpers import server_tracks
 
+from moetrace.testing.compare import assert_trace_equal
+from moetrace.testing.pftrace_packets import server_tracks
+from moetrace.trace.formats.pftrace.read import read_pftrace
+from moetrace.trace.formats.pftrace.write import encode_pftrace, write_pftrace
 from moetrace.trace.model import Trace, TraceFormatError
-from moetrace.trace.pftrace import encode_pftrace, read_pftrace, write_pftrace
 
 
 def sample_trace() -> Trace:
@@ -57,15 +58,6 @@ def packets(data: bytes) -> list[pb.TracePacket]:
     return list(pb.Trace.FromString(data).packet)
 
 
-def assert_round_trip(trace: Trace, back: Trace) -> None:
-    """Equal frames, after putting the source in the reader's canonical row order."""
-    assert back.tracks.equals(trace.tracks.sort("track"))
-    assert back.events.equals(trace.events.sort("id"))
-    assert back.deps.equals(trace.deps)
-    key = ["track", pl.col("name").is_null(), "name", "ts"]
-    assert back.counters.equals(trace.counters.sort(key, maintain_order=True))
-
-
 @pytest.mark.parametrize("fast", [False, True])
 def test_round_trip_restores_every_frame_and_meta(tmp_path: Path, fast: bool) -> None:
     trace = sample_trace()
@@ -73,7 +65,7 @@ def test_round_trip_restores_every_frame_and_meta(tmp_path: Path, fast: bool) ->
     path = tmp_path / "t.pftrace"
     write_pftrace(trace, path, fast=fast)
     back = read_pftrace(path)
-    assert_round_trip(trace, back)
+    assert_trace_equal(back, trace, reorder=True)
     assert back.meta["format"] == "pftrace"
     assert back.meta["flavor"] == "kineto"
     assert back.meta["peak_flops"] == 1e15
@@ -262,7 +254,7 @@ def test_big_and_string_pids_map_to_distinct_small_ints_and_come_back(tmp_path: 
     write_pftrace(trace, path)
     back = read_pftrace(path)
     assert back.tracks["pid"].to_list() == ["4376751100", "Spans", "1"]
-    assert_round_trip(trace, back)
+    assert_trace_equal(back, trace, reorder=True)
 
 
 def test_writes_to_a_binary_stream_and_path_alike(tmp_path: Path) -> None:
@@ -321,7 +313,7 @@ def test_values_survive_exactly() -> None:
         compute_depth=True,
     )
     back = read_pftrace_bytes(encode_pftrace(trace))
-    assert_round_trip(trace, back)
+    assert_trace_equal(back, trace, reorder=True)
     assert np.signbit(back.events.sort("id")["flops"].to_numpy()[0])
 
 
@@ -364,7 +356,7 @@ def test_partial_overlaps_go_to_overflow_lanes_and_merge_back() -> None:
             spans.setdefault(te.track_uuid, []).append((start, p.timestamp))
     assert sorted(s for v in spans.values() for s in v) == [(0, 10), (5, 15), (6, 8), (12, 20)]
     back = read_pftrace_bytes(data)
-    assert_round_trip(trace, back)
+    assert_trace_equal(back, trace, reorder=True)
     assert back.tracks.height == 1
 
 
@@ -386,15 +378,15 @@ def test_random_intervals_with_overlaps_round_trip() -> None:
         )
         data = encode_pftrace(trace)
         assert data == encode_pftrace(trace, fast=False)
-        assert_round_trip(trace, read_pftrace_bytes(data))
+        assert_trace_equal(read_pftrace_bytes(data), trace, reorder=True)
 
 
 def test_nesting_precheck_agrees_with_the_model() -> None:
     """`stacks_nest` (the cheap check that skips overflow lanes) says "nests" exactly when
     the model's nesting_depth finds no partially overlapping slice."""
-    from moetrace.trace.model import nesting_depth
-    from moetrace.trace.pftrace_plan import packet_order
-    from moetrace.trace.pftrace_tracks import stacks_nest
+    from moetrace.trace.formats.pftrace.layout import stacks_nest
+    from moetrace.trace.formats.pftrace.plan import packet_order
+    from moetrace.trace.nesting import nesting_depth
 
     rng = np.random.default_rng(11)
     seen = set()
@@ -475,7 +467,7 @@ def test_arg_sort_matches_lexsort_packed_and_polars_paths() -> None:
     """The packet order's sort packs small key ranges into one int64 and falls back to
     polars for wide ones (epoch times x long durations); both must equal np.lexsort with
     row order breaking ties."""
-    from moetrace.trace.pftrace_plan import _arg_sort
+    from moetrace.trace.formats.pftrace.plan import _arg_sort
 
     rng = np.random.default_rng(3)
     n = 2000

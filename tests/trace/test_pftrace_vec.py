@@ -9,12 +9,14 @@ from pathlib import Path
 import pytest
 from perfetto.protos.perfetto.trace import perfetto_trace_pb2 as pb
 from perfetto.trace_builder.proto_builder import TraceProtoBuilder
-from pftrace_helpers import server_tracks
 
+from moetrace.testing.compare import assert_trace_equal
+from moetrace.testing.pftrace_packets import server_tracks
+from moetrace.trace.formats.pftrace.read import read_pftrace
+from moetrace.trace.formats.pftrace.read_packets import read_slow
+from moetrace.trace.formats.pftrace.read_vectorised import read_vectorised
 from moetrace.trace.io import load, write_trace
 from moetrace.trace.model import Trace
-from moetrace.trace.pftrace_read import read_pftrace, read_slow
-from moetrace.trace.pftrace_vec import read_vectorised
 
 
 def _both(path: Path) -> tuple[Trace | None, Trace]:
@@ -24,8 +26,7 @@ def _both(path: Path) -> tuple[Trace | None, Trace]:
 
 def _same(fast: Trace | None, slow: Trace) -> None:
     assert fast is not None
-    assert fast.frames_equal(slow)
-    assert fast.meta == slow.meta
+    assert_trace_equal(fast, slow, meta=True)
 
 
 def test_moetrace_written_real_traces(real_trace_files: list[Path], tmp_path: Path) -> None:

@@ -13,101 +13,16 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from moetrace.trace.chrome import read_chrome, write_chrome
+from moetrace.testing.compare import assert_trace_equal
+from moetrace.testing.strategies import chrome_events, traces
+from moetrace.trace.formats.chrome import read_chrome, write_chrome
 from moetrace.trace.io import load, write_trace
-from moetrace.trace.model import DEP_KINDS, EVENT_KINDS, UNITS, Trace
-
-_text = st.text(st.characters(exclude_categories=["Cs"]), max_size=12)
-_pid = st.one_of(st.integers(-(2**40), 2**62).map(str), _text.filter(lambda s: s != ""))
-
-
-@st.composite
-def traces(draw: Any) -> Trace:
-    """Random moetrace traces: any names, nesting or partial overlaps, epoch-sized or negative
-    times, nullable flops/bytes/args, deps with fan-in/fan-out, counters."""
-    n_tracks = draw(st.integers(1, 5))
-    pids = draw(st.lists(_pid, min_size=n_tracks, max_size=n_tracks))
-    tids = draw(st.lists(_pid, min_size=n_tracks, max_size=n_tracks))
-    tracks = {
-        "track": list(range(n_tracks)),
-        "rank": draw(
-            st.lists(
-                st.one_of(st.none(), st.integers(0, 1000)), min_size=n_tracks, max_size=n_tracks
-            )
-        ),
-        "pid": pids,
-        "tid": tids,
-        "process_name": draw(
-            st.lists(st.one_of(st.none(), _text), min_size=n_tracks, max_size=n_tracks)
-        ),
-        "thread_name": draw(
-            st.lists(st.one_of(st.none(), _text), min_size=n_tracks, max_size=n_tracks)
-        ),
-        "unit": draw(st.lists(st.sampled_from(UNITS), min_size=n_tracks, max_size=n_tracks)),
-        "sort_index": draw(st.lists(st.integers(-5, 50), min_size=n_tracks, max_size=n_tracks)),
-    }
-    n = draw(st.integers(0, 25))
-    base = draw(st.sampled_from([0, 1_736_405_443_909_176_934, -5_000]))
-    ts = [base + draw(st.integers(0, 10_000)) for _ in range(n)]
-    args_values = st.one_of(
-        st.none(),
-        st.dictionaries(
-            _text,
-            st.one_of(
-                st.integers(-(2**63), 2**63 - 1),
-                _text,
-                st.floats(allow_nan=False, allow_infinity=False),
-            ),
-            max_size=3,
-        ).map(json.dumps),
-    )
-    finite = st.floats(allow_nan=False, allow_infinity=False, width=64)
-    events = {
-        "id": draw(st.permutations(list(range(n * 3))))[:n] if n else [],
-        "track": draw(st.lists(st.integers(0, n_tracks - 1), min_size=n, max_size=n)),
-        "name": draw(st.lists(_text, min_size=n, max_size=n)),
-        "cat": draw(st.lists(st.one_of(st.none(), _text), min_size=n, max_size=n)),
-        "kind": draw(st.lists(st.sampled_from(EVENT_KINDS), min_size=n, max_size=n)),
-        "ts": ts,
-        "dur": draw(st.lists(st.integers(0, 3_000), min_size=n, max_size=n)),
-        "flops": draw(st.lists(st.one_of(st.none(), finite), min_size=n, max_size=n)),
-        "bytes": draw(st.lists(st.one_of(st.none(), finite), min_size=n, max_size=n)),
-        "args": draw(st.lists(args_values, min_size=n, max_size=n)),
-    }
-    ids = events["id"]
-    m = draw(st.integers(0, 2 * n)) if n > 1 else 0
-    deps = {
-        "src": [draw(st.sampled_from(ids)) for _ in range(m)],
-        "dst": [draw(st.sampled_from(ids)) for _ in range(m)],
-        "kind": [draw(st.sampled_from(DEP_KINDS)) for _ in range(m)],
-    }
-    k = draw(st.integers(0, 6))
-    counters = {
-        "track": draw(st.lists(st.integers(0, n_tracks - 1), min_size=k, max_size=k)),
-        "name": draw(st.lists(_text, min_size=k, max_size=k)),
-        "ts": draw(st.lists(st.integers(-(10**12), 10**18), min_size=k, max_size=k)),
-        "value": draw(st.lists(finite, min_size=k, max_size=k)),
-    }
-    meta = {
-        "format": "executor",
-        "flavor": "moetrace",
-        "executor": {"workload": {"experts": 8}},
-        "peak_flops": 1.5e15,
-    }
-    return Trace.from_frames(events, tracks, deps, counters, meta, compute_depth=True)
+from moetrace.trace.model import Trace
 
 
 def _roundtrip(trace: Trace, path: Path) -> Trace:
     write_chrome(trace, path)
     return read_chrome(path)
-
-
-def _diff(a: Trace, b: Trace) -> str:
-    for table in ("events", "tracks", "deps", "counters"):
-        x, y = getattr(a, table), getattr(b, table)
-        if not x.equals(y):
-            return f"{table}:\n{x}\n{y}"
-    return ""
 
 
 @pytest.mark.slow
@@ -119,45 +34,10 @@ def _diff(a: Trace, b: Trace) -> str:
 @given(trace=traces())
 def test_random_trace_roundtrips_exactly(trace: Trace, tmp_path: Path) -> None:
     back = _roundtrip(trace, tmp_path / "t.json")
-    assert trace.frames_equal(back), _diff(trace, back)
+    assert_trace_equal(back, trace)
     assert back.meta["executor"] == trace.meta["executor"]
     assert back.meta["peak_flops"] == trace.meta["peak_flops"]
     assert back.meta["format"] == "chrome-json"
-
-
-@st.composite
-def chrome_events(draw: Any) -> list[dict[str, Any]]:
-    """Random plain Chrome JSON event lists: X, B/E, i, C, flows v1, M names."""
-    out: list[dict[str, Any]] = []
-    n = draw(st.integers(0, 20))
-    for i in range(n):
-        pid = draw(st.sampled_from([1, 2, "Spans", 4_376_751_100]))
-        tid = draw(st.sampled_from([1, 7, "stream 7"]))
-        ts = draw(st.one_of(st.integers(0, 10**6), st.decimals(0, 10**6, places=3).map(str)))
-        ph = draw(st.sampled_from(["X", "X", "B", "E", "i", "C", "s", "f", "M"]))
-        ev: dict[str, Any] = {
-            "ph": ph,
-            "pid": pid,
-            "tid": tid,
-            "ts": ts,
-            "name": draw(_text),
-            "cat": "c",
-        }
-        if ph == "X":
-            ev["dur"] = draw(st.integers(0, 5_000))
-        if ph == "C":
-            ev["args"] = {"value": draw(st.integers(-100, 100))}
-        if ph in ("s", "f"):
-            ev["id"] = draw(st.integers(0, 3))
-            if draw(st.booleans()):
-                ev["bp"] = "e"
-        if ph == "M":
-            ev["name"] = draw(st.sampled_from(["thread_name", "process_name"]))
-            ev["args"] = {"name": draw(_text)}
-        elif ph in ("X", "B", "i") and draw(st.booleans()):
-            ev["args"] = {"i": i, "s": draw(_text)}
-        out.append(ev)
-    return out
 
 
 @pytest.mark.slow
@@ -175,9 +55,9 @@ def test_random_chrome_json_roundtrips(
     first = read_chrome(src)
     assert first.problems() == []
     second = _roundtrip(first, tmp_path / "out.json")
-    assert first.frames_equal(second), _diff(first, second)
+    assert_trace_equal(second, first)
     third = _roundtrip(second, tmp_path / "out2.json")
-    assert second.frames_equal(third)
+    assert_trace_equal(third, second)
 
 
 @pytest.mark.slow
@@ -189,7 +69,7 @@ def test_every_real_trace_roundtrips(real_trace_files: list[Path], tmp_path: Pat
         out = tmp_path / (path.name.replace(".json.gz", "") + ".rt.json.gz")
         write_trace(first, out)
         second = load(out)
-        assert first.frames_equal(second), (path, _diff(first, second))
+        assert_trace_equal(second, first)
         assert second.meta["flavor"] == first.meta["flavor"]
 
 
@@ -275,7 +155,7 @@ def test_executor_trace_roundtrips_exactly(tmp_path: Path) -> None:
     for schedule in ("sequential", "tile"):
         trace = run.simulate(ranks=4, tokens=256, schedule=schedule)
         back = _roundtrip(trace, tmp_path / f"{schedule}.json.gz")
-        assert trace.frames_equal(back), _diff(trace, back)
+        assert_trace_equal(back, trace)
         assert back.meta["executor"] == trace.meta["executor"]
         assert back.meta.get("peak_flops") == trace.meta.get("peak_flops")
         assert back.meta["flavor"] == "moetrace" and back.meta["format"] == "chrome-json"

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
+from moetrace.testing.synthetic import synthetic_trace
 from moetrace.trace.model import Trace
-from moetrace.tui.synthetic import synthetic_trace
 
 
 @pytest.fixture

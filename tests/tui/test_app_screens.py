@@ -284,7 +284,7 @@ async def test_metrics_pane_shows_the_analyzer_totals(small_trace: Trace) -> Non
 
 
 async def test_metrics_pane_lists_every_rank_sorted_by_the_chosen_key() -> None:
-    from moetrace.tui.synthetic import synthetic_trace
+    from moetrace.testing.synthetic import synthetic_trace
 
     trace = synthetic_trace(ranks=24, events_per_lane=8, seed=3)
     app = MoetraceApp(trace)
@@ -328,7 +328,7 @@ async def test_no_metrics_says_so_instead_of_still_computing(small_trace: Trace)
 
 
 async def test_goto_rank_is_exact_and_filter_keeps_the_position() -> None:
-    from moetrace.tui.synthetic import synthetic_trace
+    from moetrace.testing.synthetic import synthetic_trace
 
     trace = synthetic_trace(ranks=40, events_per_lane=4, seed=2)
     app = MoetraceApp(trace, metrics=False)

@@ -5,9 +5,9 @@ from __future__ import annotations
 import numpy as np
 import polars as pl
 
+from moetrace.testing.synthetic import synthetic_trace
 from moetrace.trace.model import Trace
 from moetrace.tui.lanes import LaneModel, search_events
-from moetrace.tui.synthetic import synthetic_trace
 
 
 def test_rows_group_rank_unit_track() -> None:

@@ -9,10 +9,10 @@ import polars as pl
 import pytest
 from tui_helpers import lane_text, running, static_text
 
+from moetrace.testing.synthetic import one_lane_trace, synthetic_trace
 from moetrace.trace.model import Trace
 from moetrace.tui.app import MoetraceApp
 from moetrace.tui.lanes import LaneModel, safe_text
-from moetrace.tui.synthetic import one_lane_trace, synthetic_trace
 
 KEYS = ("w", "w", "d", "a", "j", "full_stop", "comma", "s", "f", "0", "c", "i", "x", "k")
 HOSTILE = "[bold red]x\x1b[31m"

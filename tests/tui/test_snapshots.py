@@ -12,8 +12,8 @@ from typing import Any
 import pytest
 from tui_helpers import settle
 
+from moetrace.testing.synthetic import synthetic_trace
 from moetrace.tui.app import MoetraceApp
-from moetrace.tui.synthetic import synthetic_trace
 
 SIZE = (150, 40)
 

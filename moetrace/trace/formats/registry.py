@@ -1,0 +1,98 @@
+"""The trace formats moetrace reads and writes, and how a file's format is chosen.
+
+A format is a small plug-in (`Format`): a name, the file extensions it owns, `sniff(head)`
+(does this file start like mine?), `read(path)` and `write(trace, path)`. Reading chooses
+by content first (gzip magic or a JSON `{`/`[` -> Chrome JSON; a protobuf `Trace.packet`
+tag -> Perfetto), then by extension; a file that is neither is refused with one error
+naming it. Writing chooses by extension (a binary stream gets Chrome JSON).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import BinaryIO, Protocol
+
+from moetrace.trace import cache
+from moetrace.trace.formats.chrome import CHROME
+from moetrace.trace.formats.pftrace import PFTRACE
+from moetrace.trace.model import Trace, TraceFormatError
+
+SNIFF_BYTES = 64
+"""How much of a file's start `sniff` sees (bytes)."""
+
+
+class Format(Protocol):
+    """A trace file format: what `load` reads and `write_trace` writes."""
+
+    @property
+    def name(self) -> str:
+        """Short name, as in `meta["format"]` and error messages."""
+        ...
+
+    @property
+    def extensions(self) -> tuple[str, ...]:
+        """Lower-case file name endings this format owns (".json", ".pftrace", ...)."""
+        ...
+
+    def sniff(self, head: bytes) -> bool:
+        """True when a file starting with `head` (up to SNIFF_BYTES) is in this format."""
+        ...
+
+    def read(self, path: Path, *, flavor: str | None = None) -> Trace:
+        """Read `path`; raise TraceFormatError (file, position, what) on bad input."""
+        ...
+
+    def write(self, trace: Trace, out: Path | BinaryIO, *, force: bool) -> None:
+        """Write `trace` atomically to `out` (a stream: as is), replacing only with `force`."""
+        ...
+
+
+FORMATS: tuple[Format, ...] = (CHROME, PFTRACE)
+"""Every format, in sniffing order: the first whose `sniff` says yes reads the file."""
+
+TRACE_SUFFIXES = tuple(ext for fmt in FORMATS for ext in fmt.extensions)
+"""File endings of trace files (directory listings, output names)."""
+
+
+def format_of_content(path: Path, head: bytes) -> Format:
+    """The format that reads a file starting with `head`: by content, then by extension.
+    Raises TraceFormatError naming the file when neither tells."""
+    for fmt in FORMATS:
+        if fmt.sniff(head):
+            return fmt
+    by_name = format_of_name(path)
+    if by_name is not None:
+        return by_name
+    raise TraceFormatError(
+        path,
+        "unknown trace format: the content is neither Chrome JSON (plain or gzip) nor a "
+        f"Perfetto protobuf trace, and the name ends in none of {', '.join(TRACE_SUFFIXES)}",
+        "byte 0",
+    )
+
+
+def format_of_name(path: Path) -> Format | None:
+    """The format whose extension `path` ends with (the longest match), or None."""
+    name = path.name.lower()
+    owners = [(len(ext), fmt) for fmt in FORMATS for ext in fmt.extensions if name.endswith(ext)]
+    return max(owners, key=lambda pair: pair[0])[1] if owners else None
+
+
+def read_file(path: Path, *, flavor: str | None = None) -> Trace:
+    """Read one trace file in the format its content (then its name) says."""
+    try:
+        with open(path, "rb") as fh:
+            head = fh.read(SNIFF_BYTES)
+    except IsADirectoryError:
+        raise TraceFormatError(path, "is a directory, not a trace file") from None
+    except OSError as exc:
+        raise TraceFormatError(path, f"cannot read: {exc.strerror}") from None
+    return format_of_content(path, head).read(path, flavor=flavor)
+
+
+def read_file_cached(path: Path, flavor: str | None = None, *, use_cache: bool = True) -> Trace:
+    """`read_file` through the columnar cache (moetrace.trace.cache) unless `use_cache` is
+    False."""
+    if not use_cache:
+        return read_file(path, flavor=flavor)
+    return cache.load_with_cache(path, flavor, lambda p, f: read_file(p, flavor=f))
