@@ -17,6 +17,7 @@ from __future__ import annotations
 import numpy as np
 
 from moetrace.executor.contention import lex_order
+from moetrace.executor.credits import retime_with_credits
 from moetrace.executor.dag import heap_longest_path as heap_longest_path
 from moetrace.executor.dag import lane_chain, longest_path
 from moetrace.executor.listsched import list_schedule
@@ -109,12 +110,14 @@ def run_schedule(
     t: Timed, layout: dict[int, tuple[int, int]], dynamic: bool = False
 ) -> tuple[np.ndarray, np.ndarray, Timed]:
     """(start ns, lane, timed) of the schedule's per-core orders. The durations already hold
-    every shared resource's share (HBM: `schedules.hbm_rates`), so one timing is the run."""
+    every shared resource's share (HBM: `schedules.hbm_rates`); the receive buffers' credits
+    are timed with the same orders (`credits.retime_with_credits`)."""
     if dynamic:
         start, lane = run_dynamic(t, layout)
-        return start, lane, t
+        return retime_with_credits(t, lane, start), lane, t
     lane, src, dst, w = static_graph(t, layout)
     start = longest_path(t.n, t.dur, src, dst, w)
     if t.list_scheduled:  # tile: the ports serve transfers in arrival order
         start, lane = arrival_order_ports(t, lane, start)
-    return start, lane, t
+    # a sender waits for room in its receiver's buffer (one-sided tile writes only)
+    return retime_with_credits(t, lane, start), lane, t

@@ -48,6 +48,7 @@ class Hardware:
     gemm_eff: float  # achieved / peak for whole grouped GEMM kernels
     tile_gemm_eff: float  # achieved / peak for streamed GEMM tiles
     a2a_setup_ns: float  # per all-to-all call and rank: count/notify exchange before any data
+    recv_buffer_bytes: float  # receive window per rank one-sided writes land in (credits.py)
 
     @property
     def core_peak_flops(self) -> float:
@@ -280,6 +281,7 @@ _POSITIVE = (
     "l2_core_rate",
     "aiv_copy_bw",
     "hbm_bytes",
+    "recv_buffer_bytes",
 )
 _NON_NEGATIVE = (
     "link_bw",

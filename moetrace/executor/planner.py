@@ -3,6 +3,12 @@ before the run; this module builds the candidate plans (transfer order x HBM spl
 order), times them and keeps the fastest. Choosing among pre-generated plans is offline work,
 so it is fair to the static schedule; the candidates are listed in docs/executor.md.
 
+Candidates: for the tile schedule, two transfer orders (arrival rotation, expert-major) x the
+split of HBM between the cube and vector pools (`HBM_BIASES`) x per-core orders (the vectorised
+static scheduler; on graphs up to `EVENT_PLAN_LIMIT` tasks also the stage-priority and FIFO
+list schedules, frozen into static orders) and, on those graphs, the chunked operator-level
+plans (`CHUNKED_PLANS`). Other schedules have one candidate.
+
 The search is bound-pruned: every candidate's durations first, then timed in order of a cheap
 lower bound of its makespan (`lane_work_bound`); a plan whose bound cannot beat the best so far
 is skipped. The winner is the one an exhaustive search keeps (least makespan, ties to the
@@ -17,6 +23,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from moetrace.executor.credits import CreditDeadlock, retime_with_credits
 from moetrace.executor.engine import run_schedule
 from moetrace.executor.hardware import Hardware
 from moetrace.executor.listsched import list_schedule
@@ -31,7 +38,7 @@ from moetrace.executor.schedules import (
     lane_layout,
     schedule,
 )
-from moetrace.executor.tiles import TaskGraph
+from moetrace.executor.tiles import TaskGraph, build_graph
 from moetrace.executor.workload import Workload
 
 # tile: weight of the AIC pool's bytes when the planner splits HBM between AIC and vector AIV
@@ -39,6 +46,11 @@ from moetrace.executor.workload import Workload
 HBM_BIASES = (0.25, 0.5, 1.0)
 HBM_BIASES_LARGE = (1.0,)
 EVENT_PLAN_LIMIT = 200_000  # tasks: above this the event-loop plans cost more than they are worth
+# tile, graphs up to EVENT_PLAN_LIMIT tasks: the chunked schedules with these micro-batch counts
+# are candidate plans too. Where the static per-pool HBM split of the tile kernel costs more than
+# its overlap gains (a few hundred tokens per rank, weight-read bound), the offline planner emits
+# the chunked plan; docs/executor.md lists where that happens
+CHUNKED_PLANS = (2, 4, 8)
 
 
 @dataclass
@@ -50,6 +62,7 @@ class Plan:
     start: np.ndarray
     lane: np.ndarray
     name: str
+    graph: TaskGraph  # the candidate's task graph (a chunked plan has its own)
 
     @property
     def makespan_ns(self) -> int:
@@ -67,7 +80,6 @@ def best_plan(
 
     exhaustive: time every candidate, none skipped by its lower bound (the same result, slower;
     the reference the tests compare the pruned search with)."""
-    layout = lane_layout(hw, opts)
     tile = opts.schedule == "tile"
     orders = (
         ("arrival", "expert")
@@ -85,36 +97,63 @@ def best_plan(
         orders = ("arrival",)
     small = graph.full_tasks <= EVENT_PLAN_LIMIT  # a folded graph: the size of the whole run
     biases = (HBM_BIASES if small else HBM_BIASES_LARGE) if tile else (1.0,)
+    cands: list[tuple[TaskGraph, ScheduleOptions]] = [
+        (graph, dataclasses.replace(opts, order=order, aic_hbm_bias=bias))
+        for order, bias in itertools.product(orders, biases)
+    ]
+    if tile and small and opts.order == "auto" and opts.one_sided and opts.l2 and not opts.dynamic:
+        # the operator-level chunked plans as candidates too (see `CHUNKED_PLANS`)
+        for chunks in CHUNKED_PLANS:
+            chunked = ScheduleOptions(schedule="chunked", chunks=chunks)
+            cands.append((_chunked_graph(wl, graph, chunks), chunked))
     # only the arrays of the candidate timed first are kept (a Timed holds ~20 arrays per
     # task); the others are rebuilt if their bound does not skip them
-    bounds: list[tuple[int, int, ScheduleOptions, int]] = []
+    bounds: list[tuple[int, int, int]] = []
     kept: Timed | None = None
-    for index, (order, bias) in enumerate(itertools.product(orders, biases)):
-        cand = dataclasses.replace(opts, order=order, aic_hbm_bias=bias)
-        timed = schedule(graph, wl, hw, cand)
-        bound = lane_work_bound(timed, layout)
+    for index, (g, cand) in enumerate(cands):
+        timed = schedule(g, wl, hw, cand)
+        bound = lane_work_bound(timed, lane_layout(hw, cand))
         if not bounds or (bound, index) < min(c[:2] for c in bounds):
             kept = timed
-        bounds.append((bound, index, cand, timed.n - graph.n + graph.full_tasks))
+        # the whole run's task count (a folded graph stands for every rank's tasks)
+        bounds.append((bound, index, timed.n - g.n + g.full_tasks))
         del timed
     bounds.sort(key=lambda c: (c[0], c[1]))
     best: Plan | None = None
     best_key = (0, 0)
-    for bound, index, cand, n_timed in bounds:
+    refused: CreditDeadlock | None = None
+    for bound, index, n_timed in bounds:
         current, kept = kept, None
+        g, cand = cands[index]
+        layout = lane_layout(hw, cand)
         for sub, name in enumerate(plan_names(cand, n_timed <= EVENT_PLAN_LIMIT)):
             key = (index, sub)
             if best is not None and not exhaustive and (bound, key) >= (best.makespan_ns, best_key):
                 continue  # its makespan is at least the bound: it cannot be kept
             if current is None:
-                current = schedule(graph, wl, hw, cand)
-            start, lane = time_plan(name, current, layout)
-            label = f"{cand.order}/{name}/hbm-bias {cand.aic_hbm_bias:g}"
-            plan = Plan(cand, current, start, lane, label)
+                current = schedule(g, wl, hw, cand)
+            try:
+                start, lane = time_plan(name, current, layout)
+            except CreditDeadlock as exc:  # this order cannot honour the receive buffer
+                refused = exc
+                continue
+            label = (
+                f"{cand.order}/{name}/hbm-bias {cand.aic_hbm_bias:g}"
+                if cand.schedule == "tile"
+                else f"{cand.schedule} x{cand.chunks}"
+            )
+            plan = Plan(cand, current, start, lane, label, g)
             if best is None or (plan.makespan_ns, key) < (best.makespan_ns, best_key):
                 best, best_key = plan, key
-    assert best is not None
+    if best is None:
+        assert refused is not None
+        raise refused
     return best
+
+
+def _chunked_graph(wl: Workload, graph: TaskGraph, chunks: int) -> TaskGraph:
+    """The operator-level task graph of the same routed tokens in `chunks` micro-batches."""
+    return build_graph(wl, chunks=chunks, aiv_comm=False, two_sided=False, assign=graph.assign)
 
 
 def lane_work_bound(t: Timed, layout: dict[int, tuple[int, int]]) -> int:
@@ -149,4 +188,5 @@ def time_plan(
     if name == "static":
         start, lane, _ = run_schedule(timed, layout)
         return start, lane
-    return list_schedule(timed, layout, by_stage=name == "stage priority")
+    start, lane = list_schedule(timed, layout, by_stage=name == "stage priority")
+    return retime_with_credits(timed, lane, start), lane

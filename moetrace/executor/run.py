@@ -184,8 +184,11 @@ def execute(
     )
     say("engine", 0.4)
     plan = best_plan(graph, wl, hw, opts, exhaustive)
-    exp = expand(graph, plan.timed) if graph.folded_ranks > 1 else None
-    return Run(wl, hw, plan.options, graph, plan.timed, plan.start, plan.lane, plan.name, exp)
+    # a chunked plan kept by the tile planner carries its own (whole) graph
+    exp = expand(plan.graph, plan.timed) if plan.graph.folded_ranks > 1 else None
+    return Run(
+        wl, hw, plan.options, plan.graph, plan.timed, plan.start, plan.lane, plan.name, exp
+    )
 
 
 def to_trace(run: Run) -> Trace:

@@ -87,6 +87,10 @@ class Timed:
     is_aic: np.ndarray  # task runs on a cube core (its FLOPs count towards MFU)
     port_rate_bytes: np.ndarray  # bytes/s of transfers on their port (0 elsewhere)
     remote: np.ndarray  # transfer between two ranks (not a rank-local copy)
+    # receive buffer per rank (bytes) the one-sided tile writes land in (inf: no limit) and
+    # the delay (ns) of a returned credit reaching its sender (credits.py)
+    recv_buffer_bytes: float = float("inf")
+    credit_ns: int = 0
 
 
 @dataclass(frozen=True)
@@ -362,6 +366,8 @@ def schedule(graph: TaskGraph, wl: Workload, hw: Hardware, opts: ScheduleOptions
         is_aic=np.concatenate([is_aic, np.zeros(l_rank.size, dtype=bool)]),
         port_rate_bytes=np.concatenate([np.where(is_tx | is_rx, link_rate, 0.0), zeros]),
         remote=np.concatenate([(is_tx | is_rx) & ~local, np.zeros(l_rank.size, dtype=bool)]),
+        recv_buffer_bytes=hw.recv_buffer_bytes if tile and opts.one_sided else float("inf"),
+        credit_ns=round(hw.link_latency_ns),
     )
 
 

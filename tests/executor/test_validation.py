@@ -175,13 +175,16 @@ def test_validate_json_gives_every_row_as_data(monkeypatch: pytest.MonkeyPatch) 
     for key in ("speedup_vs_baseline", "aic_util_baseline", "exposed_comm_baseline"):
         assert key in keys
     assert sum(k.startswith("ablation") for k in keys) == len(ev.ABLATIONS)
+    assert "credits" in keys
     for row in data["rows"]:
         assert {"claim", "reference", "value", "text", "verdict"} <= set(row)
     speedup = next(r for r in data["rows"] if r["key"] == "speedup_vs_baseline")["value"]
     cell = data["grid"][0]
     assert cell["ranks"] == 8 and cell["ratio"] == pytest.approx(
-        cell["tile_ns"] / min(cell["dynamic_ns"], cell["chunked2_ns"], cell["chunked4_ns"])
+        cell["tile_ns"]
+        / min(cell["dynamic_ns"], cell["chunked2_ns"], cell["chunked4_ns"], cell["chunked8_ns"])
     )
+    assert cell["plan"]  # the plan the tile planner kept
     assert speedup == pytest.approx(cell["chunked2_ns"] / cell["tile_ns"], rel=1e-9)
     markdown = ev.render_validation(lambda _: None, data)
     assert f"{speedup:.2f}x" in markdown and markdown.startswith(BEGIN)
