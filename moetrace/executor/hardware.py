@@ -48,7 +48,7 @@ class Hardware:
     gemm_eff: float  # achieved / peak for whole grouped GEMM kernels
     tile_gemm_eff: float  # achieved / peak for streamed GEMM tiles
     a2a_setup_ns: float  # per all-to-all call and rank: count/notify exchange before any data
-    recv_buffer_bytes: float  # receive window per rank one-sided writes land in (credits.py)
+    recv_buffer_bytes: float  # receive window per rank one-sided writes land in; inf: no limit
 
     @property
     def core_peak_flops(self) -> float:
@@ -97,6 +97,8 @@ class Hardware:
         out["dispatch_bw"] = [list(p) for p in self.dispatch_bw]
         out["combine_bw"] = [list(p) for p in self.combine_bw]
         out["peak_flops"] = self.peak_flops
+        if not math.isfinite(self.recv_buffer_bytes):
+            out["recv_buffer_bytes"] = None  # no limit (JSON has no infinity)
         return out
 
 
@@ -281,7 +283,6 @@ _POSITIVE = (
     "l2_core_rate",
     "aiv_copy_bw",
     "hbm_bytes",
-    "recv_buffer_bytes",
 )
 _NON_NEGATIVE = (
     "link_bw",
@@ -308,6 +309,10 @@ def check_hardware(hw: Hardware) -> None:
     if hw.comm_aiv < 1 or hw.comm_aiv >= hw.n_aiv:
         raise ExecutorInputError(
             f"hardware field 'comm_aiv': {hw.comm_aiv}: must be in 1..n_aiv-1 ({hw.n_aiv - 1})"
+        )
+    if not hw.recv_buffer_bytes > 0:  # may be inf: a window that holds everything
+        raise ExecutorInputError(
+            f"hardware field 'recv_buffer_bytes': {hw.recv_buffer_bytes!r} must be > 0"
         )
     for key in _POSITIVE:
         if getattr(hw, key) <= 0:

@@ -90,34 +90,32 @@ def test_a_tile_larger_than_the_buffer_is_refused() -> None:
 
 
 def _buffer_violations(run, credit_ns: int) -> int:  # type: ignore[no-untyped-def]
-    """Slow reference: for every remote transfer, in its receiver's port order, the bytes still
-    held (ring buffer: freed in order once all readers of a tile finished and the credit got
-    back) when its sender starts it, plus its own, must fit the buffer. Returns the count of
-    transfers that broke it."""
+    """Slow reference: for every remote transfer, when its sender starts it, the bytes its
+    receiver's window holds for other transfers (started earlier; freed once their RX and all
+    their readers have ended and the credit got back) plus its own must fit the window.
+    Returns the count of transfers that broke it."""
     t, start = run.timed, run.start
     end = start + t.dur
     rx_ids = [i for i in range(t.n) if t.pool[i] == POOL_RX and t.remote[i]]
-    readers: dict[int, list[int]] = {i: [] for i in rx_ids}
+    freed_at = {i: int(end[i]) for i in rx_ids}
     sender: dict[int, int] = {}
     for s, d in zip(t.src.tolist(), t.dst.tolist(), strict=True):
-        if s in readers:
-            readers[s].append(d)
-        if d in readers and t.pool[s] == POOL_TX:
+        if s in freed_at:
+            freed_at[s] = max(freed_at[s], int(end[d]))
+        if d in freed_at and t.pool[s] == POOL_TX:
             sender[d] = s
     bad = 0
-    for r in set(t.rank[rx_ids].tolist()):
-        mine = sorted((int(start[i]), i) for i in rx_ids if t.rank[i] == r)
-        freed_at = []  # time the ring has freed up to and including position p
-        latest = 0
-        for _, i in mine:
-            latest = max(latest, int(end[i]), *(int(end[d]) for d in readers[i]))
-            freed_at.append(latest + credit_ns)
-        sizes = [float(t.traffic_bytes[i]) for _, i in mine]
-        for k, (_, i) in enumerate(mine):
-            sent = int(start[sender[i]])
-            freed = sum(1 for p in range(k) if freed_at[p] <= sent)
-            held = sum(sizes[freed : k + 1])
-            bad += held > t.recv_buffer_bytes
+    for k in rx_ids:
+        sent = (int(start[sender[k]]), k)
+        held = sum(
+            float(t.traffic_bytes[i])
+            for i in rx_ids
+            if i != k
+            and t.rank[i] == t.rank[k]
+            and (int(start[sender[i]]), i) < sent
+            and freed_at[i] + credit_ns > sent[0]
+        )
+        bad += held + float(t.traffic_bytes[k]) > t.recv_buffer_bytes
     return bad
 
 
