@@ -186,9 +186,7 @@ def execute(
     plan = best_plan(graph, wl, hw, opts, exhaustive)
     # a chunked plan kept by the tile planner carries its own (whole) graph
     exp = expand(plan.graph, plan.timed) if plan.graph.folded_ranks > 1 else None
-    return Run(
-        wl, hw, plan.options, plan.graph, plan.timed, plan.start, plan.lane, plan.name, exp
-    )
+    return Run(wl, hw, plan.options, plan.graph, plan.timed, plan.start, plan.lane, plan.name, exp)
 
 
 def to_trace(run: Run) -> Trace:

@@ -140,3 +140,27 @@ def test_simulate_is_the_folded_trace_with_every_rank() -> None:
     per_rank = ev.group_by("rank").agg(pl.len()).sort("rank")
     assert per_rank["len"].n_unique() == 1 and per_rank.height == 8
     assert trace.meta["executor"]["tasks"] == ev.filter(pl.col("name") != "step 0").height - 8
+
+
+def test_heap_list_schedule_equals_the_numpy_steps() -> None:
+    # the folded graph's few (rank, pool) groups go through a heap per group; the numpy
+    # version (many groups) must give the same starts and cores on the same input
+    from moetrace.executor.staticsched import (
+        FEW_GROUPS,
+        _heap_list_schedule,
+        ordered_list_schedule,
+    )
+
+    rng = np.random.default_rng(7)
+    for trial in range(20):
+        groups = FEW_GROUPS + 1 + trial
+        n = int(rng.integers(1, 400))
+        group = rng.integers(0, groups, n)
+        group[:groups] = np.arange(groups)[: min(groups, n)]
+        release = rng.integers(0, 50, n) * int(rng.integers(1, 4))  # many equal times: ties
+        dur = rng.integers(1, 30, n)
+        cores = rng.integers(1, 5, int(group.max()) + 1)
+        s1, c1 = ordered_list_schedule(group, release, dur, cores)
+        s2, c2 = _heap_list_schedule(group, release, dur, cores)
+        assert np.array_equal(s1, s2) and np.array_equal(c1, c2)
+        assert (c1 < cores[group]).all() and (s1 >= release).all()
