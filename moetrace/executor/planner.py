@@ -51,6 +51,7 @@ EVENT_PLAN_LIMIT = 200_000  # tasks: above this the event-loop plans cost more t
 # its overlap gains (a few hundred tokens per rank, weight-read bound), the offline planner emits
 # the chunked plan; docs/executor.md lists where that happens
 CHUNKED_PLANS = (2, 4, 8)
+CHUNKED_MARGIN = 0.02  # a chunked plan is kept only if this much faster than the best tile plan
 
 
 @dataclass
@@ -101,11 +102,37 @@ def best_plan(
         (graph, dataclasses.replace(opts, order=order, aic_hbm_bias=bias))
         for order, bias in itertools.product(orders, biases)
     ]
+    best = _search(cands, wl, hw, exhaustive, None)
     if tile and small and opts.order == "auto" and opts.one_sided and opts.l2 and not opts.dynamic:
-        # the operator-level chunked plans as candidates too (see `CHUNKED_PLANS`)
-        for chunks in CHUNKED_PLANS:
-            chunked = ScheduleOptions(schedule="chunked", chunks=chunks)
-            cands.append((_chunked_graph(wl, graph, chunks), chunked))
+        # the operator-level chunked plans (`CHUNKED_PLANS`): kept only if more than
+        # `CHUNKED_MARGIN` faster than the best tile plan, so a tile run stays a tile run
+        # unless the chunked plan clearly wins (and tile never loses to it by more)
+        chunked = [
+            (_chunked_graph(wl, graph, k), ScheduleOptions(schedule="chunked", chunks=k))
+            for k in CHUNKED_PLANS
+        ]
+        limit = None if best is None else best.makespan_ns / (1 + CHUNKED_MARGIN)
+        rival = _search(chunked, wl, hw, exhaustive, limit)
+        if rival is not None and (limit is None or rival.makespan_ns < limit):
+            best = rival
+    if best is None:
+        raise CreditDeadlock(
+            "no candidate plan can honour the receive buffer (recv_buffer_bytes): its static "
+            "orders would wait for room only a later task frees; give a larger window"
+        )
+    return best
+
+
+def _search(
+    cands: list[tuple[TaskGraph, ScheduleOptions]],
+    wl: Workload,
+    hw: Hardware,
+    exhaustive: bool,
+    limit: float | None,
+) -> Plan | None:
+    """The fastest of `cands` (least makespan, ties to the earlier candidate), or None if none
+    can honour the receive window. limit: candidates whose lower bound is at least this (ns)
+    are of no interest (skipped unless exhaustive); None if no limit."""
     # only the arrays of the candidate timed first are kept (a Timed holds ~20 arrays per
     # task); the others are rebuilt if their bound does not skip them
     bounds: list[tuple[int, int, int]] = []
@@ -121,21 +148,21 @@ def best_plan(
     bounds.sort(key=lambda c: (c[0], c[1]))
     best: Plan | None = None
     best_key = (0, 0)
-    refused: CreditDeadlock | None = None
     for bound, index, n_timed in bounds:
         current, kept = kept, None
         g, cand = cands[index]
         layout = lane_layout(hw, cand)
         for sub, name in enumerate(plan_names(cand, n_timed <= EVENT_PLAN_LIMIT)):
             key = (index, sub)
+            if not exhaustive and limit is not None and bound >= limit:
+                continue  # it cannot matter
             if best is not None and not exhaustive and (bound, key) >= (best.makespan_ns, best_key):
                 continue  # its makespan is at least the bound: it cannot be kept
             if current is None:
                 current = schedule(g, wl, hw, cand)
             try:
                 start, lane = time_plan(name, current, layout)
-            except CreditDeadlock as exc:  # this order cannot honour the receive buffer
-                refused = exc
+            except CreditDeadlock:  # this order cannot honour the receive window
                 continue
             label = (
                 f"{cand.order}/{name}/hbm-bias {cand.aic_hbm_bias:g}"
@@ -145,9 +172,6 @@ def best_plan(
             plan = Plan(cand, current, start, lane, label, g)
             if best is None or (plan.makespan_ns, key) < (best.makespan_ns, best_key):
                 best, best_key = plan, key
-    if best is None:
-        assert refused is not None
-        raise refused
     return best
 
 
