@@ -52,6 +52,10 @@ def list_schedule(
     srank = np.empty(n, dtype=np.int64)
     srank[order] = np.arange(n)
     by_rank = order.tolist()
+    # events at the same time are taken in (seq, id) order, not id order: in a rotation-
+    # symmetric run seq breaks ties as rank 0 does (tiles.build_graph), so every rank's
+    # schedule is rank 0's rotated and the one-rank simulation (executor.fold) is exact
+    tie = srank.tolist()
     rank_bits = n.bit_length()
     rank_mask = (1 << rank_bits) - 1
     prio = priorities(t, by_stage)
@@ -92,15 +96,15 @@ def list_schedule(
                 start[i] = lane_free[g]
                 lane[i] = first_lane[g]
                 lane_free[g] += dur[i]
-                push(events, ((start[i] + dur[i]) << id_bits) | i)
+                push(events, ((start[i] + dur[i]) << id_bits) | tie[i])
             else:
-                push(events, ready_flag | i)
+                push(events, ready_flag | tie[i])
     while events:
         now = events[0] >> id_bits
         touched: list[int] = []
         while events and (events[0] >> id_bits) == now:
             e = pop(events)
-            i = e & id_mask
+            i = by_rank[e & id_mask]
             g = group[i]
             if e & ready_flag:
                 push(queue[g], base_key[i] | (ready[i] << rank_bits))
@@ -126,19 +130,19 @@ def list_schedule(
                     start[j] = s0
                     lane[j] = first_lane[gj]
                     lane_free[gj] = s0 + dur[j]
-                    push(events, ((s0 + dur[j]) << id_bits) | j)
+                    push(events, ((s0 + dur[j]) << id_bits) | tie[j])
                 elif ready[j] <= now:
                     push(queue[gj], base_key[j] | (ready[j] << rank_bits))
                     touched.append(gj)
                 else:
-                    push(events, (ready[j] << id_bits) | ready_flag | j)
+                    push(events, (ready[j] << id_bits) | ready_flag | tie[j])
         for g in sorted(set(touched)):
             q, f = queue[g], free[g]
             while q and f:
                 j = by_rank[pop(q) & rank_mask]
                 start[j] = now
                 lane[j] = pop(f)
-                push(events, ((now + dur[j]) << id_bits) | j)
+                push(events, ((now + dur[j]) << id_bits) | tie[j])
     if any(indeg):
         raise CycleError("scheduled graph has a cycle")
     return np.array(start, dtype=np.int64), np.array(lane, dtype=np.int64)

@@ -96,7 +96,7 @@ def best_plan(
         # the expert-major order is the arrival order here (same transfer order, same live
         # weights): its candidates would tie with the arrival ones, which win ties
         orders = ("arrival",)
-    small = graph.n <= EVENT_PLAN_LIMIT
+    small = graph.full_tasks <= EVENT_PLAN_LIMIT  # a folded graph: the size of the whole run
     biases = (HBM_BIASES if small else HBM_BIASES_LARGE) if tile else (1.0,)
     cands: list[tuple[TaskGraph, ScheduleOptions]] = [
         (graph, dataclasses.replace(opts, order=order, aic_hbm_bias=bias))
@@ -142,7 +142,8 @@ def _search(
         bound = lane_work_bound(timed, lane_layout(hw, cand))
         if not bounds or (bound, index) < min(c[:2] for c in bounds):
             kept = timed
-        bounds.append((bound, index, timed.n))
+        # the whole run's task count (a folded graph stands for every rank's tasks)
+        bounds.append((bound, index, timed.n - g.n + g.full_tasks))
         del timed
     bounds.sort(key=lambda c: (c[0], c[1]))
     best: Plan | None = None

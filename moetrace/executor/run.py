@@ -10,11 +10,19 @@ import numpy as np
 
 from moetrace.executor.errors import ExecutorInputError
 from moetrace.executor.floors import floors
+from moetrace.executor.fold import Expansion, expand
 from moetrace.executor.hardware import Hardware, get_hardware, link_warnings
 from moetrace.executor.planner import best_plan
 from moetrace.executor.schedules import ScheduleOptions, Timed
 from moetrace.executor.tiles import TaskGraph, build_graph
-from moetrace.executor.workload import DTYPE_BYTES, Workload, make_workload, place, route
+from moetrace.executor.workload import (
+    DTYPE_BYTES,
+    Workload,
+    make_workload,
+    place,
+    route,
+    rows_per_source_expert,
+)
 from moetrace.trace.model import Trace
 
 Progress = Callable[[str, float], None]
@@ -46,6 +54,8 @@ class Run:
     start: np.ndarray
     lane: np.ndarray
     plan: str = ""  # which candidate plan the planner kept (tile: order/per-core scheduler)
+    # a folded run (`executor.fold`): graph, timed, start and lane hold rank 0's tasks alone
+    expansion: Expansion | None = None
 
     @property
     def makespan_ns(self) -> int:
@@ -67,7 +77,7 @@ def estimate_tasks(wl: Workload) -> int:
 def check_memory(wl: Workload, hw: Hardware, assign: np.ndarray, expert_rank: np.ndarray) -> None:
     """Refuse a run whose busiest rank would not fit its weights and buffers in HBM."""
     sh = wl.shape
-    per_expert = np.bincount(assign.ravel(), minlength=sh.experts)  # rows routed to each expert
+    per_expert = rows_per_source_expert(wl, assign).sum(axis=0)  # rows routed to each expert
     received = np.bincount(expert_rank, weights=per_expert, minlength=wl.ranks).max()
     weights = (
         wl.experts_per_rank * 3.0 * sh.hidden * sh.intermediate * 2 + sh.hidden * sh.experts * 2
@@ -151,11 +161,14 @@ def execute(
     opts: ScheduleOptions,
     progress: Progress | None = None,
     exhaustive: bool = False,
+    fold: bool = False,
 ) -> Run:
     """Build the graph, schedule it and time it on all ranks together.
 
     exhaustive: time every candidate plan of the tile planner, none skipped by its lower bound
-    (the same result, slower; the reference the tests compare the pruned search with)."""
+    (the same result, slower; the reference the tests compare the pruned search with).
+    fold: a rotation-symmetric tile run is simulated on rank 0 alone (`executor.fold`; the
+    same result, EP times fewer tasks to time); `Run.expansion` then maps it to every rank."""
     say = progress or (lambda stage, frac: None)
     say("routing", 0.05)
     assign = route(wl)
@@ -167,18 +180,25 @@ def execute(
         aiv_comm=opts.schedule == "tile",
         two_sided=opts.schedule == "tile" and not opts.one_sided,
         assign=assign,
+        fold=fold,
     )
     say("engine", 0.4)
     plan = best_plan(graph, wl, hw, opts, exhaustive)
-    return Run(wl, hw, plan.options, plan.graph, plan.timed, plan.start, plan.lane, plan.name)
+    # a chunked plan kept by the tile planner carries its own (whole) graph
+    exp = expand(plan.graph, plan.timed) if plan.graph.folded_ranks > 1 else None
+    return Run(wl, hw, plan.options, plan.graph, plan.timed, plan.start, plan.lane, plan.name, exp)
 
 
 def to_trace(run: Run) -> Trace:
     """The `Trace` of a finished run, with the workload, hardware and schedule in meta."""
-    from moetrace.executor.trace_out import build_trace
+    from moetrace.executor.trace_out import build_folded_trace, build_trace
 
     wl, hw, opts = run.workload, run.hardware, run.options
     makespan = run.makespan_ns
+    figures = floors(run.timed, hw, wl.ranks)
+    if run.expansion is not None:  # rank 0 stands for every rank: totals over all of them
+        figures["flops"] *= wl.ranks
+        figures["hbm_bytes"] *= wl.ranks
     meta = {
         "workload": wl.to_dict(),
         "hardware": hw.to_dict(),
@@ -195,14 +215,18 @@ def to_trace(run: Run) -> Trace:
         "dispatch_bw": hw.link_rate("dispatch", wl.ranks),
         "combine_bw": hw.link_rate("combine", wl.ranks),
         "warnings": link_warnings(hw, wl.ranks),
-        "tasks": run.timed.n_graph,
+        "tasks": run.graph.full_tasks,
         "launches": run.timed.n - run.timed.n_graph,
         "tokens_per_s": wl.ranks * wl.tokens / (makespan * 1e-9),
         "makespan_ns": makespan,
-        **floors(run.timed, hw, wl.ranks),
+        **figures,
     }
     # MFU over the layer's makespan on every rank (not each rank's own busy window)
     meta["mfu_makespan"] = meta["flops"] / (meta["peak_flops"] * makespan * 1e-9)
+    if run.expansion is not None:
+        return build_folded_trace(
+            run.graph, run.timed, run.start, run.lane, run.expansion, hw, opts, meta
+        )
     return build_trace(run.graph, run.timed, run.start, run.lane, hw, opts, meta)
 
 
@@ -226,7 +250,7 @@ def simulate(
     wl, hw, opts, _ = prepare(
         preset, hardware, ranks, tokens, schedule, routing, placement, seed, hw_overrides, **options
     )
-    run = execute(wl, hw, opts, options.get("progress"))
+    run = execute(wl, hw, opts, options.get("progress"), fold=True)
     progress = options.get("progress")
     if progress:
         progress("trace", 0.8)

@@ -174,7 +174,9 @@ def hbm_rates(
         share_aic, share_vec = split[:, 0], split[:, 1]
     else:  # one pool at a time on the compute stream
         share_aic, share_vec = np.minimum(budget, want_aic), np.minimum(budget, want_vec)
-    port = float(share_port.min()) / 2  # one rate for every port (TX and RX alike)
+    # one rate for every port (TX and RX alike): the least of the ranks in the graph (a folded
+    # graph holds rank 0's tasks alone, standing for every rank's)
+    port = float(share_port[np.bincount(rank, minlength=ep) > 0].min()) / 2
     return HbmShares(
         np.minimum(core, share_aic / hw.n_aic), np.minimum(core, share_vec / n_vec), port
     )

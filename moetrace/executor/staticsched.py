@@ -18,6 +18,8 @@ as the test reference) to within a few per cent, in a fraction of its time.
 
 from __future__ import annotations
 
+import heapq
+
 import numpy as np
 
 from moetrace.executor.contention import lex_order
@@ -25,6 +27,7 @@ from moetrace.executor.dag import Level, lane_chain, longest_path, replay_levels
 from moetrace.executor.schedules import POOL_AIC, POOL_AIV, POOL_AIVC, POOL_RX, POOL_TX, Timed
 
 _BIG = np.iinfo(np.int64).max // 4
+FEW_GROUPS = 8  # (rank, pool) groups up to which a heap per group beats the numpy steps
 
 
 def ordered_list_schedule(
@@ -41,6 +44,8 @@ def ordered_list_schedule(
     if n == 0:
         return start, core_of
     n_groups = int(group.max()) + 1
+    if n_groups <= FEW_GROUPS:
+        return _heap_list_schedule(group, release, dur, cores)
     order = lex_order(group)  # task positions grouped, priority order within each group
     bounds = np.searchsorted(group[order], np.arange(n_groups + 1))
     sizes = bounds[1:] - bounds[:-1]
@@ -67,6 +72,26 @@ def ordered_list_schedule(
     start[order] = start_o
     core_of[order] = core_o
     return start, core_of
+
+
+def _heap_list_schedule(
+    group: np.ndarray, release: np.ndarray, dur: np.ndarray, cores: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """`ordered_list_schedule` one task at a time, a heap of (free time, core) per group: with
+    few groups (one rank's pools, as in a folded graph) the numpy version's steps would be one
+    per task, each costing ten heap operations."""
+    heaps = [[(0, c) for c in range(k)] for k in cores.tolist()]  # sorted: already heaps
+    start = []
+    core_of = []
+    replace = heapq.heapreplace
+    for g, ready, d in zip(group.tolist(), release.tolist(), dur.tolist(), strict=True):
+        heap = heaps[g]
+        free, core = heap[0]  # the core that frees first, lowest index on ties
+        t = free if free > ready else ready
+        replace(heap, (t + d, core))
+        start.append(t)
+        core_of.append(core)
+    return np.array(start, dtype=np.int64), np.array(core_of, dtype=np.int64)
 
 
 def static_schedule(t: Timed, layout: dict[int, tuple[int, int]]) -> tuple[np.ndarray, np.ndarray]:

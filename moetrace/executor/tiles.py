@@ -86,6 +86,16 @@ class TaskGraph:
     aiv_comm: bool
     two_sided: bool
     ids: dict[str, np.ndarray] = field(default_factory=dict)  # type -> task ids in object order
+    # folded: the graph holds rank 0's tasks of a rotation-symmetric run (`symmetry`), each
+    # standing for its copies on every rank; an edge from another rank's task (a transfer into
+    # rank 0) comes from its copy on rank 0. `folded_ranks` is the number of ranks it stands for.
+    folded_ranks: int = 1
+    symmetric: Symmetry | None = None
+
+    @property
+    def full_tasks(self) -> int:
+        """Tasks of the whole run (all ranks), also when the graph is folded."""
+        return self.n * self.folded_ranks
 
     @cached_property
     def rows(self) -> RowMap:
@@ -97,16 +107,89 @@ class TaskGraph:
         return int(self.cols["type"].size)
 
 
+@dataclass(frozen=True)
+class Symmetry:
+    """A run that rotating every rank by r (rank a -> a + r, expert l*EP + a -> l*EP + a + r)
+    maps onto itself: balanced routing, round-robin placement, one chunk, and every expert's
+    receive buffer cut into row tiles that a rotation maps onto row tiles.
+
+    per_stream: dispatch tiles per (source, destination) stream (the same for all);
+    shift[l], tiles[l]: row tiles per source's rows and per expert, for local expert l (shift 0
+    when one row tile holds every source's rows)."""
+
+    ranks: int
+    per_stream: int
+    shift: np.ndarray
+    tiles: np.ndarray
+
+    def send_rep(self, src: np.ndarray, dst: np.ndarray, q: np.ndarray) -> np.ndarray:
+        """Index of the dispatch tile (src -> dst, q) rotated onto source 0: (0 -> dst - src)."""
+        return ((dst - src) % self.ranks) * self.per_stream + q
+
+    def recv_rep(self, src: np.ndarray, dst: np.ndarray, q: np.ndarray) -> np.ndarray:
+        """Position of the tile (src -> dst, q) rotated onto destination 0 among the tiles
+        rank 0 receives (ordered by source, then tile)."""
+        return ((src - dst) % self.ranks) * self.per_stream + q
+
+    def row_tile_rep(self, expert: np.ndarray, index: np.ndarray, rank: np.ndarray) -> np.ndarray:
+        """Position of the row tile (expert, index within it) rotated onto rank 0 among rank
+        0's row tiles (ordered by expert, then index)."""
+        local = expert // self.ranks
+        first = exclusive_cumsum(self.tiles)
+        return first[local] + (index - rank * self.shift[local]) % self.tiles[local]
+
+
+def symmetry(
+    wl: Workload, cnt: np.ndarray, expert_rank: np.ndarray, aiv_comm: bool
+) -> Symmetry | None:
+    """The rotation symmetry of a tile-schedule run (see `Symmetry`), or None.
+
+    cnt: rows per (source, chunk, expert). Needed: one chunk, round-robin placement, the same
+    counts from every source, the same count c for the experts of one local index on every
+    rank, and row tiles that a rotation maps onto row tiles (c a multiple of tile_rows, or
+    one row tile holding every source's rows of the expert)."""
+    ep, tr = wl.ranks, wl.tile_rows
+    experts = cnt.shape[2]
+    if (
+        not aiv_comm
+        or wl.routing != "balanced"
+        or cnt.shape[1] != 1
+        or experts % ep
+        or not np.array_equal(expert_rank, np.arange(experts) % ep)
+        or not (cnt == cnt[:1]).all()
+    ):
+        return None
+    per_local = cnt[0, 0].reshape(experts // ep, ep)  # (local expert, rank)
+    if not (per_local == per_local[:, :1]).all():
+        return None
+    c = per_local[:, 0].astype(np.int64)
+    one_tile = c * ep <= tr
+    if not ((c % tr == 0) | one_tile).all():
+        return None
+    stream = int(c.sum())
+    per_stream = -(-stream // tr)
+    shift = np.where(one_tile, 0, c // tr)
+    tiles = np.where(one_tile, (c > 0).astype(np.int64), c * ep // tr)
+    return Symmetry(ep, per_stream, shift, tiles)
+
+
 def build_graph(
     wl: Workload,
     chunks: int = 1,
     aiv_comm: bool = True,
     two_sided: bool = False,
     assign: np.ndarray | None = None,
+    fold: bool = False,
 ) -> TaskGraph:
     """All tasks of all ranks. `aiv_comm`: transfers issued by AIV tasks; `two_sided`: no
     per-tile arrival signal, so consumers wait for a per-rank "all arrived" node. `assign`:
-    `route(wl)` when the caller already has it (routing is deterministic)."""
+    `route(wl)` when the caller already has it (routing is deterministic).
+
+    Rotation-symmetric tile runs (`symmetry`) break ties by each task's copy on rank 0 (its
+    `seq` is (transfer order, position of that copy)), so every rank's schedule is the
+    rotation of rank 0's; `fold` then builds rank 0's tasks alone (see `TaskGraph`), which
+    `executor.fold` times and expands to every rank (other runs: the whole graph;
+    `folded_ranks` says which)."""
     sh = wl.shape
     ep, tok, k, h, inter = wl.ranks, wl.tokens, sh.top_k, sh.hidden, sh.intermediate
     tr = wl.tile_rows
@@ -122,11 +205,16 @@ def build_graph(
     e_ = sh.experts
     chunk_of_u = np.arange(nu) * chunks // nu
     row_chunk = np.repeat(chunk_of_u[np.arange(tok) // tt], k)  # chunk of each (token, slot)
+    # balanced routing: every source routes alike, so one source's counts serve all
+    alike = wl.routing == "balanced"
+    sources = 1 if alike else ep
     cell_of_row = (
-        (np.arange(ep, dtype=np.int64)[:, None] * chunks + row_chunk) * e_
-        + assign.reshape(ep, tok * k)
+        (np.arange(sources, dtype=np.int64)[:, None] * chunks + row_chunk) * e_
+        + assign[:sources].reshape(sources, tok * k)
     ).ravel()
-    cnt = np.bincount(cell_of_row, minlength=ep * chunks * e_).reshape(ep, chunks, e_)
+    cnt = np.bincount(cell_of_row, minlength=sources * chunks * e_).reshape(sources, chunks, e_)
+    if alike:
+        cnt = np.repeat(cnt, ep, axis=0)
 
     # dispatch streams: (src, dst, chunk) sorted by (local expert, token, slot); a rank's
     # experts in local order are its experts in id order
@@ -161,11 +249,43 @@ def build_graph(
 
     r_rank = expert_rank[r_expert].astype(np.int64)
     tiles_per_expert = np.bincount(r_expert, minlength=sh.experts)
+    sym = symmetry(wl, cnt, expert_rank, aiv_comm)
+    fold = fold and sym is not None and ep > 1  # else the whole graph
+    # the objects whose tasks are built: all, or (folded) rank 0's: its token tiles, the
+    # dispatch tiles it sends (the first EP x per-stream tiles) and receives, its row tiles
+    ept = 1 if fold else ep  # ranks whose token tiles are built
+    every_ct = np.arange(n_ct)
+    sent = np.arange(ep * sym.per_stream) if fold and sym else every_ct  # tiles with src 0
+    received = np.flatnonzero(c_dst == 0) if fold else every_ct
+    kept_rt = np.flatnonzero(r_rank == 0) if fold else np.arange(n_rt)
+    # position of a tile's copy on rank 0 among rank 0's tiles (ties; folded: edge sources)
+    src_side = sym.send_rep(c_src, c_dst, c_q) if sym else every_ct
+    dst_side = sym.recv_rep(c_src, c_dst, c_q) if sym else every_ct
+    rt_rep = sym.row_tile_rep(r_expert, r_idx, r_rank) if sym else np.arange(n_rt)
 
     b = Builder(T, _COLS, _FCOLS)
     ids: dict[str, np.ndarray] = {}
-    tt_rank = np.repeat(np.arange(ep), nu)
-    tt_u = np.tile(np.arange(nu), ep)
+    objects: dict[str, np.ndarray] = {}  # comm-tile type -> the tiles its tasks stand for
+    canon_parts: list[np.ndarray] = []
+    q_base = [0]
+
+    def add(kind: str, size: int, rep: np.ndarray, **cols: Any) -> np.ndarray:
+        """`b.add`, plus each task's tie position: its id, or in a symmetric run the id its
+        copy on rank 0 has in the folded graph (`rep`: position in rank 0's block)."""
+        block = b.add(kind, size, **cols)
+        if sym is None:
+            canon_parts.append(block)
+        else:
+            canon_parts.append(q_base[0] + np.broadcast_to(rep, (size,)))
+            q_base[0] += size if fold else size // ep
+        return block
+
+    def rank_major(size: int) -> np.ndarray:
+        """Position on its rank of each task of a block ordered by rank."""
+        return np.tile(np.arange(size // ept), ept)
+
+    tt_rank = np.repeat(np.arange(ept), nu)
+    tt_u = np.tile(np.arange(nu), ept)
     tt_rows = np.minimum(tt, tok - tt_u * tt)
     tt_chunk = chunk_of_u[tt_u]
     common_tt: dict[str, Any] = dict(rank=tt_rank, token_tile=tt_u, chunk=tt_chunk, rows=tt_rows)
@@ -173,18 +293,20 @@ def build_graph(
     gate_io: dict[str, Any] = dict(
         a_bytes=tt_rows * h * 2.0, a_hbm=1.0, w_bytes=h * e_ * 2.0, w_hbm=1.0 / nu
     )
-    ids["gate"] = b.add(
+    ids["gate"] = add(
         "gate",
-        ep * nu,
+        ept * nu,
+        rank_major(ept * nu),
         **common_tt,
         flops=2.0 * tt_rows * h * e_,
         **gate_io,
         out_bytes=tt_rows * e_ * 4.0,
     )
     # top-k also zeroes its tokens' output rows (the accumulator unpermute adds into)
-    ids["topk"] = b.add(
+    ids["topk"] = add(
         "topk",
-        ep * nu,
+        ept * nu,
+        rank_major(ept * nu),
         **common_tt,
         flops=tt_rows * e_ * 4.0,
         a_bytes=tt_rows * e_ * 4.0,
@@ -194,12 +316,13 @@ def build_graph(
     b.edge(ids["gate"], ids["topk"])
     # layout: per (rank, chunk), counts rows per destination/expert from every token's top-k
     # (DeepEP's get_dispatch_layout); it fixes where each row goes in the send buffers
-    lay_rank = np.repeat(np.arange(ep), chunks)
-    lay_chunk = np.tile(np.arange(chunks), ep)
-    lay_tokens = np.bincount(tt_rank * chunks + tt_chunk, weights=tt_rows, minlength=ep * chunks)
-    ids["layout"] = b.add(
+    lay_rank = np.repeat(np.arange(ept), chunks)
+    lay_chunk = np.tile(np.arange(chunks), ept)
+    lay_tokens = np.bincount(tt_rank * chunks + tt_chunk, weights=tt_rows, minlength=ept * chunks)
+    ids["layout"] = add(
         "layout",
-        ep * chunks,
+        ept * chunks,
+        rank_major(ept * chunks),
         rank=lay_rank,
         chunk=lay_chunk,
         rows=lay_tokens.astype(np.int64),
@@ -221,19 +344,24 @@ def build_graph(
     expert_key = ((c_chunk * n_local + c_local) * ep + rnd) * maxq + c_q
     phase_span = chunks * n_local * ep * maxq
     # columns shared by every per-comm-tile task (permute, unpermute): sender, receiver, tile
-    comm_tile: dict[str, Any] = dict(rank=c_src, peer=c_dst, tile=c_q, chunk=c_chunk, rows=c_rows)
-    # permute: one task per dispatch tile, gathering its rows of x into the send buffer
-    ids["permute"] = b.add(
-        "permute",
-        n_ct,
-        **comm_tile,
-        seq=dispatch_seq,
-        flops=c_rows * h * (2.0 if bd == 1 else 0.0),
-        a_bytes=c_rows * h * 2.0,
-        a_hbm=1.0,
-        out_bytes=c_rows * wl.dispatch_row_bytes,
+    comm_tile: dict[str, Any] = dict(
+        rank=c_src[sent], peer=c_dst[sent], tile=c_q[sent], chunk=c_chunk[sent], rows=c_rows[sent]
     )
-    b.edge(ids["layout"][c_src * chunks + c_chunk], ids["permute"])
+    s_rows = c_rows[sent]
+    # permute: one task per dispatch tile, gathering its rows of x into the send buffer
+    ids["permute"] = add(
+        "permute",
+        sent.size,
+        src_side[sent],
+        **comm_tile,
+        seq=dispatch_seq[sent],
+        flops=s_rows * h * (2.0 if bd == 1 else 0.0),
+        a_bytes=s_rows * h * 2.0,
+        a_hbm=1.0,
+        out_bytes=s_rows * wl.dispatch_row_bytes,
+    )
+    objects["permute"] = sent
+    b.edge(ids["layout"][c_src[sent] * chunks + c_chunk[sent]], ids["permute"])
     shared = bool(wl.shared_expert and sh.shared_experts)
     if shared:
         si = sh.intermediate * sh.shared_experts
@@ -248,14 +376,15 @@ def build_graph(
                 token_tile=np.repeat(tt_u, m),
                 chunk=np.repeat(tt_chunk, m),
                 rows=np.repeat(tt_rows, m),
-                n_tile=np.tile(np.arange(m), ep * nu),
+                n_tile=np.tile(np.arange(m), ept * nu),
             )
 
         up = per_tt(s1)
-        wid1 = np.tile(sw1, ep * nu)
-        ids["shared_up"] = b.add(
+        wid1 = np.tile(sw1, ept * nu)
+        ids["shared_up"] = add(
             "shared_up",
-            ep * nu * s1,
+            ept * nu * s1,
+            rank_major(ept * nu * s1),
             **{**up, "w_bytes": wid1 * h * 2.0},
             flops=2.0 * up["rows"] * wid1 * h,
             a_bytes=up["rows"] * h * 2.0,
@@ -263,19 +392,21 @@ def build_graph(
             w_hbm=1.0 / nu,
             out_bytes=up["rows"] * wid1 * 2.0,
         )
-        ids["shared_act"] = b.add(
+        ids["shared_act"] = add(
             "shared_act",
-            ep * nu,
+            ept * nu,
+            rank_major(ept * nu),
             **common_tt,
             flops=tt_rows * si * 5.0,
             a_bytes=tt_rows * 2 * si * 2.0,
             out_bytes=tt_rows * si * 2.0,
         )
         down = per_tt(s2)
-        wid2 = np.tile(sw2, ep * nu)
-        ids["shared_down"] = b.add(
+        wid2 = np.tile(sw2, ept * nu)
+        ids["shared_down"] = add(
             "shared_down",
-            ep * nu * s2,
+            ept * nu * s2,
+            rank_major(ept * nu * s2),
             **{**down, "w_bytes": wid2 * si * 2.0},
             flops=2.0 * down["rows"] * wid2 * si,
             a_bytes=down["rows"] * si * 2.0,
@@ -286,55 +417,100 @@ def build_graph(
         b.edge(np.repeat(ids["shared_act"], s2), ids["shared_down"])
         b.edge(np.repeat(ids["topk"], s2), ids["shared_down"])  # adds into the zeroed output
 
+    def by_tile(block: np.ndarray, tiles: np.ndarray) -> np.ndarray:
+        """Task id of each dispatch tile's task in `block` (built for `tiles`; -1 elsewhere)."""
+        out = np.full(n_ct, -1, dtype=np.int64)
+        out[tiles] = block
+        return out
+
     def comm_block(
-        prefix: str, sender: np.ndarray, receiver: np.ndarray, nbytes: np.ndarray, seq: np.ndarray
+        prefix: str,
+        sender: np.ndarray,
+        receiver: np.ndarray,
+        nbytes: np.ndarray,
+        seq: np.ndarray,
+        from_src: bool,
     ) -> tuple[np.ndarray, np.ndarray]:
-        base: dict[str, Any] = dict(
-            expert=-1,
-            peer=receiver,
-            tile=c_q,
-            chunk=c_chunk,
-            rows=c_rows,
-            comm_bytes=nbytes,
-            seq=seq,
-        )
+        """Issue, TX, RX (and done) tasks of one all-to-all; (first, RX) ids by dispatch tile.
+        from_src: the senders are the tiles' sources (dispatch), else their destinations."""
+        out_tiles, in_tiles = (sent, received) if from_src else (received, sent)
+        out_rep, in_rep = (src_side, dst_side) if from_src else (dst_side, src_side)
+
+        def base(tiles: np.ndarray, peer: np.ndarray) -> dict[str, Any]:
+            return dict(
+                expert=-1,
+                peer=peer[tiles],
+                tile=c_q[tiles],
+                chunk=c_chunk[tiles],
+                rows=c_rows[tiles],
+                comm_bytes=nbytes[tiles],
+                seq=seq[tiles],
+            )
+
         first = None
         if aiv_comm:
-            ids[f"{prefix}_issue"] = first = b.add(f"{prefix}_issue", n_ct, rank=sender, **base)
-        ids[f"{prefix}_tx"] = tx = b.add(f"{prefix}_tx", n_ct, rank=sender, **base)
-        ids[f"{prefix}_rx"] = rx = b.add(
-            f"{prefix}_rx", n_ct, rank=receiver, **{**base, "peer": sender}
+            ids[f"{prefix}_issue"] = first = add(
+                f"{prefix}_issue",
+                out_tiles.size,
+                out_rep[out_tiles],
+                rank=sender[out_tiles],
+                **base(out_tiles, receiver),
+            )
+            objects[f"{prefix}_issue"] = out_tiles
+        ids[f"{prefix}_tx"] = tx = add(
+            f"{prefix}_tx",
+            out_tiles.size,
+            out_rep[out_tiles],
+            rank=sender[out_tiles],
+            **base(out_tiles, receiver),
         )
+        ids[f"{prefix}_rx"] = rx = add(
+            f"{prefix}_rx",
+            in_tiles.size,
+            in_rep[in_tiles],
+            rank=receiver[in_tiles],
+            **base(in_tiles, sender),
+        )
+        objects[f"{prefix}_tx"], objects[f"{prefix}_rx"] = out_tiles, in_tiles
         if first is not None:
             b.edge(first, tx)
-        b.edge(tx, rx)
+        # folded: a tile's TX on another rank is its copy's on rank 0
+        b.edge(tx[0] + (out_rep[in_tiles] if fold else in_tiles), rx)
         if two_sided:  # completion known per rank only once every tile has arrived
-            ids[f"{prefix}_done"] = done = b.add(f"{prefix}_done", ep, rank=np.arange(ep))
-            b.edge(rx, done[receiver])
-        return (first if first is not None else tx), rx
+            ids[f"{prefix}_done"] = done = add(
+                f"{prefix}_done", ept, rank_major(ept), rank=np.arange(ept)
+            )
+            b.edge(rx, done[receiver[in_tiles]])
+        return by_tile(first if first is not None else tx, out_tiles), by_tile(rx, in_tiles)
 
     d_first, d_last = comm_block(
-        "dispatch", c_src, c_dst, c_rows * wl.dispatch_row_bytes, dispatch_seq
+        "dispatch", c_src, c_dst, c_rows * wl.dispatch_row_bytes, dispatch_seq, True
     )
-    b.edge(ids["permute"], d_first)
+    b.edge(ids["permute"], d_first[sent])
 
     n1 = -(-2 * inter // wl.n_tile)
     n2 = -(-h // wl.n_tile)
     w1 = np.minimum(wl.n_tile, 2 * inter - np.arange(n1) * wl.n_tile)
     w2 = np.minimum(wl.n_tile, h - np.arange(n2) * wl.n_tile)
-    reuse = tiles_per_expert[r_expert].astype(np.float64)
+    n_kept = kept_rt.size
+    kr_rows, kr_rank, kr_expert = r_rows[kept_rt], r_rank[kept_rt], r_expert[kept_rt]
+    kr_idx, kr_chunk = r_idx[kept_rt], r_chunk[kept_rt]
+    reuse = tiles_per_expert[kr_expert].astype(np.float64)
+    rt_pos = np.full(n_rt, -1, dtype=np.int64)  # position of a row tile among those built
+    rt_pos[kept_rt] = np.arange(n_kept)
 
     def gemm(kind: str, nt: int, widths: np.ndarray, kdim: int, a_hbm: float) -> np.ndarray:
-        rows = np.repeat(r_rows, nt)
-        wid = np.tile(widths, n_rt)
-        return b.add(
+        rows = np.repeat(kr_rows, nt)
+        wid = np.tile(widths, n_kept)
+        return add(
             kind,
-            n_rt * nt,
-            rank=np.repeat(r_rank, nt),
-            expert=np.repeat(r_expert, nt),
-            row_tile=np.repeat(r_idx, nt),
-            n_tile=np.tile(np.arange(nt), n_rt),
-            chunk=np.repeat(r_chunk, nt),
+            n_kept * nt,
+            (rt_rep[kept_rt][:, None] * nt + np.arange(nt)).ravel(),
+            rank=np.repeat(kr_rank, nt),
+            expert=np.repeat(kr_expert, nt),
+            row_tile=np.repeat(kr_idx, nt),
+            n_tile=np.tile(np.arange(nt), n_kept),
+            chunk=np.repeat(kr_chunk, nt),
             rows=rows,
             flops=2.0 * rows * wid * kdim,
             a_bytes=rows * kdim * (bd if kind == "gemm1" else 2.0),
@@ -346,55 +522,66 @@ def build_graph(
 
     ids["gemm1"] = gemm("gemm1", n1, w1, h, 1.0 / n1)
     # (dispatch tile, row tile) pairs sharing a row, sorted by dispatch tile (combine side:
-    # the same pairs sorted by row tile)
-    order = np.lexsort((shared_rt, shared_ct))
-    a, c = shared_ct[order], shared_rt[order]
+    # the same pairs sorted by row tile); folded: the pairs of rank 0's row tiles
+    pair_kept = rt_pos[shared_rt] >= 0
+    pair_ct, pair_rt = shared_ct[pair_kept], shared_rt[pair_kept]
+    order = np.lexsort((pair_rt, pair_ct))
+    a, c = pair_ct[order], rt_pos[pair_rt[order]]
     b.edge(np.repeat(d_last[a], n1), (c[:, None] * n1 + np.arange(n1)).ravel() + ids["gemm1"][0])
     if two_sided:
-        b.edge(ids["dispatch_done"][np.repeat(r_rank, n1)], ids["gemm1"])
-    rt_common = dict(rank=r_rank, expert=r_expert, row_tile=r_idx, chunk=r_chunk, rows=r_rows)
-    ids["swiglu"] = b.add(
+        b.edge(ids["dispatch_done"][np.repeat(kr_rank, n1)], ids["gemm1"])
+    rt_common = dict(rank=kr_rank, expert=kr_expert, row_tile=kr_idx, chunk=kr_chunk, rows=kr_rows)
+    ids["swiglu"] = add(
         "swiglu",
-        n_rt,
+        n_kept,
+        rt_rep[kept_rt],
         **rt_common,
-        flops=r_rows * inter * 5.0,
-        a_bytes=r_rows * 2 * inter * 2.0,
-        out_bytes=r_rows * inter * 2.0,
+        flops=kr_rows * inter * 5.0,
+        a_bytes=kr_rows * 2 * inter * 2.0,
+        out_bytes=kr_rows * inter * 2.0,
     )
     b.edge(ids["gemm1"], np.repeat(ids["swiglu"], n1))
     ids["gemm2"] = gemm("gemm2", n2, w2, inter, 1.0 / n2)
     b.edge(np.repeat(ids["swiglu"], n2), ids["gemm2"])
 
     c_first, c_last = comm_block(
-        "combine", c_dst, c_src, c_rows * wl.combine_row_bytes, combine_seq
+        "combine", c_dst, c_src, c_rows * wl.combine_row_bytes, combine_seq, False
     )
-    order = np.lexsort((shared_ct, shared_rt))
-    a, c = shared_rt[order], shared_ct[order]
+    order = np.lexsort((pair_ct, pair_rt))
+    a, c = rt_pos[pair_rt[order]], pair_ct[order]
     b.edge((a[:, None] * n2 + np.arange(n2)).ravel() + ids["gemm2"][0], np.repeat(c_first[c], n2))
     # unpermute: one task per combine tile on the source rank, weighted atomic add into the output
-    ids["unpermute"] = b.add(
+    ids["unpermute"] = add(
         "unpermute",
-        n_ct,
+        sent.size,
+        src_side[sent],
         **comm_tile,
-        seq=combine_seq,
-        flops=c_rows * h * 2.0,
-        a_bytes=c_rows * h * 2.0,
+        seq=combine_seq[sent],
+        flops=s_rows * h * 2.0,
+        a_bytes=s_rows * h * 2.0,
         a_hbm=1.0,
-        out_bytes=c_rows * h * 4.0,
+        out_bytes=s_rows * h * 4.0,
     )
-    b.edge(c_last, ids["unpermute"])
+    objects["unpermute"] = sent
+    b.edge(c_last[sent], ids["unpermute"])
     if two_sided:
-        b.edge(ids["combine_done"][c_src], ids["unpermute"])
+        b.edge(ids["combine_done"][c_src[sent]], ids["unpermute"])
 
     cols = {name: np.concatenate(b.parts[name]) for name in _COLS + _FCOLS}
     seq = np.concatenate(b.parts["seq"])
     seq_expert = seq.copy()
     for name in ("permute", "dispatch_issue", "dispatch_tx", "dispatch_rx"):
         if name in ids:
-            seq_expert[ids[name]] = expert_key
+            seq_expert[ids[name]] = expert_key[objects[name]]
     for name in ("combine_issue", "combine_tx", "combine_rx", "unpermute"):
         if name in ids:
-            seq_expert[ids[name]] = phase_span + expert_key
+            seq_expert[ids[name]] = phase_span + expert_key[objects[name]]
+    # ties after seq: by id, or in a symmetric run by the id of the task's copy on rank 0, so
+    # that every rank breaks its ties as rank 0 does (the schedules order by seq alone)
+    canon = np.concatenate(canon_parts)
+    span = int(canon.max(initial=0)) + 1
+    seq = seq * span + canon
+    seq_expert = seq_expert * span + canon
     es = np.concatenate([e[0] for e in b.edges])
     ed = np.concatenate([e[1] for e in b.edges])
     return TaskGraph(
@@ -411,6 +598,8 @@ def build_graph(
         aiv_comm,
         two_sided,
         ids,
+        ep if fold else 1,
+        sym,
     )
 
 

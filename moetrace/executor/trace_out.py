@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 import polars as pl
 
+from moetrace.executor.fold import Expansion, expand_edges
 from moetrace.executor.hardware import Hardware
 from moetrace.executor.schedules import POOL_STEP, POOL_STREAM, ScheduleOptions, Timed, lane_layout
 from moetrace.executor.tiles import AIC_TYPES, TYPES, T, TaskGraph
@@ -29,6 +30,7 @@ _COMM_TASKS = [
 ]
 _COMM_TASKS += [T["permute"], T["unpermute"]]
 _UNIT_OF_POOL = ["aic", "aiv", "aiv", "link", "link", "other", "other"]
+_SLICE = 1 << 19  # events per slice of a folded trace's text
 
 
 def _labels(
@@ -61,21 +63,35 @@ _FAMILY_KEYS = {
 }
 
 
+def _family(typ: np.ndarray) -> np.ndarray:
+    """Args family of every task: 0 token tasks, 1 expert tasks, 2 comm tasks, 3 the rest."""
+    return np.select(
+        [np.isin(typ, _TOKEN_TASKS), np.isin(typ, _EXPERT_TASKS), np.isin(typ, _COMM_TASKS)],
+        [0, 1, 2],
+        3,
+    )
+
+
+# the two keys of a family that differ from rank to rank (the rest is the same on every rank
+# of a rotation-symmetric run): the folded trace fills them in per rank
+_RANK_KEYS = {1: ("expert", "row_tile"), 2: ("src", "dst")}
+
+
 def _args_json(
     coords: dict[str, np.ndarray],
     typ: np.ndarray,
     name_code: np.ndarray,
     pool: np.ndarray,
     names: list[str],
-) -> pl.Series:
+    split: bool = False,
+) -> pl.DataFrame:
     """The args JSON text of every task, built column-wise: a templated '{"task":..,"unit":..'
     head per (name, unit), then ',"key":value' for each key of the task's family. chunk, and
-    n_tile outside expert tasks, print null when negative."""
-    family = np.select(
-        [np.isin(typ, _TOKEN_TASKS), np.isin(typ, _EXPERT_TASKS), np.isin(typ, _COMM_TASKS)],
-        [0, 1, 2],
-        3,
-    )
+    n_tile outside expert tasks, print null when negative. Column `args`; with `split`,
+    columns `head` and `tail` instead: the text before the first of the family's two
+    `_RANK_KEYS` values and after the second (the text between them is
+    '<first>,"<second key>":<second>'; families without such keys: all of it in `tail`)."""
+    family = _family(typ)
     n_pools = len(_UNIT_OF_POOL)
     head_code = np.asarray(name_code, dtype=np.int64) * n_pools + pool
     used = np.unique(head_code)  # few distinct (name, unit) pairs
@@ -101,14 +117,30 @@ def _args_json(
     parts = []
     for lo, hi in itertools.pairwise(bounds):
         fam = int(family[lo])
+        holes: tuple[str, ...] = _RANK_KEYS.get(fam, ()) if split else ()
         pieces: list[pl.Expr] = [pl.col("_head")]
+        cut_at = 0  # pieces before the first rank key's value
         for key in _ARG_KEYS:
             if key in _FAMILY_KEYS[fam]:
+                if key in holes:
+                    if key == holes[0]:
+                        pieces.append(pl.lit(f',"{key}":'))
+                        cut_at = len(pieces)
+                    continue
                 null = key == "chunk" or (key == "n_tile" and fam != 1)
                 pieces += [pl.lit(f',"{key}":'), text(key, null)]
         pieces.append(pl.lit("}"))
-        parts.append(frame.lazy().slice(lo, hi - lo).select(pl.concat_str(pieces).alias("args")))
-    return pl.concat(pl.collect_all(parts))["args"]
+        block = frame.lazy().slice(lo, hi - lo)
+        if not split:
+            parts.append(block.select(pl.concat_str(pieces).alias("args")))
+        else:
+            parts.append(
+                block.select(
+                    pl.concat_str(pieces[:cut_at] or [pl.lit("")]).alias("head"),
+                    pl.concat_str(pieces[cut_at:]).alias("tail"),
+                )
+            )
+    return pl.concat(pl.collect_all(parts))
 
 
 def lane_names(hw: Hardware, opts: ScheduleOptions) -> tuple[list[str], list[str]]:
@@ -126,22 +158,12 @@ def lane_names(hw: Hardware, opts: ScheduleOptions) -> tuple[list[str], list[str
     return names, units
 
 
-def build_trace(
-    graph: TaskGraph,
-    timed: Timed,
-    start: np.ndarray,
-    lane: np.ndarray,
-    hw: Hardware,
-    opts: ScheduleOptions,
-    meta_executor: dict[str, Any],
-) -> Trace:
-    """Events, tracks, deps and meta of a finished run."""
+def _columns(
+    graph: TaskGraph, timed: Timed, start: np.ndarray, lane: np.ndarray, split: bool
+) -> tuple[pl.DataFrame, np.ndarray]:
+    """Every task's event columns (track .. bytes, and args: `_args_json`, `split` or not) and
+    which tasks are sync/launch nodes ("other": their edges are sync deps)."""
     n, ng = timed.n, timed.n_graph
-    ranks = int(timed.rank.max()) + 1
-    names, units = lane_names(hw, opts)
-    per = len(names)
-    end = start + timed.dur
-    makespan = int(end.max())
     typ = timed.type
     other = np.isin(typ, [T["launch"], T["dispatch_done"], T["combine_done"]])
     kind_code = np.where(np.isin(typ, list(_COMPUTE)), 0, np.where(other, 2, 1))
@@ -149,7 +171,6 @@ def build_trace(
     if n > ng:
         name_code[ng:] = len(TYPES) + timed.seq[ng:]
     launch_names = [f"launch {op}" for op in timed.launch_op]
-    name = _labels(name_code, [*TYPES, *launch_names])
     c = graph.cols
 
     def col(key: str) -> np.ndarray:
@@ -177,12 +198,12 @@ def build_trace(
         "hbm_bytes": np.rint(timed.hbm_bytes).astype(np.int64),
         "l2_bytes": np.rint(timed.l2_bytes).astype(np.int64),
     }
-    args = _args_json(coords, typ, name_code, timed.pool, [*TYPES, *launch_names])
+    names = [*TYPES, *launch_names]
+    args = _args_json(coords, typ, name_code, timed.pool, names, split)
     events = pl.DataFrame(
         {
-            "id": np.arange(n, dtype=np.uint32),
             "track": lane.astype(np.uint32),
-            "name": name,
+            "name": _labels(name_code, names),
             "cat": _labels(
                 np.where(kind_code == 2, len(_UNIT_OF_POOL), timed.pool), [*_UNIT_OF_POOL, "sync"]
             ),
@@ -191,9 +212,147 @@ def build_trace(
             "dur": timed.dur,
             "flops": np.where(is_compute, flops, np.nan),
             "bytes": moved,
-            "args": args,
         }
     ).with_columns(pl.col("flops").fill_nan(None))
+    return pl.concat([events, args], how="horizontal"), other
+
+
+def build_trace(
+    graph: TaskGraph,
+    timed: Timed,
+    start: np.ndarray,
+    lane: np.ndarray,
+    hw: Hardware,
+    opts: ScheduleOptions,
+    meta_executor: dict[str, Any],
+) -> Trace:
+    """Events, tracks, deps and meta of a finished run."""
+    events, other = _columns(graph, timed, start, lane, split=False)
+    events = events.with_columns(pl.Series("id", np.arange(timed.n, dtype=np.uint32)))
+    deps = _deps(timed.src, timed.dst, (other[timed.src] | other[timed.dst]).astype(np.int64))
+    makespan = int((start + timed.dur).max())
+    depth = _known_depth(timed, start, makespan)
+    ranks = int(timed.rank.max()) + 1
+    if depth is not None:
+        events = events.with_columns(pl.Series("depth", depth[: timed.n], dtype=pl.UInt16))
+        depth = depth[timed.n :]
+    return _assemble(events, ranks, deps, makespan, depth, hw, opts, meta_executor)
+
+
+def build_folded_trace(
+    graph: TaskGraph,
+    timed: Timed,
+    start: np.ndarray,
+    lane: np.ndarray,
+    exp: Expansion,
+    hw: Hardware,
+    opts: ScheduleOptions,
+    meta_executor: dict[str, Any],
+) -> Trace:
+    """The trace of every rank of a folded run (`executor.fold`): rank 0's event columns,
+    gathered for every task of the whole run from its copy on rank 0 (the same frames as
+    `build_trace` of the full simulation; deps in another row order)."""
+    sym = graph.symmetric
+    assert sym is not None
+    ep = exp.ranks
+    q_events, other = _columns(graph, timed, start, lane, split=True)
+    rep, rank = exp.rep, exp.rank
+    # the two rank-dependent args values of each task (`_RANK_KEYS`) as one code per pair of
+    # values, computed per (rank, task of rank 0) and scattered to the whole run's order
+    c = graph.cols
+    nq = graph.n
+    typ = c["type"]
+    fam = _family(typ)
+    expert0, row0, peer0 = (c[k].astype(np.int32) for k in ("expert", "row_tile", "peer"))
+    local = np.maximum(expert0, 0) // ep
+    shift = sym.shift[local].astype(np.int32)
+    tiles = np.maximum(sym.tiles[local], 1).astype(np.int32)
+    recv = np.isin(typ, [T["dispatch_rx"], T["combine_rx"]])
+    src0, dst0 = np.where(recv, peer0, 0), np.where(recv, 0, peer0)
+    experts = int(expert0.max(initial=0)) + ep
+    width = max(int(sym.tiles.max(initial=1)), ep)
+    r = np.arange(ep, dtype=np.int32)[:, None]
+    code2d = np.where(
+        fam == 1,
+        1 + (expert0 + r) * width + (row0 + r * shift) % tiles,
+        np.where(fam == 2, 1 + (experts + (src0 + r) % ep) * width + (dst0 + r) % ep, 0),
+    )
+    code = np.zeros(exp.n, dtype=np.int32)
+    code[exp.full_id[:, :nq].ravel()] = code2d.ravel()
+    del code2d
+    pair = np.arange(2 * experts * width)
+    middle = pl.DataFrame({"a": pair // width % experts, "b": pair % width}).select(
+        pl.concat_str(
+            pl.col("a").cast(pl.String),
+            pl.when(pl.Series(pair < experts * width))
+            .then(pl.lit(',"row_tile":'))
+            .otherwise(pl.lit(',"dst":')),
+            pl.col("b").cast(pl.String),
+        )
+    )
+    middle_text = pl.concat([pl.Series([""]), middle.to_series()])
+    makespan = int((start + timed.dur).max())
+    depth_q = _known_depth(timed, start, makespan)
+    if depth_q is not None:
+        q_events = q_events.with_columns(pl.Series("depth", depth_q[: timed.n], dtype=pl.UInt16))
+    # deps first: their index arrays are freed before the text is built
+    src_e, dst_e, edge = expand_edges(exp, graph, timed)
+    dep_kind = (other[timed.src] | other[timed.dst]).astype(np.int8)[edge]
+    del edge
+    deps = _deps(src_e, dst_e, dep_kind)
+    del src_e, dst_e, dep_kind
+    # in slices, so that only one slice's gathered pieces of text live beside the result
+    track = (lane[rep] + rank * timed.lanes_per_rank).astype(np.uint32)
+    parts = []
+    for lo in range(0, exp.n, _SLICE):
+        take = pl.Series(rep[lo : lo + _SLICE])
+        parts.append(
+            q_events.lazy()
+            .select(
+                pl.all().exclude("track", "head", "tail").gather(take),
+                pl.Series("id", np.arange(lo, lo + take.len(), dtype=np.uint32)),
+                pl.Series("track", track[lo : lo + _SLICE]),
+                pl.concat_str(
+                    pl.col("head").gather(take),
+                    pl.lit(middle_text.gather(code[lo : lo + _SLICE])),
+                    pl.col("tail").gather(take),
+                ).alias("args"),
+            )
+            .collect()
+        )
+    del code, track
+    events = pl.concat(parts, rechunk=False)
+    depth = None if depth_q is None else np.zeros(ep, dtype=np.uint16)
+    return _assemble(events, ep, deps, makespan, depth, hw, opts, meta_executor)
+
+
+def _deps(src: np.ndarray, dst: np.ndarray, kind: np.ndarray) -> pl.DataFrame:
+    """The deps frame (kind code 1: sync, else data)."""
+    return pl.DataFrame(
+        {
+            "src": src.astype(np.uint32),
+            "dst": dst.astype(np.uint32),
+            "kind": _labels(kind, ["data", "sync"], DepKind),
+        }
+    )
+
+
+def _assemble(
+    events: pl.DataFrame,
+    ranks: int,
+    deps: pl.DataFrame,
+    makespan: int,
+    step_depth: np.ndarray | None,
+    hw: Hardware,
+    opts: ScheduleOptions,
+    meta_executor: dict[str, Any],
+) -> Trace:
+    """The Trace: task events (with their depth column, unless `step_depth` is None: then the
+    model computes every depth) plus one step marker per rank (depth `step_depth`), tracks,
+    deps."""
+    names, units = lane_names(hw, opts)
+    per = len(names)
+    n = events.height
     step_lane = lane_layout(hw, opts)[POOL_STEP][0]
     steps = pl.DataFrame(
         {
@@ -210,7 +369,9 @@ def build_trace(
         },
         schema_overrides={"flops": pl.Float64, "bytes": pl.Float64},
     )
-    events = pl.concat([events, steps], how="vertical_relaxed")
+    if step_depth is not None:
+        steps = steps.with_columns(pl.Series("depth", step_depth, dtype=pl.UInt16))
+    events = pl.concat([events.select(steps.columns), steps], how="vertical_relaxed")
     r = np.repeat(np.arange(ranks), per)
     local = np.tile(np.arange(per), ranks)
     tracks = pl.DataFrame(
@@ -225,12 +386,6 @@ def build_trace(
             "sort_index": local.astype(np.int32),
         }
     )
-    dep_kind = _labels(
-        (other[timed.src] | other[timed.dst]).astype(np.int64), ["data", "sync"], DepKind
-    )
-    deps = pl.DataFrame(
-        {"src": timed.src.astype(np.uint32), "dst": timed.dst.astype(np.uint32), "kind": dep_kind}
-    )
     meta = {
         "format": "executor",
         "flavor": "moetrace",
@@ -239,11 +394,8 @@ def build_trace(
         "peak_flops": hw.peak_flops,
         "executor": {**meta_executor, "makespan_ns": makespan},
     }
-    depth = _known_depth(timed, start, makespan)
-    if depth is None:  # cannot vouch for the nesting: let the model compute it
-        return Trace.from_frames(events, tracks, deps, None, meta, compute_depth=True)
-    events = events.with_columns(pl.Series("depth", depth, dtype=pl.UInt16))
-    return Trace.from_frames(events, tracks, deps, None, meta)
+    # without known depths the model computes them (it cannot vouch for the nesting)
+    return Trace.from_frames(events, tracks, deps, None, meta, compute_depth=step_depth is None)
 
 
 def _known_depth(timed: Timed, start: np.ndarray, makespan: int) -> np.ndarray | None:

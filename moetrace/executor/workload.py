@@ -161,9 +161,9 @@ def route(wl: Workload) -> np.ndarray:
     """Expert ids chosen by every token: int32 [ranks, tokens, top_k], k distinct per token."""
     ep, t, k, e = wl.ranks, wl.tokens, wl.shape.top_k, wl.shape.experts
     kind, param = parse_routing(wl.routing, e)
-    if kind == "balanced":
+    if kind == "balanced":  # every source routes alike: one read-only copy, broadcast
         base = (np.arange(t, dtype=np.int64)[:, None] * k + np.arange(k)[None, :]) % e
-        return np.broadcast_to(base, (ep, t, k)).astype(np.int32).copy()
+        return np.broadcast_to(base.astype(np.int32), (ep, t, k))
     rng = np.random.default_rng(wl.seed)
     if kind == "zipf":
         popularity = np.arange(1, e + 1, dtype=np.float64) ** -float(param)  # type: ignore[arg-type]
@@ -178,13 +178,24 @@ def route(wl: Workload) -> np.ndarray:
     return np.sort(top, axis=2).astype(np.int32)
 
 
+def rows_per_source_expert(wl: Workload, assign: np.ndarray) -> np.ndarray:
+    """Rows each source sends to each expert: int64 [ranks, experts] (balanced routing: one
+    source's counts, repeated: every source routes alike)."""
+    e = wl.shape.experts
+    if wl.routing == "balanced":
+        one = np.bincount(assign[0].ravel(), minlength=e)
+        return np.broadcast_to(one, (wl.ranks, e))
+    flat = assign.reshape(wl.ranks, -1).astype(np.int64) + e * np.arange(wl.ranks)[:, None]
+    return np.bincount(flat.ravel(), minlength=wl.ranks * e).reshape(wl.ranks, e)
+
+
 def place(wl: Workload, assign: np.ndarray) -> np.ndarray:
     """Rank of every expert (int32 [experts]); each rank holds experts/ranks of them."""
     e, ep = wl.shape.experts, wl.ranks
     per = e // ep
     if wl.placement == "round-robin":
         return (np.arange(e) % ep).astype(np.int32)
-    load = np.bincount(assign.ravel(), minlength=e).astype(np.int64)
+    load = rows_per_source_expert(wl, assign).sum(axis=0).astype(np.int64)
     order = np.lexsort((np.arange(e), -load))  # heaviest first, ties by id
     rank_load = np.zeros(ep, dtype=np.int64)
     slots = np.full(ep, per, dtype=np.int64)

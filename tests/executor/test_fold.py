@@ -1,0 +1,166 @@
+"""One-rank simulation of rotation-symmetric tile runs (executor/fold.py) against the full
+simulation of every rank: the same start, end and lane of every task on every rank, the same
+trace frames (deps as a set) and the same meta."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+import polars as pl
+import pytest
+
+from moetrace.executor.run import Run, execute, prepare, simulate, to_trace
+from moetrace.executor.tiles import build_graph, symmetry
+from moetrace.executor.workload import make_workload, place, route
+
+SYMMETRIC = [
+    dict(ranks=8, tokens=512),  # 16 rows per (source, expert): one row tile per expert
+    dict(ranks=4, tokens=256, shared_expert=True),
+    dict(ranks=8, tokens=512, one_sided=False),
+    dict(ranks=8, tokens=64),
+    dict(ranks=8, tokens=512, dynamic=True),
+    dict(ranks=8, tokens=512, l2=False),
+    dict(ranks=8, tokens=4096),  # 128 rows per (source, expert): a row tile per source
+    dict(ranks=8, tokens=4096, hardware="ascend-950", n_tile=1024),
+    dict(ranks=16, tokens=4096, hw_overrides={"link_bw": 40e9}),
+    dict(ranks=8, tokens=2048, tile_rows=64),  # 64 rows per (source, expert): a tile per source
+]
+
+
+def _both(**params: Any) -> tuple[Run, Run]:
+    wl, hw, opts, _ = prepare(**params)
+    return execute(wl, hw, opts), execute(wl, hw, opts, fold=True)
+
+
+@pytest.mark.parametrize(
+    "params", SYMMETRIC, ids=lambda p: ",".join(f"{k}={v}" for k, v in p.items())
+)
+def test_folded_run_equals_the_full_simulation_task_by_task(params: dict[str, Any]) -> None:
+    full, folded = _both(**params)
+    exp = folded.expansion
+    assert full.expansion is None
+    if exp is None:  # the planner kept a chunked plan: its own graph of every rank
+        assert folded.plan.startswith("chunked") and folded.plan == full.plan
+        assert np.array_equal(full.start, folded.start) and np.array_equal(full.lane, folded.lane)
+        return
+    assert folded.graph.n * params["ranks"] == full.graph.n
+    rep, rank = exp.rep, exp.rank
+    t, q = full.timed, folded.timed
+    assert np.array_equal(t.rank, rank)
+    assert np.array_equal(t.type, q.type[rep])
+    assert np.array_equal(t.dur, q.dur[rep])
+    # every task on every rank starts and ends at the same ns, on the same lane
+    assert np.array_equal(full.start, folded.start[rep])
+    assert np.array_equal(full.start + t.dur, (folded.start + q.dur)[rep])
+    assert np.array_equal(full.lane, folded.lane[rep] + rank * q.lanes_per_rank)
+    assert full.plan == folded.plan and full.makespan_ns == folded.makespan_ns
+
+
+@pytest.mark.parametrize("params", SYMMETRIC[:4], ids=str)
+def test_folded_trace_equals_the_full_trace(params: dict[str, Any]) -> None:
+    full, folded = _both(**params)
+    assert folded.expansion is not None or folded.plan.startswith("chunked")
+    a, b = to_trace(full), to_trace(folded)
+    assert a.events.equals(b.events)  # every column: ts, dur, track, name, args, depth ...
+    assert a.tracks.equals(b.tracks)
+    assert a.deps.sort("src", "dst").equals(b.deps.sort("src", "dst"))
+    assert a.deps.height == b.deps.height == full.timed.src.size
+    ma, mb = a.meta["executor"], b.meta["executor"]
+    assert ma.keys() == mb.keys()
+    for key, value in ma.items():
+        if isinstance(value, float):
+            assert math.isclose(value, mb[key], rel_tol=1e-12), key
+        else:
+            assert value == mb[key], key
+    assert b.problems() == []
+
+
+def test_simulate_uses_the_fold_only_where_it_is_exact() -> None:
+    # 64 rows per (source, expert) on 16 ranks: a row tile holds two sources' rows, so a
+    # rotation by one rank is not a map of row tiles: the whole graph is simulated
+    for params in (
+        dict(ranks=16, tokens=2048),
+        dict(ranks=8, tokens=512, routing="zipf:0.2"),
+        dict(ranks=8, tokens=512, schedule_name="chunked", chunks=2),
+        dict(ranks=8, tokens=512, schedule_name="sequential"),
+        dict(ranks=8, tokens=512, placement="balanced", routing="zipf:0.5"),
+    ):
+        wl, hw, opts, _ = prepare(**params)
+        assert execute(wl, hw, opts, fold=True).expansion is None, params
+    wl, hw, opts, _ = prepare(ranks=8, tokens=512)
+    assert execute(wl, hw, opts, fold=True).expansion is not None
+
+
+def test_symmetry_by_hand() -> None:
+    # DeepSeek-V3, 8 ranks x 4096 tokens, top-8 of 256 experts: 4096 * 8 / 256 = 128 rows from
+    # every source to every expert = one 128-row tile per source; 32 experts per rank, so a
+    # (source, destination) stream holds 32 * 128 rows = 32 tiles; an expert 8 row tiles
+    wl = make_workload("deepseek-v3", 8, 4096)
+    assign = route(wl)
+    cnt = np.zeros((8, 1, 256), dtype=np.int64)
+    for s in range(8):
+        cnt[s, 0] = np.bincount(assign[s].ravel(), minlength=256)
+    sym = symmetry(wl, cnt, place(wl, assign), aiv_comm=True)
+    assert sym is not None
+    assert sym.per_stream == 32
+    assert sym.shift.tolist() == [1] * 32 and sym.tiles.tolist() == [8] * 32
+    # rotation: tile (src 3 -> dst 5, q 7) is tile (0 -> 2, 7) on rank 0: position 2 * 32 + 7
+    assert sym.send_rep(np.array([3]), np.array([5]), np.array([7])).tolist() == [71]
+    # received by 5 from 3 = received by 0 from 6 (= 3 - 5 mod 8): position 6 * 32 + 7
+    assert sym.recv_rep(np.array([3]), np.array([5]), np.array([7])).tolist() == [199]
+    # row tile 2 (source 2's rows) of expert 13 (local 1 on rank 5) = source 5 on rank 0's
+    # expert 8 (local 1): position 8 (expert 0's tiles) + 5
+    assert sym.row_tile_rep(np.array([13]), np.array([2]), np.array([5])).tolist() == [13]
+    assert symmetry(wl, cnt, place(wl, assign), aiv_comm=False) is None
+    skewed = cnt.copy()
+    skewed[0, 0, :2] += [1, -1]
+    assert symmetry(wl, skewed, place(wl, assign), aiv_comm=True) is None
+
+
+def test_folded_graph_holds_rank_zero_only() -> None:
+    wl = make_workload("deepseek-v3", 8, 512)
+    g = build_graph(wl, fold=True)
+    full = build_graph(wl)
+    assert g.folded_ranks == 8 and g.full_tasks == full.n
+    assert (g.cols["rank"] == 0).all()
+    # per type, rank 0's tasks of the full graph: as many, the same columns but their order
+    for name in ("gemm1", "dispatch_rx", "combine_tx", "unpermute", "gate"):
+        mine = g.ids[name]
+        theirs = full.ids[name][full.cols["rank"][full.ids[name]] == 0]
+        assert mine.size == theirs.size
+        for col in ("rows", "tile", "expert", "row_tile", "n_tile"):
+            assert sorted(g.cols[col][mine]) == sorted(full.cols[col][theirs])
+
+
+def test_simulate_is_the_folded_trace_with_every_rank() -> None:
+    trace = simulate(ranks=8, tokens=512)
+    ev = trace.events_with_tracks()
+    per_rank = ev.group_by("rank").agg(pl.len()).sort("rank")
+    assert per_rank["len"].n_unique() == 1 and per_rank.height == 8
+    assert trace.meta["executor"]["tasks"] == ev.filter(pl.col("name") != "step 0").height - 8
+
+
+def test_heap_list_schedule_equals_the_numpy_steps() -> None:
+    # the folded graph's few (rank, pool) groups go through a heap per group; the numpy
+    # version (many groups) must give the same starts and cores on the same input
+    from moetrace.executor.staticsched import (
+        FEW_GROUPS,
+        _heap_list_schedule,
+        ordered_list_schedule,
+    )
+
+    rng = np.random.default_rng(7)
+    for trial in range(20):
+        groups = FEW_GROUPS + 1 + trial
+        n = int(rng.integers(1, 400))
+        group = rng.integers(0, groups, n)
+        group[:groups] = np.arange(groups)[: min(groups, n)]
+        release = rng.integers(0, 50, n) * int(rng.integers(1, 4))  # many equal times: ties
+        dur = rng.integers(1, 30, n)
+        cores = rng.integers(1, 5, int(group.max()) + 1)
+        s1, c1 = ordered_list_schedule(group, release, dur, cores)
+        s2, c2 = _heap_list_schedule(group, release, dur, cores)
+        assert np.array_equal(s1, s2) and np.array_equal(c1, c2)
+        assert (c1 < cores[group]).all() and (s1 >= release).all()
