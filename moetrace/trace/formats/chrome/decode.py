@@ -395,19 +395,20 @@ def _decode_piece(
 ) -> pl.DataFrame:
     """Decode `ev, ev, ...` (no brackets) into text columns (see _json_columns)."""
     full = full or any(key in piece for key in _RARE_KEYS)
-    return _columns(b"[" + piece + b"]", first_index, full, None)
+    columns = _columns(b"[" + piece + b"]", first_index, full, None)
+    return columns.frame() if isinstance(columns, PendingPiece) else columns
 
 
 def _columns(
     data: bytes | memoryview, first_index: int, full: bool, in_flight: list[PendingPiece] | None
 ) -> pl.DataFrame | PendingPiece:
-    """The columns of `[ev, ...]`: the fast path (`fast.start_piece`, finished on a worker
-    thread when `in_flight` is given) unless the piece needs the rare keys or breaks its
-    types; then `columns.decode_bracketed`."""
+    """The columns of `[ev, ...]`: the fast path (`fast.start_piece`, finished on the worker
+    thread) unless the piece needs the rare keys or breaks its types; then
+    `columns.decode_bracketed`."""
     if not full:
         piece = start_piece(data, first_index, in_flight)
         if piece is not None:
-            return piece if in_flight is not None else piece.frame()
+            return piece
     return decode_bracketed(data, first_index, full=full)
 
 
