@@ -29,7 +29,7 @@ from moetrace.trace.formats.chrome.columns import (
     decode_bracketed,
     empty_columns,
 )
-from moetrace.trace.formats.chrome.fast import PendingPiece, start_piece
+from moetrace.trace.formats.chrome.fast import decode_lean
 from moetrace.trace.formats.chrome.source import Reader as _Reader
 from moetrace.trace.model import TraceFormatError
 
@@ -140,8 +140,7 @@ def _decode_stream(path: Path, reader: _Reader) -> RawTrace:
             path, _describe_start(bytes(buf[start : start + 512])), f"byte {start}"
         )
 
-    frames: list[pl.DataFrame | PendingPiece] = []
-    in_flight: list[PendingPiece] = []  # pieces whose columns the worker thread is finishing
+    frames: list[pl.DataFrame] = []
     count = 0
     full = "moetrace" in top  # moetrace's own files carry kind/flops/bytes on events
     while True:
@@ -171,7 +170,7 @@ def _decode_stream(path: Path, reader: _Reader) -> RawTrace:
         tries = 0
         while cut > pos and tries < 4:
             try:
-                piece_frame = _decode_in_place(buf, pos, cut, count, full, in_flight)
+                piece_frame = _decode_in_place(buf, pos, cut, count, full)
                 break
             except msgspec.DecodeError:
                 tries += 1
@@ -195,8 +194,7 @@ def _decode_stream(path: Path, reader: _Reader) -> RawTrace:
             f"gzip stream ends early (after {reader.total} decompressed bytes): "
             f"kept {count} complete events"
         )
-    done = [f.frame() if isinstance(f, PendingPiece) else f for f in frames]
-    events = pl.concat(done, how="diagonal_relaxed", rechunk=False) if done else empty_columns()
+    events = pl.concat(frames, how="diagonal_relaxed", rechunk=False) if frames else empty_columns()
     return RawTrace(events, top, container, warnings, reader.total, reader.gzip)
 
 
@@ -395,31 +393,22 @@ def _decode_piece(
 ) -> pl.DataFrame:
     """Decode `ev, ev, ...` (no brackets) into text columns (see _json_columns)."""
     full = full or any(key in piece for key in _RARE_KEYS)
-    columns = _columns(b"[" + piece + b"]", first_index, full, None)
-    return columns.frame() if isinstance(columns, PendingPiece) else columns
+    return _columns(b"[" + piece + b"]", first_index, full)
 
 
-def _columns(
-    data: bytes | memoryview, first_index: int, full: bool, in_flight: list[PendingPiece] | None
-) -> pl.DataFrame | PendingPiece:
-    """The columns of `[ev, ...]`: the fast path (`fast.start_piece`, finished on the worker
-    thread) unless the piece needs the rare keys or breaks its types; then
-    `columns.decode_bracketed`."""
+def _columns(data: bytes | memoryview, first_index: int, full: bool) -> pl.DataFrame:
+    """The columns of `[ev, ...]`: the fast path (`fast.decode_lean`) unless the piece needs
+    the rare keys or breaks its types; then `columns.decode_bracketed`."""
     if not full:
-        piece = start_piece(data, first_index, in_flight)
-        if piece is not None:
-            return piece
+        frame = decode_lean(data, first_index)
+        if frame is not None:
+            return frame
     return decode_bracketed(data, first_index, full=full)
 
 
 def _decode_in_place(
-    buf: bytearray,
-    pos: int,
-    cut: int,
-    first_index: int,
-    full: bool,
-    in_flight: list[PendingPiece] | None = None,
-) -> pl.DataFrame | PendingPiece:
+    buf: bytearray, pos: int, cut: int, first_index: int, full: bool
+) -> pl.DataFrame:
     """Decode `buf[pos:cut]` without copying it: the bytes just before and at the end of the
     piece (a comma or whitespace, and the comma at `cut`) are turned into `[` and `]` for
     the decode and restored after. Saves two copies of every 4 MB piece (~0.3 s per 1M events
@@ -427,13 +416,13 @@ def _decode_in_place(
     if pos == 0:
         piece = bytes(buf[pos:cut])
         full = full or any(key in piece for key in _RARE_KEYS)
-        return _columns(b"[" + piece + b"]", first_index, full, in_flight)
+        return _columns(b"[" + piece + b"]", first_index, full)
     full = full or any(buf.find(key, pos, cut) >= 0 for key in _RARE_KEYS)
     before, after = buf[pos - 1], buf[cut]
     buf[pos - 1], buf[cut] = 0x5B, 0x5D  # '[' ... ']'
     view = memoryview(buf)[pos - 1 : cut + 1]
     try:
-        return _columns(view, first_index, full, in_flight)
+        return _columns(view, first_index, full)
     finally:
         # msgspec.Raw values export the view; they are gone once the frame is built (a
         # BufferError means an error path still holds them: let that error propagate).

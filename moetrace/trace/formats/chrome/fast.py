@@ -1,19 +1,19 @@
-"""The fast path of Chrome JSON piece decoding: lean structs, joined buffers, a worker thread.
+"""The fast path of Chrome JSON piece decoding: lean structs and joined raw text.
 
-`_json_columns.decode_bracketed` builds its columns from Python values (`float_hook=str`
-makes a Python string of every float, and each one is parsed by a Polars expression per
-column). Here msgspec decodes the times, ids and args as `msgspec.Raw` (no Python value per
-number), each such field becomes one joined byte buffer, and everything after the decode
-(splitting, exact ns parsing, text of pids) runs on a worker thread in Polars, which releases
-the GIL: the next piece is msgspec-decoded meanwhile. The frame is exactly the one
-`decode_bracketed` builds; values outside the fast forms (exponents, quoted numbers, odd
-types) are handed to the same converters it uses.
+`columns.decode_bracketed` builds its columns from Python values: `float_hook=str` makes a
+Python string of every float (a Python call per number) and `Any` fields are decoded
+generically. Here msgspec decodes ts, dur, id and args as `msgspec.Raw` (no Python value per
+number), each such field is joined into one text per piece and split and parsed by Polars;
+id and bp are taken only for events that are not complete slices. The columns are the ones
+`decode_bracketed` builds (a hypothesis test compares them, tests/trace/test_json_fast.py);
+values outside the fast forms (exponents, quoted numbers, odd types) go through the same
+converters it uses. A worker thread for the Polars part was tried: it saves wall time on an
+idle multi-core machine but costs ~90 MB of peak RSS at 1M events (allocator arenas per
+thread), against issue 14's memory target.
 """
 
 from __future__ import annotations
 
-import threading
-from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
 import msgspec
@@ -47,41 +47,10 @@ class LeanEvent(msgspec.Struct, gc=False):
 _LEAN = msgspec.json.Decoder(list[LeanEvent])
 _ANY = msgspec.json.Decoder(float_hook=str)  # the value semantics of _json_columns' decoders
 
-_POOL: ThreadPoolExecutor | None = None
-_POOL_LOCK = threading.Lock()
-
-
-def _pool() -> ThreadPoolExecutor:
-    """The one worker thread (started on first use; idle threads cost nothing)."""
-    global _POOL
-    with _POOL_LOCK:
-        if _POOL is None:
-            _POOL = ThreadPoolExecutor(max_workers=1, thread_name_prefix="moetrace-json")
-        return _POOL
-
-
-class PendingPiece:
-    """A piece whose columns are being finished on the worker thread: `height` is known now,
-    `frame()` waits for the columns."""
-
-    def __init__(self, height: int, future: Future[pl.DataFrame]):
-        self.height = height
-        self._future = future
-
-    def frame(self) -> pl.DataFrame:
-        return self._future.result()
-
-    def done(self) -> bool:
-        return self._future.done()
-
-
-def start_piece(
-    data: bytes | memoryview, first_index: int, in_flight: list[PendingPiece] | None = None
-) -> PendingPiece | None:
-    """Decode `[ev, ev, ...]` and start finishing its columns on the worker thread; None when
-    the piece does not fit the lean types (the caller takes the lenient path). Raises
-    msgspec.DecodeError for invalid JSON or invalid UTF-8, here, not later. `in_flight`
-    (one list per decoded file) bounds the pieces waiting for the worker to one."""
+def decode_lean(data: bytes | memoryview, first_index: int) -> pl.DataFrame | None:
+    """Columns of `[ev, ev, ...]` (see `columns.COLUMNS`), or None when the piece does not
+    fit the lean types (the caller takes the lenient path of `columns`). Raises
+    msgspec.DecodeError for invalid JSON or invalid UTF-8."""
     try:
         events = _LEAN.decode(data)
     except msgspec.ValidationError:
@@ -103,16 +72,7 @@ def start_piece(
     )
     bps = [events[i].bp for i in other]
     del events  # the raw values hold the input buffer: let it go before returning
-    columns = (n, first_index, ph, names, cats, pids, tids, ts, dur, args, other, ids, bps)
-    # One piece finishing while the next decodes: wait for older ones first, so a worker that
-    # falls behind holds back the decoder instead of queueing every piece's Python values.
-    if in_flight is None:
-        return PendingPiece(n, _pool().submit(_finish, *columns))
-    while in_flight and (len(in_flight) > 1 or in_flight[0].done()):
-        in_flight.pop(0).frame()
-    piece = PendingPiece(n, _pool().submit(_finish, *columns))
-    in_flight.append(piece)
-    return piece
+    return _finish(n, first_index, ph, names, cats, pids, tids, ts, dur, args, other, ids, bps)
 
 
 def _text_of(raws: list[msgspec.Raw], field: str) -> str:
@@ -204,7 +164,7 @@ def _finish(
     ids: str,
     bps: list[Any],
 ) -> pl.DataFrame:
-    """The columns of one piece (see `_json_columns.COLUMNS`), on the worker thread."""
+    """The columns of one piece (see `columns.COLUMNS`)."""
     if n == 0:
         return jc.empty_columns()
     cols: dict[str, pl.Series] = {
