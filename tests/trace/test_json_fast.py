@@ -198,7 +198,7 @@ _SHAPES = {"few": _few_tracks, "many": _many_tracks, "deep": _deep}
 @pytest.mark.parametrize("shape", sorted(_SHAPES))
 @settings(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.too_slow,
           HealthCheck.function_scoped_fixture])
-@given(seed=st.integers(0, 2**32), n=st.integers(1, 3000), chunk=st.sampled_from([512, 4096]))
+@given(seed=st.integers(0, 2**32), n=st.integers(1, 2000), chunk=st.sampled_from([512, 4096]))
 def test_traces_of_each_shape_load_the_same_with_and_without_the_fast_path(
     shape: str, seed: int, n: int, chunk: int, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -382,7 +382,9 @@ def _notes(
     )
     names = distinct.to_list()
     # each (event, name) pair once: a pair key seen twice is a name repeated on one event
-    if len(np.unique(notes.msg * max(len(names), 1) + code)) != k:
+    # (found by a sort: numpy 2's hash-based np.unique took ~0.5 s per 100k events here)
+    pairs = np.sort(notes.msg * max(len(names), 1) + code)
+    if bool((pairs[1:] == pairs[:-1]).any()):
         raise _Unsupported("an annotation name twice on one event")
 
     def named(text: str) -> np.ndarray:
