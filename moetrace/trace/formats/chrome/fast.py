@@ -45,7 +45,8 @@ class LeanEvent(msgspec.Struct, gc=False):
 
 
 _LEAN = msgspec.json.Decoder(list[LeanEvent])
-_ANY = msgspec.json.Decoder(float_hook=str)  # the value semantics of _json_columns' decoders
+_ANY = msgspec.json.Decoder(float_hook=str)  # the value semantics of columns' decoders
+
 
 def decode_lean(data: bytes | memoryview, first_index: int) -> pl.DataFrame | None:
     """Columns of `[ev, ev, ...]` (see `columns.COLUMNS`), or None when the piece does not
