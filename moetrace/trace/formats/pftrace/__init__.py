@@ -14,8 +14,6 @@ from typing import BinaryIO
 import polars as pl
 
 from moetrace.trace.formats.chrome import looks_like_json
-from moetrace.trace.formats.pftrace.read import read_pftrace
-from moetrace.trace.formats.pftrace.write import write_pftrace
 from moetrace.trace.model import Trace, TraceFormatError
 
 _DAMAGE = (ValueError, TypeError, KeyError, IndexError, OverflowError, pl.exceptions.PolarsError)
@@ -36,6 +34,10 @@ class Pftrace:
         """Damaged protobuf content (a flipped byte makes a name invalid UTF-8 or a kind
         unknown) becomes one TraceFormatError line, not a traceback. `flavor` is ignored: a
         .pftrace says what its events are."""
+        # Imported here: protobuf and perfetto's protos cost ~10 MB and ~0.3 s to import,
+        # which loading a JSON trace does not need.
+        from moetrace.trace.formats.pftrace.read import read_pftrace
+
         try:
             return read_pftrace(path)
         except TraceFormatError:
@@ -47,6 +49,8 @@ class Pftrace:
             ) from None
 
     def write(self, trace: Trace, out: Path | BinaryIO, *, force: bool) -> None:
+        from moetrace.trace.formats.pftrace.write import write_pftrace
+
         write_pftrace(trace, out, force=force)
 
 
