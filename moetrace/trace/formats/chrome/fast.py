@@ -100,12 +100,13 @@ def _times(joined: str, n: int) -> tuple[pl.Series, pl.Series]:
     text = _split(joined, n)
     t = pl.col("t")
     dot = t.str.find(".", literal=True)
-    as_int = t.cast(pl.Int64, strict=False)
+    # One parse per value: the digits without the point (all of them when there is none).
+    digits = t.str.replace(".", "", literal=True, n=1).cast(pl.Int64, strict=False)
     out = pl.DataFrame({"t": text}).select(
         pl.when((t.str.len_bytes().cast(pl.Int64) - dot.cast(pl.Int64)) == 4)
-        .then(t.str.replace(".", "", literal=True).cast(pl.Int64, strict=False))
-        .when(dot.is_null() & (as_int.abs() <= _MAX_WHOLE))
-        .then(as_int * 1000)
+        .then(digits)
+        .when(dot.is_null() & (digits.abs() <= _MAX_WHOLE))
+        .then(digits * 1000)
         .alias("ns"),
         (t != "null").alias("present"),
     )
