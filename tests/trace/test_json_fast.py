@@ -217,3 +217,21 @@ def test_traces_of_each_shape_load_the_same_with_and_without_the_fast_path(
         reference = read_chrome(path)
     assert fast.frames_equal(reference)
     assert fast.meta == reference.meta
+
+
+def test_a_boolean_among_integer_times_or_pids_is_invalid_in_both_decoders() -> None:
+    """Polars' Int64 constructor reads True as 1: the reference decoder used to take
+    `"ts": true` as 1 µs when the piece's other times were integers (and as invalid
+    otherwise), and a `true` pid as "1". Both decoders now flag it, whatever its neighbours."""
+    data = b'[{"ph":"X","ts":0,"dur":1,"pid":3},{"ph":"X","ts":true,"dur":1,"pid":true}]'
+    reference = columns.decode_bracketed(data, 0)
+    assert reference["ts"].to_list() == [0, None]
+    assert reference["flags"][1] & columns.FLAG_BAD_TS
+    assert reference["pid"].to_list() == ["3", "true"]
+    assert reference["flags"][1] & columns.FLAG_ODD_ID
+    fast = decode_lean(data, 0)
+    assert fast is None  # a boolean pid breaks the lean types: the reference decodes it
+    only_ts = b'[{"ph":"X","ts":0,"dur":1},{"ph":"X","ts":true,"dur":1}]'
+    lean = decode_lean(only_ts, 0)
+    assert lean is not None
+    assert lean.equals(columns.decode_bracketed(only_ts, 0))
