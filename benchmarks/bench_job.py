@@ -8,8 +8,10 @@ each: `map_files(call_on_trace(per_rank))` over all files with --jobs 1 and with
 than the tables and each worker one rank at a time. The cache is off (every rank parsed).
 
 Prints the wall time of each, the speed-up, the peak RSS of the parent and of the largest
-worker (ru_maxrss of self / children), a bound on the job's peak (parent + N x worker), and
-checks that both runs give identical tables. PASS: identical and peak bound <= 1.5 GB.
+worker (ru_maxrss of self / children), a bound on the job's peak (parent + N x worker), the
+cores busy on average (CPU seconds of parent and workers / wall seconds: ~N when the workers
+really run side by side), one line of 1-vs-N ratios (time, peak RSS), and checks that both
+runs give identical tables. PASS: identical and peak bound <= 1.5 GB.
 
 Run: python benchmarks/bench_job.py [--ranks 64] [--events 150000] [--jobs N]
 """
@@ -38,10 +40,12 @@ t0 = time.perf_counter()
 tables = par.map_files(functools.partial(par.call_on_trace, per_rank, cache=False), paths,
                        jobs=jobs)
 elapsed = time.perf_counter() - t0
-own = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
-kids = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss * 1024
+me = resource.getrusage(resource.RUSAGE_SELF)
+children = resource.getrusage(resource.RUSAGE_CHILDREN)
+own, kids = me.ru_maxrss * 1024, children.ru_maxrss * 1024
+cpu = me.ru_utime + me.ru_stime + children.ru_utime + children.ru_stime
 Path(sys.argv[3]).write_bytes(pickle.dumps(tables))
-print(elapsed, own, kids)
+print(elapsed, own, kids, cpu / elapsed)
 """
 
 
@@ -65,8 +69,9 @@ def make_job(folder: Path, ranks: int, events: int) -> int:
     return len(text)
 
 
-def run(folder: Path, jobs: int, out: Path) -> tuple[float, int, int]:
-    """(seconds, parent peak RSS, largest worker peak RSS) of one run in a fresh interpreter."""
+def run(folder: Path, jobs: int, out: Path) -> tuple[float, int, int, float]:
+    """(seconds, parent peak RSS, largest worker peak RSS, busy cores = CPU seconds of the
+    parent and its workers / wall seconds) of one run in a fresh interpreter."""
     env = {
         **os.environ,
         "PYTHONPATH": os.pathsep.join(
@@ -80,8 +85,8 @@ def run(folder: Path, jobs: int, out: Path) -> tuple[float, int, int]:
         text=True,
         env=env,
     )
-    secs, own, kids = done.stdout.split()
-    return float(secs), int(own), int(kids)
+    secs, own, kids, busy = done.stdout.split()
+    return float(secs), int(own), int(kids), float(busy)
 
 
 def main() -> int:
@@ -101,6 +106,7 @@ def main() -> int:
             f"job: {opts.ranks} rank files of {size / 1e6:.1f} MB "
             f"({opts.ranks * size / 1e9:.2f} GB), {opts.events:,} events each"
         )
+        load_at_start = " ".join(f"{x:.2f}" for x in os.getloadavg())
         one = run(folder, 1, folder / "one.pkl")
         many = run(folder, opts.jobs, folder / "many.pkl")
         same = all(
@@ -111,10 +117,10 @@ def main() -> int:
                 strict=True,
             )
         )
-        for label, (secs, own, kids) in (("--jobs 1", one), (f"--jobs {opts.jobs}", many)):
+        for label, (secs, own, kids, busy) in (("--jobs 1", one), (f"--jobs {opts.jobs}", many)):
             print(
                 f"{label:10s} {secs:7.1f} s   parent peak RSS {own / 1e6:7.0f} MB   "
-                f"largest worker {kids / 1e6:7.0f} MB"
+                f"largest worker {kids / 1e6:7.0f} MB   cores busy on average {busy:.2f}"
             )
         bound = many[1] + opts.jobs * many[2]
         print(
@@ -124,6 +130,12 @@ def main() -> int:
         print(
             f"job peak RSS bound (parent + {opts.jobs} x worker): {bound / 1e9:.2f} GB "
             f"(target <= 1.5 GB); with 1 job: {max(one[1], one[2]) / 1e9:.2f} GB"
+        )
+        one_peak = max(one[1], one[2])
+        print(
+            f"ratios, 1 vs {opts.jobs} jobs in this run: time {one[0] / many[0]:.2f}x faster "
+            f"with {opts.jobs}, peak RSS {bound / one_peak:.2f}x that of 1 job "
+            f"(load average at start: {load_at_start})"
         )
         print(f"per-rank tables identical (1 vs {opts.jobs} jobs): {same}")
         ok = same and bound <= 1.5e9

@@ -76,6 +76,8 @@ def main() -> int:
             s = timed(as_pftrace, "slow")
             print(f"per-packet .pftrace reader (before): {s:6.2f} s = {s / p:.1f}x the new one")
         print(f"pftrace / JSON: {p / j:.2f}x (target <= 1)")
+        loads = " ".join(f"{x:.2f}" for x in os.getloadavg())
+        print(f"load average at the end (1, 5, 15 min): {loads}")
         print("PASS" if p <= j else "FAIL")
         return 0 if p <= j else 1
 

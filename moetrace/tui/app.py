@@ -185,7 +185,7 @@ class MoetraceApp(ViewerActions):
             try:
                 from moetrace.trace.io import expand_paths
 
-                files = expand_paths(paths, missing_ok=True)
+                files = expand_paths(paths)
             except Exception:  # the loader reports it properly below
                 files = paths
             self._files = files

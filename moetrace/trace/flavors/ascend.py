@@ -92,10 +92,15 @@ def _ascend(built: Built, rank: int | None) -> tuple[pl.DataFrame, pl.DataFrame]
         .alias("unit"),
         pl.lit(rank, pl.Int32).alias("rank"),
     )
-    ev = built.events.with_columns(
-        track_attr(tracks, "process_name").alias("process_name"),
-        track_attr(tracks, "thread_name").alias("thread_name"),
-        track_attr(tracks, "unit").alias("unit"),
+    # Lazy (see base.with_kind): an eager with_columns copies every many-chunk column.
+    ev = (
+        built.events.lazy()
+        .with_columns(
+            track_attr(tracks, "process_name").alias("process_name"),
+            track_attr(tracks, "thread_name").alias("thread_name"),
+            track_attr(tracks, "unit").alias("unit"),
+        )
+        .collect()
     )
     task = pl.col("args").str.extract(r'"Task Type"\s*:\s*"([^"]*)"')
     kind = (

@@ -84,8 +84,10 @@ def track_attr(tracks: pl.DataFrame, column: str) -> pl.Expr:
 
 
 def with_kind(events: pl.DataFrame, expr: pl.Expr) -> pl.DataFrame:
-    """`kind` from the file's own `kind` field where present, else from `expr`."""
-    return events.with_columns(pl.coalesce(pl.col("kind_ext"), expr).alias("kind"))
+    """`kind` from the file's own `kind` field where present, else from `expr`. Lazy: Polars
+    2.1's eager `with_columns` makes a transient one-chunk copy of the many-chunk columns
+    (~140 MB at 1M events, the load's peak), the lazy one does not."""
+    return events.lazy().with_columns(pl.coalesce(pl.col("kind_ext"), expr).alias("kind")).collect()
 
 
 def flow_deps(built: Built) -> pl.DataFrame:
@@ -122,11 +124,15 @@ def assemble(
             where = prefixed.arg_true()
             hits = names.gather(where).str.contains(STEP_MARKER).fill_null(False)
             is_step = pl.repeat(False, events.height, dtype=pl.Boolean, eager=True)
-            events = events.with_columns(
-                pl.when(pl.lit(is_step.scatter(where, hits)))
-                .then(pl.lit("marker"))
-                .otherwise(pl.col("kind"))
-                .alias("kind")
+            events = (
+                events.lazy()
+                .with_columns(
+                    pl.when(pl.lit(is_step.scatter(where, hits)))
+                    .then(pl.lit("marker"))
+                    .otherwise(pl.col("kind"))
+                    .alias("kind")
+                )
+                .collect()
             )
     # Lazy select: Polars 2.1's eager select makes a transient one-chunk copy of the
     # many-chunk columns (~110 MB at 1M events), the lazy one does not.

@@ -36,7 +36,8 @@ def _generic(built: Built) -> tuple[pl.DataFrame, pl.DataFrame]:
         .alias("unit"),
         pl.lit(None, pl.Int32).alias("rank"),
     )
-    ev = built.events.with_columns(track_attr(tracks, "unit").alias("unit"))
+    # Lazy (see base.with_kind): an eager with_columns copies every many-chunk column.
+    ev = built.events.lazy().with_columns(track_attr(tracks, "unit").alias("unit")).collect()
     kind = (
         pl.when(pl.col("name").str.contains(_GENERIC_COMM))
         .then(pl.lit("comm"))

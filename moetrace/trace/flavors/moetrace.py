@@ -35,7 +35,11 @@ def restored_trace(built: Built, meta: dict[str, Any]) -> Trace:
     missing), deps and meta as stored (the reader's source and format win)."""
     raw_meta = built.stored.get("meta")
     stored_meta: dict[str, Any] = raw_meta if isinstance(raw_meta, dict) else {}
-    events = built.events.with_columns(pl.col("kind_ext").fill_null("other").alias("kind"))
+    events = (  # lazy: see base.with_kind
+        built.events.lazy()
+        .with_columns(pl.col("kind_ext").fill_null("other").alias("kind"))
+        .collect()
+    )
     merged = {**stored_meta, **meta, "flavor": stored_meta.get("flavor", "moetrace")}
     merged["source"] = meta["source"]
     return assemble(built, built.tracks, events, stored_deps(built), merged, mark_steps=False)

@@ -125,7 +125,12 @@ def _text_strict(values: list[Any]) -> tuple[pl.Series, bool]:
     if flat is not values:  # arrays/objects among them: text, and the odd-value check
         return pl.Series(flat, dtype=pl.String, strict=False), False
     first = next((v for v in values if v is not None), None)
-    if isinstance(first, int) and not isinstance(first, bool):
+    # Polars' Int64 constructor takes True as 1: booleans among ints take the odd-value path.
+    if (
+        isinstance(first, int)
+        and not isinstance(first, bool)
+        and bool not in set(map(type, values))
+    ):
         try:
             return pl.Series(values, dtype=pl.Int64).cast(pl.String), True
         except (TypeError, OverflowError, pl.exceptions.PolarsError):

@@ -100,7 +100,13 @@ def us_values_to_ns(values: list[Any]) -> tuple[pl.Series, pl.Series]:
     n = len(values)
     values = flatten_nested(values)
     first = next((v for v in values if v is not None), None)
-    if isinstance(first, int) and not isinstance(first, bool):
+    # Polars' Int64 constructor takes True as 1: a boolean among ints must not become 1 µs
+    # (it is invalid, as it is when the first value is not an int).
+    if (
+        isinstance(first, int)
+        and not isinstance(first, bool)
+        and bool not in set(map(type, values))
+    ):
         try:
             ints = pl.Series(values, dtype=pl.Int64)
             if bool((ints.is_null() | (ints.abs() <= _MAX_WHOLE)).all()):
