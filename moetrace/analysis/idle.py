@@ -174,7 +174,7 @@ def _id_to_row(prep: Prepared, ids: np.ndarray) -> np.ndarray:
 
 def _id_to_end(prep: Prepared, ids: np.ndarray) -> np.ndarray:
     """Unclipped end (ns) of event ids."""
-    return prep.ev["end"].to_numpy()[_id_to_row(prep, ids)]
+    return np.asarray(prep.ev["end"].to_numpy()[_id_to_row(prep, ids)])
 
 
 def _attribute(prep: Prepared, gates: Gates, gaps: pl.DataFrame) -> pl.DataFrame:

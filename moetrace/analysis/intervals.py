@@ -214,7 +214,7 @@ def covered_length(
         inside = np.where(same, np.clip(t - sets.start[ic], 0, lengths[ic]), lengths[ic])
         return np.where(i >= 0, before[ic] + inside, 0)
 
-    return cov(qb, q_end) - cov(qa, q_start)
+    return np.asarray(cov(qb, q_end) - cov(qa, q_start))
 
 
 def total_length(iv: Intervals) -> int:

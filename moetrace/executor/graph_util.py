@@ -65,8 +65,8 @@ def exclusive_cumsum(counts: np.ndarray, axis: int | None = None) -> np.ndarray:
     """Sum of the counts before each entry (along `axis`, or over the flattened array)."""
     if axis is None:
         flat = counts.ravel()
-        return np.cumsum(flat) - flat
-    return np.cumsum(counts, axis=axis) - counts
+        return np.asarray(np.cumsum(flat) - flat)
+    return np.asarray(np.cumsum(counts, axis=axis) - counts)
 
 
 def tiles_of_groups(counts: np.ndarray, tile: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

@@ -32,9 +32,10 @@ class RowMap:
 
 def _ranges(counts: np.ndarray) -> np.ndarray:
     """0..c-1 for every count c, concatenated."""
-    return np.arange(int(counts.sum()), dtype=np.int64) - np.repeat(
+    out: np.ndarray = np.arange(int(counts.sum()), dtype=np.int64) - np.repeat(
         exclusive_cumsum(counts), counts
     )
+    return out
 
 
 @dataclass

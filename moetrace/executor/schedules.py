@@ -237,7 +237,7 @@ def _member(typ: np.ndarray, codes: list[int]) -> np.ndarray:
     """`np.isin(typ, codes)` for small non-negative type codes, via a lookup table (one gather)."""
     table = np.zeros(max(int(typ.max(initial=0)), *codes) + 1, dtype=bool)
     table[codes] = True
-    return table[typ]
+    return np.asarray(table[typ])
 
 
 def _setup_ns(

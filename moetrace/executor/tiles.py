@@ -124,19 +124,19 @@ class Symmetry:
 
     def send_rep(self, src: np.ndarray, dst: np.ndarray, q: np.ndarray) -> np.ndarray:
         """Index of the dispatch tile (src -> dst, q) rotated onto source 0: (0 -> dst - src)."""
-        return ((dst - src) % self.ranks) * self.per_stream + q
+        return np.asarray(((dst - src) % self.ranks) * self.per_stream + q)
 
     def recv_rep(self, src: np.ndarray, dst: np.ndarray, q: np.ndarray) -> np.ndarray:
         """Position of the tile (src -> dst, q) rotated onto destination 0 among the tiles
         rank 0 receives (ordered by source, then tile)."""
-        return ((src - dst) % self.ranks) * self.per_stream + q
+        return np.asarray(((src - dst) % self.ranks) * self.per_stream + q)
 
     def row_tile_rep(self, expert: np.ndarray, index: np.ndarray, rank: np.ndarray) -> np.ndarray:
         """Position of the row tile (expert, index within it) rotated onto rank 0 among rank
         0's row tiles (ordered by expert, then index)."""
         local = expert // self.ranks
         first = exclusive_cumsum(self.tiles)
-        return first[local] + (index - rank * self.shift[local]) % self.tiles[local]
+        return np.asarray(first[local] + (index - rank * self.shift[local]) % self.tiles[local])
 
 
 def symmetry(
@@ -627,4 +627,4 @@ def _local_expert_of_tiles(
     flat = incl.reshape(ranks * chunks, experts) + (np.arange(ranks * chunks) * big)[:, None]
     pos = before.reshape(ranks * chunks, experts)[row, dst_first[dst]] + first_row
     k = np.searchsorted(flat.ravel(), pos + row * big, side="right") - row * experts
-    return np.clip(k - dst_first[dst], 0, per_rank - 1)
+    return np.asarray(np.clip(k - dst_first[dst], 0, per_rank - 1))

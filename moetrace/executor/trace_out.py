@@ -410,4 +410,4 @@ def _known_depth(timed: Timed, start: np.ndarray, makespan: int) -> np.ndarray |
     ):
         return None
     ranks = int(timed.rank.max()) + 1
-    return np.r_[on_step.astype(np.uint16), np.zeros(ranks, dtype=np.uint16)]
+    return np.asarray(np.r_[on_step.astype(np.uint16), np.zeros(ranks, dtype=np.uint16)])

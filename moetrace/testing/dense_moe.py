@@ -52,13 +52,13 @@ def make_weights(run: Run, seed: int = 0) -> Weights:
 def _silu_mul(h: np.ndarray) -> np.ndarray:
     half = h.shape[1] // 2
     g = h[:, :half]
-    return g / (1 + np.exp(-g)) * h[:, half:]
+    return np.asarray(g / (1 + np.exp(-g)) * h[:, half:])
 
 
 def _softmax(z: np.ndarray) -> np.ndarray:
     z = z - z.max(axis=-1, keepdims=True)
     ez = np.exp(z)
-    return ez / ez.sum(axis=-1, keepdims=True)
+    return np.asarray(ez / ez.sum(axis=-1, keepdims=True))
 
 
 def reference(run: Run, w: Weights) -> np.ndarray:

@@ -13,7 +13,8 @@ from dataclasses import dataclass
 import numpy as np
 import polars as pl
 
-from moetrace.trace.formats.pftrace.plan import COUNTER, END, PftracePlan
+from moetrace.trace.formats.pftrace.layout import COUNTER, END
+from moetrace.trace.formats.pftrace.plan import PftracePlan
 from moetrace.trace.formats.pftrace.records import (
     Piece,
     const,

@@ -126,7 +126,7 @@ def _compress_spans(raw: np.ndarray, off: np.ndarray, length: np.ndarray) -> np.
     inside = np.cumsum(edges[:-1], dtype=np.int8).view(bool)
     joined = raw[inside]
     joined[np.cumsum(length[:-1] + 1)] = 0  # the byte before each span but the first
-    return joined[1:]
+    return np.asarray(joined[1:])
 
 
 def _gather_spans(
@@ -416,7 +416,7 @@ def _notes(
 
     def named(text: str) -> np.ndarray:
         """Mask of the annotations whose name is `text` (compared as codes, not strings)."""
-        return code == (names.index(text) if text in names else -1)
+        return np.asarray(code == (names.index(text) if text in names else -1))
 
     out: dict[str, Any] = {}
     # id: an integer value (uint, int, pointer) -> given id; anything else -> a new one.

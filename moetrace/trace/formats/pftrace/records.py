@@ -30,7 +30,7 @@ def varint_len(values: np.ndarray) -> np.ndarray:
 
 def nested_size(body: np.ndarray) -> np.ndarray:
     """Size of a length-delimited field with a 1-byte tag around a body of `body` bytes."""
-    return 1 + varint_len(body) + body
+    return np.asarray(1 + varint_len(body) + body)
 
 
 def cumsum0(values: np.ndarray) -> np.ndarray:

@@ -139,7 +139,7 @@ def varints(buf: np.ndarray, pos: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 def _fixed(buf: np.ndarray, pos: np.ndarray, width: int) -> np.ndarray:
     """Little-endian fixed-width values at each position, as uint64."""
     word = _words(buf)[pos]
-    return word if width == 8 else word & _U64((1 << (8 * width)) - 1)
+    return np.asarray(word if width == 8 else word & _U64((1 << (8 * width)) - 1))
 
 
 def scan(
