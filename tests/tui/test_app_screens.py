@@ -115,10 +115,6 @@ async def test_first_frame_before_metrics(small_trace: Trace, monkeypatch: Any) 
         return real(trace, **kw)
 
     monkeypatch.setattr(report_mod, "analyze", slow)
-    # AnalysisSession calls the name it imported (once another test imported the session).
-    import moetrace.analysis.session as session_mod
-
-    monkeypatch.setattr(session_mod, "analyze", slow)
     app = MoetraceApp(small_trace)
     async with app.run_test(size=(140, 36)) as pilot:
         await pilot.pause()
