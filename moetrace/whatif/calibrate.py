@@ -5,16 +5,8 @@ what a calibration is in `calibration`, the TOML writer in `calibration_toml`.
 
 Each fit says what it was fitted on and how well (R² of the measured durations against the
 fitted model's, and the number of events); fields the trace cannot identify keep the base
-preset's value and source. Models (the executor's own, docs/executor.md):
-- GEMM: a tile takes max(FLOPs / F, HBM bytes / r + L2 bytes / L2 rate): F, the achieved FLOP/s
-  of one core, is the upper envelope of FLOPs/duration (the compute-bound tiles sit on it);
-  `gemm_eff` = F / the base preset's per-core peak.
-- HBM: the per-core HBM rate r of the tiles below that envelope; in operator schedules all
-  cores share `hbm_bw`, so hbm_bw = r x cores when r is below the per-core cap.
-- All-to-all: duration = bytes / bandwidth for each transfer, plus a setup on the first transfer
-  of each call (count/notify exchange): bandwidth and setup fitted per call kind; the latency
-  is the least delay from a transfer's send to its receive.
-- Launch and synchronisation: the durations of the launch nodes (kernels, collectives).
+preset's value and source. The models of executor traces (GEMM, HBM, all-to-all, launch) are
+stated in `fit_executor`'s docstring and docs/executor.md.
 PyTorch (CPU/GPU) traces: GEMM time against FLOPs from `Input Dims` (least squares through a
 fixed per-call overhead), all-to-all time against bytes from the split sizes (latency +
 bandwidth by least squares), per-op overhead from the small ops.
