@@ -1,12 +1,15 @@
 """SVG snapshots of the main screens (pytest-textual-snapshot; textual pinned to 8.2.8).
 
 Deterministic: seeded synthetic trace, no clock in the header, the prompt's cursor blink off,
-and every worker (metrics) finished before the picture is taken.
+every worker (metrics) finished before the picture is taken, and the timeline's key clock
+advancing 10 ms per reading (a repeated key counts as held however slow the machine is: under
+load two presses of `w` came > 150 ms apart and zoomed less).
 Update with `pytest tests/tui/test_snapshots.py --snapshot-update` after a deliberate change.
 """
 
 from __future__ import annotations
 
+import itertools
 from typing import Any
 
 import pytest
@@ -14,8 +17,16 @@ from tui_helpers import settle
 
 from moetrace.testing.synthetic import synthetic_trace
 from moetrace.tui.app import MoetraceApp
+from moetrace.tui.widgets.timeline import TimelineView
 
 SIZE = (150, 40)
+
+
+@pytest.fixture(autouse=True)
+def steady_key_clock(monkeypatch: Any) -> None:
+    """Each clock reading 10 ms after the last (s), whatever the wall clock does."""
+    ticks = itertools.count()
+    monkeypatch.setattr(TimelineView, "clock", staticmethod(lambda: 1000.0 + 0.01 * next(ticks)))
 
 
 def make_app() -> MoetraceApp:
