@@ -45,15 +45,16 @@ FAST_PATH = True
 """Whether pieces go through `fast.LeanColumns` (tests turn it off to compare with the
 reference decoder, `columns.decode_bracketed`)."""
 
-BATCH_EVENTS = 250_000
+BATCH_EVENTS = 100_000
 """Events gathered before their columns are built: the Polars work runs once per batch
-(~9 pieces of 4 MB) instead of ~25 small operations per piece (~10% less CPU at 1M events),
-and the batch's joined texts stay bounded (~+35 MB at the decode's peak, below the build's)."""
+(~3-4 pieces of 4 MB) instead of ~25 small operations per piece (~10% less CPU at 1M
+events), and the joined texts of the batches in flight stay bounded (~15 MB)."""
 
 COLUMNS_THREAD = True
 """Build each batch's columns on one worker thread while the next batch is decoded: msgspec
 and the per-field lists hold the GIL, Polars releases it, so on two cores the two overlap.
-Costs ~30 MB of RSS during decoding, still below the later peak of building the `Trace`."""
+Costs peak RSS: ~+40 MB at 1M events (batches in flight, the worker's allocations);
+measured with benchmarks/bench_load.py, see docs/formats.md."""
 
 _DECODE_DICT = msgspec.json.Decoder(dict[str, Any])
 _BYTE_RE = re.compile(r"\(byte (\d+)\)")
