@@ -211,7 +211,7 @@ def test_traces_of_each_shape_load_the_same_with_and_without_the_fast_path(
     path = tmp_path / f"{shape}.json"
     path.write_text('{"traceEvents":[\n' + ",\n".join(events) + "\n]}\n")
     monkeypatch.setattr(decode, "CHUNK", chunk)  # many pieces, cut at every kind of event
-    monkeypatch.setattr(decode, "BATCH_EVENTS", 50)  # many batches, each built on the worker
+    monkeypatch.setattr(decode, "BATCH_EVENTS", 50)  # many batches of columns
     fast = read_chrome(path)
     with monkeypatch.context() as m:
         m.setattr(decode, "FAST_PATH", False)

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import contextlib
 import re
-from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -47,14 +46,9 @@ reference decoder, `columns.decode_bracketed`)."""
 
 BATCH_EVENTS = 100_000
 """Events gathered before their columns are built: the Polars work runs once per batch
-(~3-4 pieces of 4 MB) instead of ~25 small operations per piece (~10% less CPU at 1M
-events), and the joined texts of the batches in flight stay bounded (~15 MB)."""
-
-COLUMNS_THREAD = True
-"""Build each batch's columns on one worker thread while the next batch is decoded: msgspec
-and the per-field lists hold the GIL, Polars releases it, so on two cores the two overlap.
-Costs peak RSS: ~+40 MB at 1M events (batches in flight, the worker's allocations);
-measured with benchmarks/bench_load.py, see docs/formats.md."""
+(~3-4 pieces of 4 MB) instead of ~25 small operations per piece (0-10% less CPU at 1M
+events, within the noise of a shared box), and the joined texts of a batch stay bounded
+(~15 MB; one batch for the whole file raised the peak RSS by ~100 MB)."""
 
 _DECODE_DICT = msgspec.json.Decoder(dict[str, Any])
 _BYTE_RE = re.compile(r"\(byte (\d+)\)")
@@ -407,9 +401,8 @@ class _Pieces:
 
     def __init__(self) -> None:
         self.count = 0  # events decoded so far
-        self._frames: list[pl.DataFrame | Future[pl.DataFrame]] = []
+        self._frames: list[pl.DataFrame] = []
         self._lean = LeanColumns(0)
-        self._worker: ThreadPoolExecutor | None = None
 
     def add(self, data: bytes | memoryview, full: bool) -> None:
         """Decode `[ev, ...]`; raises msgspec.DecodeError (nothing added) on bad JSON."""
@@ -426,23 +419,14 @@ class _Pieces:
         self._lean = LeanColumns(self.count)
 
     def _flush(self) -> None:
-        if not self._lean.count:
-            return
-        if not COLUMNS_THREAD:
+        if self._lean.count:
             self._frames.append(self._lean.finish())
-            return
-        if self._worker is None:
-            self._worker = ThreadPoolExecutor(1, thread_name_prefix="moetrace-columns")
-        self._frames.append(self._worker.submit(self._lean.finish))
 
     def frame(self) -> pl.DataFrame:
         """Every event decoded (see `columns.COLUMNS`)."""
         self._flush()
         self._lean = LeanColumns(self.count)
-        frames = [f.result() if isinstance(f, Future) else f for f in self._frames]
-        self._frames = []
-        if self._worker is not None:
-            self._worker.shutdown()
+        frames, self._frames = self._frames, []
         if not frames:
             return empty_columns()
         if len(frames) == 1:

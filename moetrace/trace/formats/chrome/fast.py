@@ -13,8 +13,9 @@ per 4 MB piece (~900 small collects at 1M events, a third of the load). The colu
 ones `decode_bracketed` builds for each piece (a hypothesis test compares them,
 tests/trace/test_json_fast.py); values outside the fast forms (exponents, quoted numbers, odd
 types) go through the same converters it uses. A worker thread for the Polars part was
-tried: it saves wall time on an idle multi-core machine but costs ~90 MB of peak RSS at 1M
-events (allocator arenas per thread), against issue 14's memory target.
+tried twice (per piece, then per batch): it overlaps with the next decode on an idle
+multi-core machine but raised the 1M-event peak RSS by ~90 MB, then by ~50 MB (few-tracks
+shape: ~510 MB against ~460 MB), against issue 14's memory target: not used.
 """
 
 from __future__ import annotations
