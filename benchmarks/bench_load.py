@@ -22,7 +22,7 @@ issue 14: moetrace <= 2x the args-Raw decode and peak RSS <= 2x the file on ever
 
 With --base DIR (a checkout before a change, e.g. `git worktree add /tmp/base main`), the
 load of that checkout is timed in the same interleaved rounds ("before" columns). Each line
-also gives the CPU seconds of the run (all threads): the load uses a worker thread.
+also gives the CPU seconds of the run (all threads, Polars' own included).
 
 Run: python benchmarks/bench_load.py [--events 1000000] [--repeat 3] [--keep DIR]
      [--shapes few,many,deep] [--base DIR]
