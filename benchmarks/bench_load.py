@@ -20,8 +20,12 @@ lanes), deep (Kineto CPU call stacks 10-14 deep). (a), (b) and the floor run on 
 Prints one line per figure, a table of the shapes side by side, then PASS/FAIL against
 issue 14: moetrace <= 2x the args-Raw decode and peak RSS <= 2x the file on every shape.
 
+With --base DIR (a checkout before a change, e.g. `git worktree add /tmp/base main`), the
+load of that checkout is timed in the same interleaved rounds ("before" columns). Each line
+also gives the CPU seconds of the run (all threads, Polars' own included).
+
 Run: python benchmarks/bench_load.py [--events 1000000] [--repeat 3] [--keep DIR]
-     [--shapes few,many,deep]
+     [--shapes few,many,deep] [--base DIR]
 """
 
 from __future__ import annotations
@@ -202,26 +206,42 @@ TIMER = """
 import resource, sys, time
 P = sys.argv[1]
 {setup}
-t0 = time.perf_counter()
+def cpu():
+    u = resource.getrusage(resource.RUSAGE_SELF)
+    return u.ru_utime + u.ru_stime
+t0, c0 = time.perf_counter(), cpu()
 {body}
-elapsed = time.perf_counter() - t0
+elapsed, cpu_s = time.perf_counter() - t0, cpu() - c0
 rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
-print(elapsed, rss, n)
+print(elapsed, rss, n, cpu_s)
 """
 
+BASE: Path | None = None
+"""A checkout of moetrace before a change (--base): "before" runs moetrace.load from it."""
 
-def measure(kind: str, path: Path, repeat: int) -> tuple[float, int, int]:
-    """(best seconds, peak RSS bytes of that best run, events) of one loader, each run in a
-    fresh interpreter."""
+
+def measure(kind: str, path: Path, repeat: int) -> tuple[float, int, int, float]:
+    """(best seconds, peak RSS bytes of that best run, events, CPU seconds of all its
+    threads) of one loader, each run in a fresh interpreter. Kind "before" is moetrace.load
+    of the --base checkout."""
+    env = None
+    if kind == "before":
+        assert BASE is not None
+        env = {**os.environ, "PYTHONPATH": str(BASE)}
+        kind = "moetrace"
     setup, body = RUNNERS[kind]
     code = TIMER.format(setup=setup, body=body)
     runs = []
     for _ in range(repeat):
         out = subprocess.run(
-            [sys.executable, "-c", code, str(path)], check=True, capture_output=True, text=True
+            [sys.executable, "-c", code, str(path)],
+            check=True,
+            capture_output=True,
+            text=True,
+            env=env,
         )
-        elapsed, rss, n = out.stdout.split()
-        runs.append((float(elapsed), int(rss), int(n)))
+        elapsed, rss, n, cpu = out.stdout.split()
+        runs.append((float(elapsed), int(rss), int(n), float(cpu)))
     return min(runs)
 
 
@@ -235,9 +255,16 @@ def main() -> int:
     parser.add_argument(
         "--shapes", default="few,many,deep", help="comma list of: " + ", ".join(SHAPES)
     )
+    parser.add_argument(
+        "--base",
+        type=Path,
+        help="checkout of moetrace before a change: its load is timed in the same rounds",
+    )
     opts = parser.parse_args()
+    global BASE
+    BASE = opts.base
     shapes = [s for s in opts.shapes.split(",") if s]
-    summary: list[tuple[str, float, float, float, int]] = []
+    summary: list[tuple[str, float, float, float, int, float, float | None]] = []
     ok = True
     with tempfile.TemporaryDirectory() as tmp:
         folder = opts.keep or Path(tmp)
@@ -256,12 +283,14 @@ def main() -> int:
         print()
         print(
             f"{'shape':6s} {'file MB':>8s} {'raw s':>7s} {'moetrace s':>10s} "
-            f"{'/ raw':>6s} {'RSS/file':>8s}"
+            f"{'/ raw':>6s} {'RSS/file':>8s} {'CPU s':>6s}"
+            + (f" {'before s':>8s} {'/ raw':>6s}" if opts.base else "")
         )
-        for shape, size_mb, raw, ours, rss in summary:
+        for shape, size_mb, raw, ours, rss, cpu, before in summary:
             print(
                 f"{shape:6s} {size_mb:8.1f} {raw:7.2f} {ours:10.2f} {ours / raw:5.2f}x "
-                f"{rss / (size_mb * 1e6):7.2f}x"
+                f"{rss / (size_mb * 1e6):7.2f}x {cpu:6.2f}"
+                + (f" {before:8.2f} {before / raw:5.2f}x" if before is not None else "")
             )
         print("targets (issue 14): moetrace / raw <= 2 and peak RSS <= 2x file, every shape")
         print(f"load average at the end (1, 5, 15 min): {_load_average()}")
@@ -270,12 +299,16 @@ def main() -> int:
 
 
 def run_shape(
-    shape: str, path: Path, repeat: int, summary: list[tuple[str, float, float, float, int]]
+    shape: str,
+    path: Path,
+    repeat: int,
+    summary: list[tuple[str, float, float, float, int, float, float | None]],
 ) -> bool:
     """Measure one shape; the few-tracks shape also gets the older baselines (a), (b)."""
     size = path.stat().st_size
     print(f"\n[{shape}] {path.name}: {size / 1e6:.1f} MB")
-    kinds = ("raw", "moetrace") + (("msgspec", "json", "floor") if shape == "few" else ())
+    kinds = ("raw", "moetrace") + (("before",) if BASE else ())
+    kinds += ("msgspec", "json", "floor") if shape == "few" else ()
     # Interleaved rounds, so a burst of load from other users hits every loader alike.
     rounds = [{k: measure(k, path, 1) for k in kinds} for _ in range(max(repeat, 1))]
     results = {k: min(r[k] for r in rounds) for k in kinds}
@@ -285,15 +318,17 @@ def run_shape(
         "json": "(b) json.load + columns",
         "moetrace": "moetrace.load",
         "floor": "decode floor (info)",
+        "before": "moetrace.load of --base",
     }
-    for kind, (secs, rss, n) in results.items():
+    for kind, (secs, rss, n, cpu) in results.items():
         print(
-            f"{labels[kind]:26s} {secs:7.2f} s  peak RSS {rss / 1e6:7.1f} MB  "
+            f"{labels[kind]:26s} {secs:7.2f} s  CPU {cpu:6.2f} s  peak RSS {rss / 1e6:7.1f} MB  "
             f"({n:,} events; best of {len(rounds)})"
         )
-    ours, rss, _ = results["moetrace"]
+    ours, rss, _, cpu = results["moetrace"]
     raw = results["raw"][0]
-    summary.append((shape, size / 1e6, raw, ours, rss))
+    before = results["before"][0] if "before" in results else None
+    summary.append((shape, size / 1e6, raw, ours, rss, cpu, before))
     print(f"moetrace / msgspec args-Raw decode: {ours / raw:.2f}x (target <= 2)")
     print(f"moetrace peak RSS / file size: {rss / size:.2f} (target <= 2)")
     if shape == "few":

@@ -20,7 +20,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from moetrace.trace.formats.chrome import columns, decode
-from moetrace.trace.formats.chrome.fast import decode_lean
+from moetrace.trace.formats.chrome.fast import LeanColumns, decode_lean
 from moetrace.trace.formats.chrome.read import read_chrome
 
 # Number literals as JSON text, so their exact form (decimals, exponent, sign) is chosen.
@@ -211,9 +211,10 @@ def test_traces_of_each_shape_load_the_same_with_and_without_the_fast_path(
     path = tmp_path / f"{shape}.json"
     path.write_text('{"traceEvents":[\n' + ",\n".join(events) + "\n]}\n")
     monkeypatch.setattr(decode, "CHUNK", chunk)  # many pieces, cut at every kind of event
+    monkeypatch.setattr(decode, "BATCH_EVENTS", 50)  # many batches of columns
     fast = read_chrome(path)
     with monkeypatch.context() as m:
-        m.setattr(decode, "decode_lean", lambda data, first: None)
+        m.setattr(decode, "FAST_PATH", False)
         reference = read_chrome(path)
     assert fast.frames_equal(reference)
     assert fast.meta == reference.meta
@@ -235,3 +236,34 @@ def test_a_boolean_among_integer_times_or_pids_is_invalid_in_both_decoders() -> 
     lean = decode_lean(only_ts, 0)
     assert lean is not None
     assert lean.equals(columns.decode_bracketed(only_ts, 0))
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    pieces=st.lists(st.lists(_event_text(), min_size=0, max_size=12), min_size=1, max_size=5),
+    first=st.integers(0, 1000),
+)
+def test_a_batch_of_pieces_equals_each_piece_decoded_alone(
+    pieces: list[list[str]], first: int
+) -> None:
+    """`LeanColumns` builds the columns of many pieces at once: they must equal the pieces'
+    reference columns one after the other (the rare-value fallbacks stay per piece)."""
+    batch = LeanColumns(first)
+    expected = []
+    index = first
+    for events in pieces:
+        data = ("[" + ",\n".join(events) + "]").encode()
+        if not batch.add(data):
+            return  # a piece outside the lean types: the caller decodes it on its own
+        reference = columns.decode_bracketed(data, index)
+        index += reference.height
+        if reference.height:
+            expected.append(_without_slice_ids(reference))
+    got = batch.finish()
+    assert batch.count == index - first
+    if not expected:
+        assert got.height == 0
+        return
+    want = pl.concat(expected)
+    assert got.schema == want.schema
+    assert got.equals(want), (got, want)
