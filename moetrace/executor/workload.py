@@ -167,19 +167,29 @@ def route(wl: Workload) -> np.ndarray:
     moetrace.testing.route_reference computes, bit for bit). Computed by `_gumbel_top_k`
     without drawing every Gumbel value or partitioning the whole matrix."""
     ep, t, k, e = wl.ranks, wl.tokens, wl.shape.top_k, wl.shape.experts
-    kind, param = parse_routing(wl.routing, e)
-    if kind == "balanced":  # every source routes alike: one read-only copy, broadcast
+    if wl.routing == "balanced":  # every source routes alike: one read-only copy, broadcast
         base = (np.arange(t, dtype=np.int64)[:, None] * k + np.arange(k)[None, :]) % e
         return np.broadcast_to(base.astype(np.int32), (ep, t, k))
     rng = np.random.default_rng(wl.seed)
+    logw = routing_log_weights(wl, rng)
+    return _gumbel_top_k(rng, logw, ep * t, k).reshape(ep, t, k)
+
+
+def routing_log_weights(wl: Workload, rng: np.random.Generator) -> np.ndarray:
+    """log of each expert's routing probability (float64 [experts], -inf for weight 0) of a
+    skewed routing: zipf:S ranks the experts by a permutation drawn from `rng` (popularity
+    rank^-S); counts:PATH takes the file's weights."""
+    e = wl.shape.experts
+    kind, param = parse_routing(wl.routing, e)
     if kind == "zipf":
         popularity = np.arange(1, e + 1, dtype=np.float64) ** -float(param)  # type: ignore[arg-type]
         weights = popularity[rng.permutation(e)]
-    else:
+    elif kind == "counts":
         weights = np.asarray(param, dtype=np.float64)
+    else:
+        raise ExecutorInputError(f"routing {wl.routing!r} has no weights (balanced)")
     with np.errstate(divide="ignore"):
-        logw = np.log(weights / weights.sum())
-    return _gumbel_top_k(rng, logw, ep * t, k).reshape(ep, t, k)
+        return np.asarray(np.log(weights / weights.sum()))
 
 
 # `_gumbel_top_k`: expected candidates per token (their exact scores are computed), the width of
