@@ -196,8 +196,8 @@ def routing_log_weights(wl: Workload, rng: np.random.Generator) -> np.ndarray:
 # the candidate matrix (a token with more candidates, or fewer than k, is redone exactly), the
 # margin (score units) under which two scores count as a tie that rounding could flip, the
 # uniform draws per chunk (bounds the memory: 8 bytes each) and the rows redone one by one
-_CANDIDATES = 20.0
-_WIDTH = 40
+_CANDIDATES = 20.0  # at least; 2.5 k for a larger top-k
+_WIDTH = 40  # at least; twice the expected candidates
 _TIE = 1e-6
 _CHUNK_DRAWS = 1 << 18
 _REDO_ROWS = 64  # per chunk: more and the whole chunk is redone exactly
@@ -217,9 +217,12 @@ def _gumbel_top_k(rng: np.random.Generator, logw: np.ndarray, rows: int, k: int)
     rest of the stream to the reference's computation, since it shifts every later draw."""
     e = logw.size
     out = np.empty((rows, k), dtype=np.int32)
-    bound = _candidate_bound(logw, min(_CANDIDATES, float(np.isfinite(logw).sum())))
+    if k >= e:  # every expert: the reference's draws cannot change the (sorted) answer
+        return np.broadcast_to(np.arange(e, dtype=np.int32), (rows, e)).copy()
+    expected = max(_CANDIDATES, 2.5 * k)  # top-k 8: 20 candidates in a matrix 40 wide
+    bound = _candidate_bound(logw, min(expected, float(np.isfinite(logw).sum())))
     chunk = max(1, _CHUNK_DRAWS // e)
-    width = min(max(_WIDTH, k + 1), e)
+    width = min(max(_WIDTH, int(2 * expected), k + 1), e)
     buffer = np.empty((min(chunk, rows), e))
     for lo in range(0, rows, chunk):
         hi = min(rows, lo + chunk)

@@ -103,3 +103,11 @@ def test_zero_draw_hands_the_rest_to_gumbel(monkeypatch: pytest.MonkeyPatch) -> 
     scores = logw[None, :] + np.concatenate([before, rest])
     want = np.sort(np.argpartition(-scores, k - 1, axis=1)[:, :k], axis=1)
     np.testing.assert_array_equal(got, want)
+
+
+@pytest.mark.parametrize(("experts", "top_k"), [(8, 8), (16, 15), (64, 40), (256, 1)])
+def test_route_equals_reference_at_extreme_top_k(experts: int, top_k: int) -> None:
+    shape = dataclasses.replace(SHAPES["deepseek-v3"], experts=experts, top_k=top_k)
+    for routing in ("zipf:0.0", "zipf:1.5"):
+        wl = make_workload(shape, 2, 300, routing=routing, seed=experts + top_k)
+        np.testing.assert_array_equal(route(wl), route_reference(wl))
