@@ -17,10 +17,13 @@ The verdict (last line) uses the END-TO-END figure: >= 1M tasks/s and >= 10x the
 machine hit both); the simulate() runs follow them, best of repeats - 1.
 Then one 256-rank tile run (`--big-ranks`, link rate forced to EP128's measured 57 GB/s, since
 the measured tables stop at EP128) in a child process: its wall time and peak RSS (the child's
-own VmHWM; targets:
-< 2 s, < 1 GB). The last line is `end-to-end simulate: N tasks/s` (64 ranks, tile).
+own VmHWM; targets: < 2 s, < 1 GB). The same end-to-end figure with skewed routing (`--skew`,
+default zipf:1.0: not rotation-symmetric, so every rank is simulated) follows, wall and CPU
+time (the machine may be shared), as the line
+`end-to-end simulate (skewed zipf:1.0, 64 ranks, tile): N tasks/s (CPU time: M tasks/s)`.
+The last line is `end-to-end simulate: N tasks/s` (64 ranks, tile, balanced).
 Usage: python benchmarks/bench_simulate.py [--ranks 64] [--tokens 4096] [--repeats 3]
-       [--big-ranks 256] [--big-tokens 4096]
+       [--skew zipf:1.0] [--big-ranks 256] [--big-tokens 4096]
 """
 
 from __future__ import annotations
@@ -81,6 +84,7 @@ def main() -> None:
     parser.add_argument("--ranks", type=int, default=64)
     parser.add_argument("--tokens", type=int, default=4096)
     parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--skew", default="zipf:1.0", help="routing of the skewed figure")
     parser.add_argument("--big-ranks", type=int, default=256)
     parser.add_argument("--big-tokens", type=int, default=4096)
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
@@ -131,36 +135,40 @@ def main() -> None:
     print(f"heapq event loop:      {heap_s:.3f} s = {n / heap_s / 1e6:.2f} M tasks/s")
     print(f"engine vs heapq: {ratio:.1f}x faster; identical start times: {same}")
 
-    e2e = {}
-    for sched in ("sequential", "tile"):
-        best = float("inf")
+    e2e: dict[str, tuple[float, float, int]] = {}
+    runs = (("sequential", "balanced"), ("tile", "balanced"), ("tile", args.skew))
+    for sched, routing in runs:
+        label = sched if routing == "balanced" else f"{sched}, {routing}"
+        best = cpu = float("inf")
         tasks = 0
         stages: dict[str, float] = {}
         for _ in range(max(1, args.repeats - 1)):
             marks: list[tuple[str, float]] = []
-            t0 = time.perf_counter()
+            t0, c0 = time.perf_counter(), time.process_time()
             trace = simulate(
                 ranks=args.ranks,
                 tokens=args.tokens,
                 schedule=sched,
+                routing=routing,
                 progress=lambda stage, _f, marks=marks: marks.append((stage, time.perf_counter())),
             )
-            took = time.perf_counter() - t0
+            took, cpu_took = time.perf_counter() - t0, time.process_time() - c0
             if took < best:
                 best, stages = took, stage_times(t0, marks)
+            cpu = min(cpu, cpu_took)
             tasks = trace.meta["executor"]["tasks"]
-        e2e[sched] = (best, tasks)
-        print(f"  {sched} stages: " + ", ".join(f"{k} {v:.2f} s" for k, v in stages.items()))
+        e2e[label] = (best, cpu, tasks)
+        print(f"  {label} stages: " + ", ".join(f"{k} {v:.2f} s" for k, v in stages.items()))
         print(
-            f"simulate() end to end, {sched}: {best:.2f} s, {tasks:,} tasks "
-            f"= {tasks / best / 1e6:.2f} M tasks/s"
+            f"simulate() end to end, {label}: {best:.2f} s (CPU {cpu:.2f} s), {tasks:,} tasks "
+            f"= {tasks / best / 1e6:.2f} M tasks/s (CPU: {tasks / cpu / 1e6:.2f} M tasks/s)"
             + (
                 f"; heapq loop (engine step only) / simulate() = {heap_s / best:.1f}x"
-                if sched == "tile"
+                if label == "tile"
                 else ""
             )
         )
-    tile_s, tile_tasks = e2e["tile"]
+    tile_s, _, tile_tasks = e2e["tile"]
     e2e_rate = tile_tasks / tile_s
     e2e_ratio = heap_s / tile_s
     ok = same and e2e_rate >= 1e6 and e2e_ratio >= 10
@@ -197,6 +205,11 @@ def main() -> None:
         )
     else:
         print(f"{args.big_ranks}-rank run failed: {child.stderr.strip().splitlines()[-1:]}")
+    skew_s, skew_cpu, skew_tasks = e2e[f"tile, {args.skew}"]
+    print(
+        f"end-to-end simulate (skewed {args.skew}, {args.ranks} ranks, tile): "
+        f"{skew_tasks / skew_s:,.0f} tasks/s (CPU time: {skew_tasks / skew_cpu:,.0f} tasks/s)"
+    )
     print(f"end-to-end simulate: {e2e_rate:,.0f} tasks/s")
 
 

@@ -83,21 +83,49 @@ def run_dynamic(t: Timed, layout: dict[int, tuple[int, int]]) -> tuple[np.ndarra
 
 
 def arrival_order_ports(
-    t: Timed, lane: np.ndarray, start: np.ndarray, rounds: int = 2
+    t: Timed,
+    lane: np.ndarray,
+    start: np.ndarray,
+    rounds: int = 2,
+    chain: tuple[np.ndarray, np.ndarray] | None = None,
 ) -> tuple[np.ndarray, np.ndarray]:
     """(start, lane) after letting every link port take its transfers in the order their data
     became ready in the previous timing (a receiver takes what arrives first), cores keeping
     their order; repeated `rounds` times, the best makespan kept.
 
+    chain: the lane-order edges `start` was timed with (`lane_chain`), if the caller has them.
+    Only the port lanes are re-ordered: a lane whose tasks all last > 0 ns keeps its order in
+    every round (its starts grow strictly along it, so ordering it by start changes nothing),
+    so its edges are taken from `chain` (or ordered once) and each round sorts the port lanes
+    (and any lane with a zero-length task) alone, from the ports' own in-edges.
+
     Cannot deadlock: with potential (ready time for port tasks, start for the others; ties by
     id, which grows along every data edge) every data edge and every lane edge goes up."""
     port = np.isin(t.pool, [POOL_TX, POOL_RX])
     best_start, best_span = start, int((start + t.dur).max())
+    has_zero = np.zeros(int(lane.max()) + 1, dtype=bool)
+    has_zero[lane[(t.dur <= 0) & (lane >= 0)]] = True
+    moving = port | has_zero[np.maximum(lane, 0)]
+    if chain is None:
+        kept_a, kept_b = lane_chain(np.where(moving, -1, lane), start)
+    else:
+        keep = ~moving[chain[0]]
+        kept_a, kept_b = chain[0][keep], chain[1][keep]
+    moving_lane = np.where(moving, lane, -1)
+    into_port = np.flatnonzero(port[t.dst])  # only the ports' ready times are used
+    p_src, p_dst = t.src[into_port], t.dst[into_port]
+    p_delay = t.dur[p_src] + t.w[into_port]
+    successor = np.empty(t.n, dtype=np.int64)
     for _ in range(rounds):
         ready = np.zeros(t.n, dtype=np.int64)
-        np.maximum.at(ready, t.dst, start[t.src] + t.dur[t.src] + t.w)
+        np.maximum.at(ready, p_dst, start[p_src] + p_delay)
         key = np.where(port, ready, start)
-        a, b = lane_chain(lane, key)
+        a, b = lane_chain(moving_lane, key)
+        successor.fill(-1)  # both chains, sorted by source as `lane_chain` returns them
+        successor[kept_a] = kept_b
+        successor[a] = b
+        a = np.flatnonzero(successor >= 0)
+        b = successor[a]
         w = np.concatenate([t.w, np.zeros(a.size, dtype=np.int64)])
         start = longest_path(t.n, t.dur, np.r_[t.src, a], np.r_[t.dst, b], w)
         span = int((start + t.dur).max())
@@ -118,6 +146,7 @@ def run_schedule(
     lane, src, dst, w = static_graph(t, layout)
     start = longest_path(t.n, t.dur, src, dst, w)
     if t.list_scheduled:  # tile: the ports serve transfers in arrival order
-        start, lane = arrival_order_ports(t, lane, start)
+        m = t.src.size  # static_graph appends the lane-order edges to the data edges
+        start, lane = arrival_order_ports(t, lane, start, chain=(src[m:], dst[m:]))
     # a sender waits for room in its receiver's buffer (one-sided tile writes only)
     return retime_with_credits(t, lane, start), lane, t

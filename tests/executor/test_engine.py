@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import heapq
 
 import networkx as nx
@@ -9,10 +10,10 @@ import numpy as np
 import pytest
 
 from moetrace.executor.dag import CycleError, heap_longest_path, lane_chain, longest_path
-from moetrace.executor.engine import run_static, static_graph
+from moetrace.executor.engine import arrival_order_ports, run_static, static_graph
 from moetrace.executor.listsched import list_schedule
 from moetrace.executor.run import simulate_run
-from moetrace.executor.schedules import lane_layout
+from moetrace.executor.schedules import POOL_AIC, POOL_AIV, POOL_RX, POOL_TX, Timed, lane_layout
 from moetrace.executor.staticsched import ordered_list_schedule
 
 
@@ -142,3 +143,44 @@ def test_every_dependency_is_respected() -> None:
     t = run.timed
     end = run.start + t.dur
     assert np.all(run.start[t.dst] >= end[t.src] + t.w)
+
+
+def _arrival_rounds_reference(
+    t: Timed, lane: np.ndarray, start: np.ndarray, rounds: int = 2
+) -> np.ndarray:
+    """`arrival_order_ports` as first written: every lane re-sorted each round (ports by the
+    ready time of their data, the others by start), through networkx's topological order."""
+    port = np.isin(t.pool, [POOL_TX, POOL_RX])
+    best, best_span = start, int((start + t.dur).max())
+    for _ in range(rounds):
+        ready = np.zeros(t.n, dtype=np.int64)
+        np.maximum.at(ready, t.dst, start[t.src] + t.dur[t.src] + t.w)
+        a, b = lane_chain(lane, np.where(port, ready, start))
+        w = np.concatenate([t.w, np.zeros(a.size, dtype=np.int64)])
+        start = _slow(t.n, t.dur, np.r_[t.src, a], np.r_[t.dst, b], w)
+        span = int((start + t.dur).max())
+        if span < best_span:
+            best, best_span = start, span
+    return best
+
+
+@pytest.mark.parametrize("zero_core_tasks", [False, True])
+def test_arrival_order_ports_equals_full_resort(zero_core_tasks: bool) -> None:
+    """Re-sorting the port lanes alone (core lanes keep their order, given or re-derived) gives
+    the starts of re-sorting every lane; with zero-length core tasks (whose lane may reorder on
+    ties) too."""
+    run = simulate_run(ranks=4, tokens=256, schedule="tile", routing="zipf:1.0", seed=3)
+    t = run.timed
+    if zero_core_tasks:
+        core = np.flatnonzero(np.isin(t.pool, [POOL_AIC, POOL_AIV]))
+        dur = t.dur.copy()
+        dur[core[::7]] = 0
+        t = dataclasses.replace(t, dur=dur)
+    layout = lane_layout(run.hardware, run.options)
+    lane, src, dst, w = static_graph(t, layout)
+    start = longest_path(t.n, t.dur, src, dst, w)
+    want = _arrival_rounds_reference(t, lane, start)
+    m = t.src.size
+    for chain in (None, (src[m:], dst[m:])):
+        got, got_lane = arrival_order_ports(t, lane, start, chain=chain)
+        assert np.array_equal(got, want) and got_lane is lane
