@@ -7,8 +7,8 @@ Candidates: for the tile schedule, two transfer orders (arrival rotation, expert
 split of HBM between the cube and vector pools (`HBM_BIASES`) x per-core orders (the vectorised
 static scheduler; where the planner times at most `EVENT_PLAN_LIMIT` tasks per candidate also
 the stage-priority and FIFO list schedules, frozen into static orders) and, on runs of at most
-that many tasks, the chunked operator-level plans (`CHUNKED_PLANS`). Other schedules have one
-candidate.
+`CHUNKED_PLAN_LIMIT` tasks, the chunked operator-level plans (`CHUNKED_PLANS`). Other schedules
+have one candidate.
 
 What a candidate costs is the tasks timed for it (`planned_tasks`): a rotation-symmetric run
 (`tiles.symmetry`) is timed on rank 0's tasks alone (`executor.fold`, exact), so its tile
@@ -60,6 +60,9 @@ EVENT_PLAN_LIMIT = 200_000  # tasks: above this the event-loop plans cost more t
 # its overlap gains (a few hundred tokens per rank, weight-read bound), the offline planner emits
 # the chunked plan; docs/executor.md lists where that happens
 CHUNKED_PLANS = (2, 4, 8)
+# tasks: the chunked plans are candidates on runs of at most this many (their graphs are never
+# folded: the whole run's tasks; docs/executor.md gives what a larger limit would win and cost)
+CHUNKED_PLAN_LIMIT = EVENT_PLAN_LIMIT
 CHUNKED_MARGIN = 0.02  # a chunked plan is kept only if this much faster than the best tile plan
 
 
@@ -112,7 +115,7 @@ def best_plan(
         for order, bias in itertools.product(orders, biases)
     ]
     best = _search(cands, wl, hw, exhaustive, None)
-    chunked_small = graph.full_tasks <= EVENT_PLAN_LIMIT  # its graphs: the whole run's size
+    chunked_small = graph.full_tasks <= CHUNKED_PLAN_LIMIT  # its graphs: the whole run's size
     if (
         tile
         and chunked_small
