@@ -47,7 +47,9 @@ def test_limit_between_folded_and_whole_run_keeps_full_and_folded_equal(
     whole = build_graph(wl)
     per_rank = planner.planned_tasks(whole)
     assert per_rank < whole.n
-    monkeypatch.setattr(planner, "EVENT_PLAN_LIMIT", (per_rank + whole.n) // 2)
+    between = (per_rank + whole.n) // 2
+    monkeypatch.setattr(planner, "EVENT_PLAN_LIMIT", between)
+    monkeypatch.setattr(planner, "CHUNKED_PLAN_LIMIT", between)  # the default: the same limit
     full = execute(wl, hw, opts)
     folded = execute(wl, hw, opts, fold=True)
     assert folded.expansion is not None and full.expansion is None
