@@ -5,6 +5,8 @@ plan), `--dynamic` (its run-time-queue ablation) and chunked with 2, 4 and 8 mic
 the ratio tile / best rival (> 1.02: tile loses by more than 2%). The link factor scales the
 measured DeepEP-Ascend rate of that EP degree (mean of dispatch and combine), forced with
 `link_bw`. Balanced routing, DeepSeek-V3 on ascend-a3. Prints one row per cell and a summary.
+Every schedule runs as `simulate()` runs it (`execute(fold=True)`): a rotation-symmetric tile
+run is timed on rank 0's tasks alone (executor/fold.py, exact), the others on every rank.
 Usage: python benchmarks/bench_tile_grid.py [--ranks 8,16,32,64,128] [--tokens 512,2048,8192,16384]
        [--link 0.25,0.5,1,2]   (defaults: the issue's full grid, 80 cells; cells run smallest
        first, so a partial run's rows are complete cells; slow: about an hour on a shared machine)
@@ -18,7 +20,7 @@ import time
 
 from moetrace.executor.errors import ExecutorInputError
 from moetrace.executor.hardware import PRESETS
-from moetrace.executor.run import simulate_run
+from moetrace.executor.run import Run, execute, prepare
 
 RIVALS = {
     "dynamic": {"schedule": "tile", "dynamic": True},
@@ -26,6 +28,13 @@ RIVALS = {
     "chunked4": {"schedule": "chunked", "chunks": 4},
     "chunked8": {"schedule": "chunked", "chunks": 8},
 }
+
+
+def _run(**kwargs: object) -> Run:
+    """One schedule of one cell, simulated as `simulate()` does (folded where exact)."""
+    sched = str(kwargs.pop("schedule"))
+    wl, hw, opts, _ = prepare(schedule_name=sched, **kwargs)  # type: ignore[arg-type]
+    return execute(wl, hw, opts, fold=True)
 
 
 def _list(text: str, kind: type) -> list:  # type: ignore[type-arg]
@@ -54,8 +63,8 @@ def main() -> None:
         base = (hw.link_rate("dispatch", ep) + hw.link_rate("combine", ep)) / 2
         common = dict(ranks=ep, tokens=tokens, hw_overrides={"link_bw": factor * base})
         try:
-            tile = simulate_run(schedule="tile", **common)
-            spans = {k: simulate_run(**v, **common).makespan_ns for k, v in RIVALS.items()}
+            tile = _run(schedule="tile", **common)
+            spans = {k: _run(**v, **common).makespan_ns for k, v in RIVALS.items()}
         except ExecutorInputError as exc:  # e.g. a receive window the plans cannot honour
             print(f"| {ep} | {tokens} | {factor:g}x | refused: {exc} |", flush=True)
             continue

@@ -5,9 +5,18 @@ so it is fair to the static schedule; the candidates are listed in docs/executor
 
 Candidates: for the tile schedule, two transfer orders (arrival rotation, expert-major) x the
 split of HBM between the cube and vector pools (`HBM_BIASES`) x per-core orders (the vectorised
-static scheduler; on graphs up to `EVENT_PLAN_LIMIT` tasks also the stage-priority and FIFO
-list schedules, frozen into static orders) and, on those graphs, the chunked operator-level
-plans (`CHUNKED_PLANS`). Other schedules have one candidate.
+static scheduler; where the planner times at most `EVENT_PLAN_LIMIT` tasks per candidate also
+the stage-priority and FIFO list schedules, frozen into static orders) and, on runs of at most
+`CHUNKED_PLAN_LIMIT` tasks, the chunked operator-level plans (`CHUNKED_PLANS`). Other schedules
+have one candidate.
+
+What a candidate costs is the tasks timed for it (`planned_tasks`): a rotation-symmetric run
+(`tiles.symmetry`) is timed on rank 0's tasks alone (`executor.fold`, exact), so its tile
+candidates cost EP times fewer tasks than the whole run and get every per-core order and HBM
+split up to EP x `EVENT_PLAN_LIMIT` tasks. The limit depends on the run, not on whether it
+is folded: the full and the folded simulation of one run try the same candidates and keep the
+same plan. The chunked graphs are not rotation-symmetric (several micro-batches, no comm AIV),
+so they cost the whole run's tasks and keep the limit on it.
 
 The search is bound-pruned: every candidate's durations first, then timed in order of a cheap
 lower bound of its makespan (`lane_work_bound`); a plan whose bound cannot beat the best so far
@@ -51,6 +60,9 @@ EVENT_PLAN_LIMIT = 200_000  # tasks: above this the event-loop plans cost more t
 # its overlap gains (a few hundred tokens per rank, weight-read bound), the offline planner emits
 # the chunked plan; docs/executor.md lists where that happens
 CHUNKED_PLANS = (2, 4, 8)
+# tasks: the chunked plans are candidates on runs of at most this many (their graphs are never
+# folded: the whole run's tasks; docs/executor.md gives what a larger limit would win and cost)
+CHUNKED_PLAN_LIMIT = EVENT_PLAN_LIMIT
 CHUNKED_MARGIN = 0.02  # a chunked plan is kept only if this much faster than the best tile plan
 
 
@@ -96,14 +108,22 @@ def best_plan(
         # the expert-major order is the arrival order here (same transfer order, same live
         # weights): its candidates would tie with the arrival ones, which win ties
         orders = ("arrival",)
-    small = graph.full_tasks <= EVENT_PLAN_LIMIT  # a folded graph: the size of the whole run
+    small = planned_tasks(graph) <= EVENT_PLAN_LIMIT
     biases = (HBM_BIASES if small else HBM_BIASES_LARGE) if tile else (1.0,)
     cands: list[tuple[TaskGraph, ScheduleOptions]] = [
         (graph, dataclasses.replace(opts, order=order, aic_hbm_bias=bias))
         for order, bias in itertools.product(orders, biases)
     ]
     best = _search(cands, wl, hw, exhaustive, None)
-    if tile and small and opts.order == "auto" and opts.one_sided and opts.l2 and not opts.dynamic:
+    chunked_small = graph.full_tasks <= CHUNKED_PLAN_LIMIT  # its graphs: the whole run's size
+    if (
+        tile
+        and chunked_small
+        and opts.order == "auto"
+        and opts.one_sided
+        and opts.l2
+        and not opts.dynamic
+    ):
         # the operator-level chunked plans (`CHUNKED_PLANS`): kept only if more than
         # `CHUNKED_MARGIN` faster than the best tile plan, so a tile run stays a tile run
         # unless the chunked plan clearly wins (and tile never loses to it by more)
@@ -142,17 +162,16 @@ def _search(
         bound = lane_work_bound(timed, lane_layout(hw, cand))
         if not bounds or (bound, index) < min(c[:2] for c in bounds):
             kept = timed
-        # the whole run's task count (a folded graph stands for every rank's tasks)
-        bounds.append((bound, index, timed.n - g.n + g.full_tasks))
+        bounds.append((bound, index, planned_tasks(g)))
         del timed
     bounds.sort(key=lambda c: (c[0], c[1]))
     best: Plan | None = None
     best_key = (0, 0)
-    for bound, index, n_timed in bounds:
+    for bound, index, n_planned in bounds:
         current, kept = kept, None
         g, cand = cands[index]
         layout = lane_layout(hw, cand)
-        for sub, name in enumerate(plan_names(cand, n_timed <= EVENT_PLAN_LIMIT)):
+        for sub, name in enumerate(plan_names(cand, n_planned <= EVENT_PLAN_LIMIT)):
             key = (index, sub)
             if not exhaustive and limit is not None and bound >= limit:
                 continue  # it cannot matter
@@ -173,6 +192,13 @@ def _search(
             if best is None or (plan.makespan_ns, key) < (best.makespan_ns, best_key):
                 best, best_key = plan, key
     return best
+
+
+def planned_tasks(graph: TaskGraph) -> int:
+    """Tasks the planner times per candidate of this run: rank 0's alone in a rotation-symmetric
+    run (the same whether or not `graph` is folded), else the whole run's."""
+    sym = graph.symmetric
+    return graph.full_tasks // sym.ranks if sym is not None else graph.full_tasks
 
 
 def _chunked_graph(wl: Workload, graph: TaskGraph, chunks: int) -> TaskGraph:
