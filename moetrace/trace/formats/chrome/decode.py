@@ -22,6 +22,7 @@ from typing import Any
 import msgspec
 import polars as pl
 
+from moetrace.trace.formats import partial
 from moetrace.trace.formats.chrome.columns import (
     RARE_KEYS as _RARE_KEYS,
 )
@@ -186,6 +187,12 @@ def _decode_stream(path: Path, reader: _Reader) -> RawTrace:
             raise TraceFormatError(path, "invalid JSON in traceEvents", f"near byte {base + pos}")
         frames.append(piece_frame)
         count += piece_frame.height
+        partial.offer(  # the viewer's preview of the events so far (formats/partial.py)
+            "chrome",
+            path,
+            lambda: RawTrace(pl.concat(frames, how="diagonal_relaxed"), dict(top), container),
+            count,
+        )
         del buf[:cut]  # keep the comma: the next piece's '[' is written over it
         base += cut
         pos = 1
