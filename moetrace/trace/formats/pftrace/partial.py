@@ -5,10 +5,11 @@ previews read prefixes first, cut at packet boundaries: the first packet (moetra
 names and descriptors) and `FIRST_FRACTION` of the events after it, then twice as many, while
 the bytes read in previews stay within the watch's budget of the file (a read costs about the
 same per byte: at 1M events moetrace's first packet is ~2% of the file, so one preview of 3%
-of the events fits a budget of 10%, the next one would not). A prefix is a trace when the track descriptors come before the events (moetrace writes them so; Perfetto's
-own writers mostly too); the BEGINs whose END lies beyond the cut are left out of it (slices
-still open at the cut are not shown; the vectorised reader takes balanced BEGIN/END only).
-Only the vectorised reader is used: a file it does not understand gets no preview.
+of the events fits a budget of 10%, the next one would not). A prefix is a trace when the
+track descriptors come before the events (moetrace writes them so; Perfetto's own writers
+mostly too); the BEGINs whose END lies beyond the cut are left out of it (slices still open
+at the cut are not shown; the vectorised reader takes balanced BEGIN/END only). Only the
+vectorised reader is used: a file it does not understand gets no preview.
 """
 
 from __future__ import annotations
