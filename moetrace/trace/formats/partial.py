@@ -69,10 +69,12 @@ class PreviewWatch:
             return False
         now = self.clock()
         reading = now - self.started - self.spent
-        if reading < self.first_after or now - self.last_end < self.min_interval:
+        if reading < self.first_after:
             return False
         if self.shown == 0:
             return True  # the first preview is small: what `first_after` seconds read
+        if now - self.last_end < self.min_interval:
+            return False
         estimate = self.cost_per_unit * units
         return self.spent + estimate <= self.budget * (now - self.started)
 

@@ -25,6 +25,7 @@ from moetrace.trace.formats.pftrace.read_vectorised import (
     _E_TYPE,
     _E_UUID,
     _END,
+    _FLOW_WIRES,
     _LEN,
     _P_EVENT,
     _VARINT,
@@ -86,19 +87,29 @@ def unclosed_begins(kind: np.ndarray, uuid: np.ndarray) -> np.ndarray:
     return np.sort(order[(step > 0) & (lowest >= level)])
 
 
+_NO_FLOW = 1999
+"""An unused TrackEvent field number (in its extension range) with a 2-byte tag, like the flow
+fields': a flow field renamed to it is skipped by the reader."""
+
+
 def balanced_prefix(data: bytes, end: int) -> bytes:
-    """`data[:end]` (whole packets) without the BEGIN packets whose END is not in it."""
-    prefix = data[:end]
-    starts, ends = packet_spans(prefix)
-    buf = np.frombuffer(prefix + bytes(PAD), dtype=np.uint8)
+    """`data[:end]` (whole packets) without the BEGIN packets whose END is not in it, and
+    without flows (a flow's two ends may lie on both sides of the cut; the reader takes
+    one-to-one flows only): their fields are renamed to `_NO_FLOW` in place."""
+    prefix = bytearray(data[:end])
+    starts, ends = packet_spans(bytes(prefix))
+    buf = np.frombuffer(bytes(prefix) + bytes(PAD), dtype=np.uint8)
     events = scan(buf, starts, ends, {_P_EVENT}).select(_P_EVENT, _LEN)
-    fields = scan(buf, events.off, events.off + events.length, {_E_TYPE, _E_UUID})
+    fields = scan(buf, events.off, events.off + events.length, {_E_TYPE, _E_UUID, *_FLOW_WIRES})
+    raw = np.frombuffer(prefix, dtype=np.uint8)
+    for number in _FLOW_WIRES:
+        flows = fields.select(number)  # `off`: the value; its 2-byte tag is just before it
+        tag = (_NO_FLOW << 3) | flows.wire.astype(np.int64)
+        raw[flows.off - 2], raw[flows.off - 1] = (tag & 0x7F) | 0x80, tag >> 7
     n = len(events.msg)
     kind = fields.select(_E_TYPE, _VARINT).last(n)[0].astype(np.int64)
     uuid = fields.select(_E_UUID, _VARINT).last(n)[0]
     dropped = events.msg[unclosed_begins(kind, uuid)]
-    if len(dropped) == 0:
-        return prefix
     begin = np.concatenate([[0], ends[:-1]])  # a packet with its tag and length
     pieces, at = [], 0
     for packet in dropped.tolist():  # few: the slices open at the cut
