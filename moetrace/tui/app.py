@@ -220,7 +220,8 @@ class MoetraceApp(ViewerActions):
             text = self.load_progress.text()
             self.set_status(text)
             self.timeline.placeholder = f"{text}  (q or Ctrl+C quits)"
-            self.timeline.refresh()
+            if self.model is None:  # drawn only until lanes (a preview, a rank file) are in
+                self.timeline.refresh()
 
     def _loading_done(self) -> None:
         self.load_progress = None

@@ -282,12 +282,14 @@ async def test_viewer_draws_a_json_preview_before_the_load_ends(
         await _preview_then_final(app, pilot, gate, plain)
 
 
-async def test_viewer_draws_a_pftrace_preview_before_the_load_ends(
-    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
-) -> None:
+def _gated_pftrace(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, trace: Trace
+) -> tuple[MoetraceApp, threading.Event, Trace]:
+    """The viewer on `trace` written as .pftrace, previews eager and the whole-file read
+    waiting at the returned gate (the previews read through their own binding); and the
+    trace a plain load gives."""
     import moetrace.trace.formats.pftrace.read as pf_read
 
-    trace = synthetic_trace(ranks=2, events_per_lane=150, seed=6)
     path = tmp_path / "t.pftrace"
     trace.write(path)
     plain = moetrace.load(path, cache=False)
@@ -295,12 +297,19 @@ async def test_viewer_draws_a_pftrace_preview_before_the_load_ends(
     gate = threading.Event()
     real = pf_read.read_vectorised
 
-    def slow_whole_read(p: Path, data: bytes) -> Any:  # the previews read through their own
+    def slow_whole_read(p: Path, data: bytes) -> Any:
         gate.wait(60)
         return real(p, data)
 
     monkeypatch.setattr(pf_read, "read_vectorised", slow_whole_read)
-    app = MoetraceApp(paths=[path], metrics=False, loading={"cache": False})
+    return MoetraceApp(paths=[path], metrics=False, loading={"cache": False}), gate, plain
+
+
+async def test_viewer_draws_a_pftrace_preview_before_the_load_ends(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    trace = synthetic_trace(ranks=2, events_per_lane=150, seed=6)
+    app, gate, plain = _gated_pftrace(monkeypatch, tmp_path, trace)
     async with app.run_test(size=(140, 40)) as pilot:
         await _preview_then_final(app, pilot, gate, plain)
 
@@ -309,19 +318,13 @@ async def test_quit_during_a_previewed_load(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
     """Ctrl+C ends the viewer while a preview is shown and the reader still waits."""
-    import moetrace.trace.formats.pftrace.read as pf_read
     from moetrace.tui.loading import busy
 
     trace = synthetic_trace(ranks=1, events_per_lane=150, seed=8)
-    path = tmp_path / "t.pftrace"
-    trace.write(path)
-    _eager(monkeypatch)
-    gate = threading.Event()
-    real = pf_read.read_vectorised
-    monkeypatch.setattr(pf_read, "read_vectorised", lambda p, d: gate.wait(60) and real(p, d))
-    app = MoetraceApp(paths=[path], metrics=False, loading={"cache": False})
+    app, gate, _ = _gated_pftrace(monkeypatch, tmp_path, trace)
     async with app.run_test(size=(100, 30)) as pilot:
         await _until(pilot, lambda: app.model is not None)
+        assert app.load_progress is not None  # a preview, the load still running
         await pilot.press("ctrl+c")
         await pilot.pause()
         assert app._exit and busy()  # closing although the load has not returned
