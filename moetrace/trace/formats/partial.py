@@ -44,7 +44,7 @@ class PreviewWatch:
         builders: Mapping[str, Builder] | None = None,
         *,
         budget: float = 0.10,
-        first_after: float = 0.8,
+        first_after: float = 0.5,
         min_interval: float = 1.5,
         clock: Callable[[], float] = time.perf_counter,
     ) -> None:
