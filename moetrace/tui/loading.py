@@ -48,6 +48,9 @@ PREVIEW_MIN_BYTES = 8 << 20
 # costs ~1/4 of reading its events (building the trace), so after the first, small one the
 # budget admits few: growing intervals.
 PREVIEW_POLICY: dict[str, float] = {"budget": 0.10, "first_after": 0.5, "min_interval": 1.5}
+# The watch of the last previewed load: how many previews it showed and the seconds they cost
+# (bench_tui prints them: the previews' own cost, steadier than two loads' wall clocks).
+last_preview_stats: tuple[int, float] | None = None
 
 
 def load_with_previews(
@@ -68,8 +71,12 @@ def load_with_previews(
         first_after=policy["first_after"],
         min_interval=policy["min_interval"],
     )
-    with partial.watching(watch):
-        return io.load(paths, options=options)
+    global last_preview_stats
+    try:
+        with partial.watching(watch):
+            return io.load(paths, options=options)
+    finally:
+        last_preview_stats = (watch.shown, watch.spent)
 
 
 def load_in_steps(
