@@ -79,12 +79,14 @@ class PreviewWatch:
         return self.spent + estimate <= self.budget * (now - self.started)
 
     def deliver(self, kind: str, path: Path, make: Callable[[], Any], units: int) -> bool:
-        """Build the preview (`make()`, then the builder of `kind`) and show it; its cost
-        counts against the budget. Returns whether a preview was shown."""
+        """Build the preview (`make()`, then the builder of `kind`) and show it unless it has
+        no events; its cost counts against the budget. Returns whether a preview was shown."""
         begun = self.clock()
         try:
             made = make()
             trace = made if kind == "trace" else self.builders[kind](path, made)
+            if trace is not None and trace.events.height == 0:
+                trace = None  # nothing to draw yet (a prefix of open slices only)
             if trace is not None:
                 self.show(trace)
         except Exception:  # a preview is only a view: the reader's own result is unaffected

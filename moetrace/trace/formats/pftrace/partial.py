@@ -32,6 +32,7 @@ from moetrace.trace.formats.pftrace.read_vectorised import (
     read_vectorised,
 )
 from moetrace.trace.formats.pftrace.scan import PAD, Malformed, packet_spans, scan
+from moetrace.trace.model import Trace
 
 FIRST_FRACTION = 0.02
 """The first preview's share of the events' bytes (after the first packet): 20k of 1M events;
@@ -120,13 +121,20 @@ def balanced_prefix(data: bytes, end: int) -> bytes:
     return b"".join(pieces)
 
 
-def _read_prefix(path: Path, data: bytes, end: int) -> object:
-    """The Trace of the packets before byte `end`, or None when the reader cannot take it."""
+class NoPreview(ValueError):
+    """The vectorised reader does not take this file: no previews (the watch stops)."""
+
+
+def _read_prefix(path: Path, data: bytes, end: int) -> Trace:
+    """The Trace of the packets before byte `end` (no events when every slice in it is still
+    open: a longer prefix is tried next)."""
     try:
-        prefix = balanced_prefix(data, end)
+        trace = read_vectorised(path, balanced_prefix(data, end))
     except Malformed:
-        return None
-    return read_vectorised(path, prefix)
+        trace = None
+    if trace is None:
+        raise NoPreview(f"{path}: the vectorised reader does not take this file")
+    return trace
 
 
 def prefix_previews(path: Path, data: bytes) -> None:
@@ -144,7 +152,8 @@ def prefix_previews(path: Path, data: bytes) -> None:
         if not head < end < len(data) or spent + end > watch.budget * len(data):
             return
         read_prefix = functools.partial(_read_prefix, path, data, end)
-        if not watch.deliver("trace", path, read_prefix, end):
+        watch.deliver("trace", path, read_prefix, end)
+        if watch.stopped:
             return
         spent += end
         fraction *= 2
