@@ -123,6 +123,17 @@ def test_no_watch_no_preview() -> None:
 
 
 # ------------------------------------------------------------------ readers with a watch
+def _load_watched(path: Path) -> tuple[Trace, list[Trace]]:
+    """A plain load of `path`, and the previews an eager watch got while loading it again
+    (that load's result checked equal to the plain one)."""
+    plain = moetrace.load(path, cache=False)
+    previews: list[Trace] = []
+    with partial.watching(_eager_watch(previews.append)):
+        watched = moetrace.load(path, cache=False)
+    _same(watched, plain)
+    return plain, previews
+
+
 def test_chrome_previews_are_growing_prefixes_and_the_result_is_unchanged(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
@@ -131,11 +142,7 @@ def test_chrome_previews_are_growing_prefixes_and_the_result_is_unchanged(
     path = tmp_path / "be.json"
     _be_json(path)
     monkeypatch.setattr(decode, "CHUNK", 4096)  # many pieces
-    plain = moetrace.load(path, cache=False)
-    previews: list[Trace] = []
-    with partial.watching(_eager_watch(previews.append)):
-        watched = moetrace.load(path, cache=False)
-    _same(watched, plain)
+    plain, previews = _load_watched(path)
     assert len(previews) >= 5
     counts = [p.events.height for p in previews]
     assert counts == sorted(counts) and counts[-1] < plain.events.height
@@ -156,11 +163,7 @@ def test_pftrace_previews_are_balanced_prefixes_and_the_result_is_unchanged(
     trace = synthetic_trace(ranks=2, events_per_lane=300, seed=4)
     path = tmp_path / "t.pftrace"
     trace.write(path)
-    plain = moetrace.load(path, cache=False)
-    previews: list[Trace] = []
-    with partial.watching(_eager_watch(previews.append)):
-        watched = moetrace.load(path, cache=False)
-    _same(watched, plain)
+    plain, previews = _load_watched(path)
     assert len(previews) >= 3
     for p in previews:
         # A preview's slices are slices of the whole trace (same lane, name, start, end).
