@@ -50,7 +50,8 @@ class TraceLoaded(Message):
 
 
 class RanksLoaded(Message):
-    """Part of a job is in: the first `done` of `total` rank files, merged, and their lanes."""
+    """Part of a job is in: the first `done` of `total` rank files, merged, and their lanes;
+    `done` 0: a preview of the events read so far of one big file."""
 
     def __init__(self, trace: Trace, model: LaneModel, done: int, total: int) -> None:
         self.trace, self.model, self.done, self.total = trace, model, done, total
@@ -219,7 +220,8 @@ class MoetraceApp(ViewerActions):
             text = self.load_progress.text()
             self.set_status(text)
             self.timeline.placeholder = f"{text}  (q or Ctrl+C quits)"
-            self.timeline.refresh()
+            if self.model is None:  # drawn only until lanes (a preview, a rank file) are in
+                self.timeline.refresh()
 
     def _loading_done(self) -> None:
         self.load_progress = None
@@ -228,12 +230,18 @@ class MoetraceApp(ViewerActions):
             timer.stop()
 
     def on_ranks_loaded(self, message: RanksLoaded) -> None:
-        """Part of the job is in: draw its lanes now (the view kept as more ranks arrive)."""
+        """Part of the job is in (rank files, or a preview of one big file): draw its lanes
+        now (the view kept as more arrives)."""
         if self.load_progress is None:
             return  # the whole trace is already shown
         first = self.model is None
         self.trace, self.model = message.trace, message.model
         self.timeline.set_model(message.model, keep_view=not first)
+        if message.done == 0:  # a preview of one big file
+            self.sub_title = (
+                f"preview: {message.trace.events.height:,} events read so far · loading…"
+            )
+            return
         self.sub_title = (
             f"{len(message.trace.ranks)} ranks so far ({message.done} of {message.total} files)"
             " · loading…"

@@ -39,6 +39,46 @@ PROCESS_ANALYSIS_EVENTS = 100_000
 PARTIAL_EVERY_FILE_EVENTS = 500_000
 
 
+# One big file: previews of the events read so far (moetrace.trace.formats.partial) for files
+# of at least this many bytes on disk (~0.5M events as .json.gz: ~2 s to read); smaller files
+# load in about the time a preview would take.
+PREVIEW_MIN_BYTES = 8 << 20
+# The watch's policy (seconds, share of the reading time): the first preview after 0.5 s of
+# reading, then at most every 1.5 s while all previews cost ≤ 10% of the reading. A preview
+# costs ~1/4 of reading its events (building the trace), so after the first, small one the
+# budget admits few: growing intervals.
+PREVIEW_POLICY: dict[str, float] = {"budget": 0.10, "first_after": 0.5, "min_interval": 1.5}
+# The watch of the last previewed load: how many previews it showed and the seconds they cost
+# (bench_tui prints them: the previews' own cost, steadier than two loads' wall clocks).
+last_preview_stats: tuple[int, float] | None = None
+
+
+def load_with_previews(
+    paths: list[Path], show: Callable[[Trace], None], options: LoadOptions | None = None
+) -> Trace:
+    """`moetrace.trace.io.load(paths, options=options)` (exactly its result), while the file
+    being read offers `show` previews of what it has read so far (a file from the cache offers
+    none: it is in at once)."""
+    from moetrace.trace import io
+    from moetrace.trace.formats import partial
+    from moetrace.trace.formats.chrome.partial import BUILDERS
+
+    policy = PREVIEW_POLICY
+    watch = partial.PreviewWatch(
+        show,
+        BUILDERS,
+        budget=policy["budget"],
+        first_after=policy["first_after"],
+        min_interval=policy["min_interval"],
+    )
+    global last_preview_stats
+    try:
+        with partial.watching(watch):
+            return io.load(paths, options=options)
+    finally:
+        last_preview_stats = (watch.shown, watch.spent)
+
+
 def load_in_steps(
     paths: list[Path],
     files: list[Path],
@@ -47,7 +87,8 @@ def load_in_steps(
 ) -> Trace:
     """`moetrace.trace.io.load(paths, options=options)`, showing the job as its rank files
     arrive: with several files (and the cache on) they are first read one by one, and
-    `show(job so far, files read)` is called as each arrives; the result is then `load`'s
+    `show(job so far, files read)` is called as each arrives; one big file calls
+    `show(events read so far, 0)` now and then (`load_with_previews`). The result is `load`'s
     own (rank numbers of files that name none, duplicate-rank warnings), read back from the
     cache (~8% of a first read)."""
     from dataclasses import replace
@@ -57,6 +98,8 @@ def load_in_steps(
     from moetrace.trace.options import LoadOptions
 
     options = options or LoadOptions()
+    if len(files) == 1 and _size(files[0]) >= PREVIEW_MIN_BYTES:
+        return load_with_previews(paths, lambda trace: show(trace, 0), options)
     if len(files) < 2 or not options.cache:
         return io.load(paths, options=options)
     read: list[Trace] = []

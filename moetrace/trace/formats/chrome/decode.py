@@ -22,6 +22,7 @@ from typing import Any
 import msgspec
 import polars as pl
 
+from moetrace.trace.formats import partial
 from moetrace.trace.formats.chrome.columns import (
     RARE_KEYS as _RARE_KEYS,
 )
@@ -189,6 +190,12 @@ def _decode_stream(path: Path, reader: _Reader) -> RawTrace:
             except msgspec.DecodeError as exc:
                 raise _bad_json(path, exc, buf[pos:end], base + pos) from None
             raise TraceFormatError(path, "invalid JSON in traceEvents", f"near byte {base + pos}")
+        partial.offer(  # the viewer's preview of the events so far (formats/partial.py)
+            "chrome",
+            path,
+            lambda: RawTrace(pieces.so_far(), dict(top), container),
+            pieces.count,
+        )
         del buf[:cut]  # keep the comma: the next piece's '[' is written over it
         base += cut
         pos = 1
@@ -421,6 +428,15 @@ class _Pieces:
     def _flush(self) -> None:
         if self._lean.count:
             self._frames.append(self._lean.finish())
+
+    def so_far(self) -> pl.DataFrame:
+        """Every event decoded so far, the pieces going on after it (the viewer's previews):
+        the open batch is finished early, which changes no value (batches only group work)."""
+        self._flush()
+        self._lean = LeanColumns(self.count)
+        if not self._frames:
+            return empty_columns()
+        return pl.concat(self._frames, how="diagonal_relaxed", rechunk=False)
 
     def frame(self) -> pl.DataFrame:
         """Every event decoded (see `columns.COLUMNS`)."""

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from moetrace.trace.formats.pftrace.partial import prefix_previews
 from moetrace.trace.formats.pftrace.read_packets import read_slow
 from moetrace.trace.formats.pftrace.read_vectorised import read_vectorised
 from moetrace.trace.model import Trace, TraceFormatError
@@ -21,6 +22,7 @@ def read_pftrace(path: str | Path) -> Trace:
     """
     path = Path(path)
     data = _read_bytes(path)
+    prefix_previews(path, data)  # the viewer's previews of a big file (formats/partial.py)
     fast = read_vectorised(path, data)
     if fast is not None:
         return fast
