@@ -146,10 +146,16 @@ async def test_cursor_never_leaves_the_trace(small_trace: Trace) -> None:
     app = MoetraceApp(small_trace, metrics=False)
     async with running(app) as pilot:
         tl = app.timeline
-        await pilot.press(*["right"] * 300, "s", "s", *["right"] * 300)
+        # A held key (each clock reading 10 ms after the last): steps grow to 8 cells, so a
+        # few dozen presses run far past either end of the trace (whose span is ~100 cells).
+        ticks = iter(range(100_000))
+        tl.clock = lambda: 1000.0 + 0.01 * next(ticks)
+        await pilot.press(*["right"] * 60, "s", "s", *["right"] * 60)
         assert 0 <= tl.cursor_t < tl.model.span
-        await pilot.press(*["left"] * 400, "d")
+        assert tl.cursor_t > 0.9 * tl.model.span  # it did reach the end, and stopped there
+        await pilot.press(*["left"] * 120, "d")
         assert 0 <= tl.cursor_t < tl.model.span
+        assert tl.cursor_t < 0.1 * tl.model.span
         tl.set_view(-1e12, -1e12 + 1000)  # asked for a view far before the trace
         assert 0 <= tl.cursor_t < tl.model.span
 
