@@ -228,8 +228,13 @@ async def test_loading_shows_progress_then_the_trace(
     monkeypatch.setattr(io, "load", slow_load)
     app = MoetraceApp(paths=[path])
     async with app.run_test(size=(140, 36)) as pilot:
-        await pilot.pause(0.6)  # the progress timer ticks every 0.25 s
-        status = static_text(app, "#status")
+        # The progress timer ticks every 0.25 s, and the loading thread first imports Polars
+        # (seconds on a busy machine): wait for a tick after the file is open, in bounded rounds.
+        for _ in range(400):
+            await pilot.pause(0.05)
+            status = static_text(app, "#status")
+            if "%" in status:
+                break
         assert "40% of 0.0 MB" in status and "ETA" in status  # 400 of 1001 bytes read
         assert "x.json" in app.title and app.trace is None
         assert "q or Ctrl+C quits" in app.timeline.render_line(2).text
