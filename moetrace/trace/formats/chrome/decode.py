@@ -436,18 +436,15 @@ class _Pieces:
         self._lean = LeanColumns(self.count)
         if not self._frames:
             return empty_columns()
+        if len(self._frames) == 1:
+            return self._frames[0]
         return pl.concat(self._frames, how="diagonal_relaxed", rechunk=False)
 
     def frame(self) -> pl.DataFrame:
-        """Every event decoded (see `columns.COLUMNS`)."""
-        self._flush()
-        self._lean = LeanColumns(self.count)
-        frames, self._frames = self._frames, []
-        if not frames:
-            return empty_columns()
-        if len(frames) == 1:
-            return frames[0]
-        return pl.concat(frames, how="diagonal_relaxed", rechunk=False)
+        """Every event decoded (see `columns.COLUMNS`); the pieces let go of their frames."""
+        out = self.so_far()
+        self._frames = []
+        return out
 
 
 def _decode_piece(piece: bytes, pieces: _Pieces, full: bool = False) -> None:
