@@ -195,10 +195,10 @@ def _search(
 
 
 def planned_tasks(graph: TaskGraph) -> int:
-    """Tasks the planner times per candidate of this run: rank 0's alone in a rotation-symmetric
-    run (the same whether or not `graph` is folded), else the whole run's."""
+    """Tasks the planner times per candidate of this run: those of ranks 0 .. period-1 alone in
+    a rotation-symmetric run (the same whether or not `graph` is folded), else the whole run's."""
     sym = graph.symmetric
-    return graph.full_tasks // sym.ranks if sym is not None else graph.full_tasks
+    return graph.full_tasks // sym.copies if sym is not None else graph.full_tasks
 
 
 def _chunked_graph(wl: Workload, graph: TaskGraph, chunks: int) -> TaskGraph:

@@ -196,9 +196,9 @@ def to_trace(run: Run) -> Trace:
     wl, hw, opts = run.workload, run.hardware, run.options
     makespan = run.makespan_ns
     figures = floors(run.timed, hw, wl.ranks)
-    if run.expansion is not None:  # rank 0 stands for every rank: totals over all of them
-        figures["flops"] *= wl.ranks
-        figures["hbm_bytes"] *= wl.ranks
+    if run.expansion is not None:  # the block stands for every rank: totals over all of them
+        figures["flops"] *= run.expansion.copies
+        figures["hbm_bytes"] *= run.expansion.copies
     meta = {
         "workload": wl.to_dict(),
         "hardware": hw.to_dict(),
