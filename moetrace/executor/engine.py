@@ -99,8 +99,12 @@ def arrival_order_ports(
     so its edges are taken from `chain` (or ordered once) and each round sorts the port lanes
     (and any lane with a zero-length task) alone, from the ports' own in-edges.
 
-    Cannot deadlock: with potential (ready time for port tasks, start for the others; ties by
-    id, which grows along every data edge) every data edge and every lane edge goes up."""
+    Equal ready times on a port are taken in seq order (the transfers' rotation order, then
+    each task's copy in a rotation-symmetric run: `tiles.build_graph`), so every rank orders
+    its ports as its rotated copy does and the folded simulation (`executor.fold`) is exact.
+
+    Cannot deadlock: with potential (ready time for port tasks, start for the others) every
+    data edge goes strictly up (durations are >= 1 ns) and every lane edge does not go down."""
     port = np.isin(t.pool, [POOL_TX, POOL_RX])
     best_start, best_span = start, int((start + t.dur).max())
     has_zero = np.zeros(int(lane.max()) + 1, dtype=bool)
@@ -116,10 +120,12 @@ def arrival_order_ports(
     p_src, p_dst = t.src[into_port], t.dst[into_port]
     p_delay = t.dur[p_src] + t.w[into_port]
     successor = np.empty(t.n, dtype=np.int64)
+    rotation = np.empty(t.n, dtype=np.int64)
+    rotation[lex_order(t.seq)] = np.arange(t.n)
     for _ in range(rounds):
         ready = np.zeros(t.n, dtype=np.int64)
         np.maximum.at(ready, p_dst, start[p_src] + p_delay)
-        key = np.where(port, ready, start)
+        key = np.where(port, ready, start) * (t.n + 1) + rotation  # ties in seq order
         a, b = lane_chain(moving_lane, key)
         successor.fill(-1)  # both chains, sorted by source as `lane_chain` returns them
         successor[kept_a] = kept_b
