@@ -42,7 +42,7 @@ def _run(**kwargs: object) -> Run:
 def _fold(run: Run) -> str:
     """Ranks the run simulated / EP: the period of a folded run, else every rank."""
     ep = run.workload.ranks
-    return f"{ep // run.expansion.copies}/{ep}" if run.expansion is not None else f"{ep}/{ep}"
+    return f"{ep // run.graph.folded_ranks}/{ep}"  # folded_ranks: copies of the block (1: none)
 
 
 def _list(text: str, kind: type) -> list:  # type: ignore[type-arg]

@@ -103,8 +103,10 @@ def arrival_order_ports(
     each task's copy in a rotation-symmetric run: `tiles.build_graph`), so every rank orders
     its ports as its rotated copy does and the folded simulation (`executor.fold`) is exact.
 
-    Cannot deadlock: with potential (ready time for port tasks, start for the others) every
-    data edge goes strictly up (durations are >= 1 ns) and every lane edge does not go down."""
+    Cannot deadlock: with potential T (ready time for port tasks, start for the others) no
+    edge goes down, and a data edge out of a port task goes strictly up (its duration is >= 1
+    ns), so a cycle of equal T could only stay on one port lane, which is a chain; the other
+    lanes break ties by id, which grows along every data edge."""
     port = np.isin(t.pool, [POOL_TX, POOL_RX])
     best_start, best_span = start, int((start + t.dur).max())
     has_zero = np.zeros(int(lane.max()) + 1, dtype=bool)
@@ -120,12 +122,13 @@ def arrival_order_ports(
     p_src, p_dst = t.src[into_port], t.dst[into_port]
     p_delay = t.dur[p_src] + t.w[into_port]
     successor = np.empty(t.n, dtype=np.int64)
-    rotation = np.empty(t.n, dtype=np.int64)
-    rotation[lex_order(t.seq)] = np.arange(t.n)
+    tie = np.empty(t.n, dtype=np.int64)  # ports: seq order; other lanes: id
+    tie[lex_order(t.seq)] = np.arange(t.n)
+    tie = np.where(port, tie, np.arange(t.n))
     for _ in range(rounds):
         ready = np.zeros(t.n, dtype=np.int64)
         np.maximum.at(ready, p_dst, start[p_src] + p_delay)
-        key = np.where(port, ready, start) * (t.n + 1) + rotation  # ties in seq order
+        key = np.where(port, ready, start) * (t.n + 1) + tie
         a, b = lane_chain(moving_lane, key)
         successor.fill(-1)  # both chains, sorted by source as `lane_chain` returns them
         successor[kept_a] = kept_b
