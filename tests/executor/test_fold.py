@@ -154,14 +154,10 @@ def test_symmetry_by_hand() -> None:
     # DeepSeek-V3, 8 ranks x 4096 tokens, top-8 of 256 experts: 4096 * 8 / 256 = 128 rows from
     # every source to every expert = one 128-row tile per source; 32 experts per rank, so a
     # (source, destination) stream holds 32 * 128 rows = 32 tiles; an expert 8 row tiles
-    wl = make_workload("deepseek-v3", 8, 4096)
-    assign = route(wl)
-    cnt = np.zeros((8, 1, 256), dtype=np.int64)
-    for s in range(8):
-        cnt[s, 0] = np.bincount(assign[s].ravel(), minlength=256)
-    sym = symmetry(wl, cnt, place(wl, assign), aiv_comm=True)
+    wl, cnt, expert_rank = _routed_counts(8, 4096)
+    sym = symmetry(wl, cnt, expert_rank, aiv_comm=True)
     assert sym is not None
-    assert sym.per_stream == 32
+    assert sym.per_stream == 32 and sym.period == 1
     assert sym.shift.tolist() == [1] * 32 and sym.tiles.tolist() == [8] * 32
     # rotation: tile (src 3 -> dst 5, q 7) is tile (0 -> 2, 7) on rank 0: position 2 * 32 + 7
     assert sym.send_rep(np.array([3]), np.array([5]), np.array([7])).tolist() == [71]
@@ -170,10 +166,21 @@ def test_symmetry_by_hand() -> None:
     # row tile 2 (source 2's rows) of expert 13 (local 1 on rank 5) = source 5 on rank 0's
     # expert 8 (local 1): position 8 (expert 0's tiles) + 5
     assert sym.row_tile_rep(np.array([13]), np.array([2]), np.array([5])).tolist() == [13]
-    assert symmetry(wl, cnt, place(wl, assign), aiv_comm=False) is None
+    assert symmetry(wl, cnt, expert_rank, aiv_comm=False) is None
     skewed = cnt.copy()
     skewed[0, 0, :2] += [1, -1]
-    assert symmetry(wl, skewed, place(wl, assign), aiv_comm=True) is None
+    assert symmetry(wl, skewed, expert_rank, aiv_comm=True) is None
+
+
+def _routed_counts(ranks: int, tokens: int) -> tuple[Any, np.ndarray, np.ndarray]:
+    """DeepSeek-V3's workload, rows per (source, chunk, expert) counted from its routing, and
+    its placement."""
+    wl = make_workload("deepseek-v3", ranks, tokens)
+    assign = route(wl)
+    cnt = np.zeros((ranks, 1, 256), dtype=np.int64)
+    for s in range(ranks):
+        cnt[s, 0] = np.bincount(assign[s].ravel(), minlength=256)
+    return wl, cnt, place(wl, assign)
 
 
 def test_folded_graph_holds_rank_zero_only() -> None:
@@ -228,12 +235,7 @@ def test_period_two_symmetry_by_hand() -> None:
     # every expert, so row tile j of an expert holds sources 2j and 2j+1: a rotation by 2 ranks
     # moves each expert's tiles by one (shift 1); 16 x 64 / 128 = 8 tiles per expert; 16
     # experts per rank, a (source, destination) stream of 16 x 64 rows = 8 dispatch tiles
-    wl = make_workload("deepseek-v3", 16, 2048)
-    assign = route(wl)
-    cnt = np.zeros((16, 1, 256), dtype=np.int64)
-    for s in range(16):
-        cnt[s, 0] = np.bincount(assign[s].ravel(), minlength=256)
-    sym = symmetry(wl, cnt, place(wl, assign), aiv_comm=True)
+    sym = symmetry(*_routed_counts(16, 2048), aiv_comm=True)
     assert sym is not None
     assert (sym.period, sym.copies, sym.per_stream) == (2, 8, 8)
     assert sym.shift.tolist() == [1] * 16 and sym.tiles.tolist() == [8] * 16
