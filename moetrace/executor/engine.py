@@ -122,9 +122,9 @@ def arrival_order_ports(
     p_src, p_dst = t.src[into_port], t.dst[into_port]
     p_delay = t.dur[p_src] + t.w[into_port]
     successor = np.empty(t.n, dtype=np.int64)
-    tie = np.empty(t.n, dtype=np.int64)  # ports: seq order; other lanes: id
-    tie[lex_order(t.seq)] = np.arange(t.n)
-    tie = np.where(port, tie, np.arange(t.n))
+    tie = np.arange(t.n)  # ports (lanes of their own): seq order; other lanes: id
+    ports = np.flatnonzero(port)
+    tie[ports[lex_order(t.seq[ports])]] = np.arange(ports.size)
     for _ in range(rounds):
         ready = np.zeros(t.n, dtype=np.int64)
         np.maximum.at(ready, p_dst, start[p_src] + p_delay)
