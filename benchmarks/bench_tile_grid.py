@@ -8,10 +8,10 @@ measured DeepEP-Ascend rate of that EP degree (mean of dispatch and combine), fo
 Every schedule runs as `simulate()` runs it (`execute(fold=True)`): a rotation-symmetric tile
 run is timed on one block of `period` ranks alone (executor/fold.py, exact), the others on
 every rank. `tile s` is the wall time of the tile run as `simulate()` does it (plan, then the
-trace of every rank); `fold` the ranks simulated / EP (1/1: not folded).
+trace of every rank); `fold` the ranks simulated / EP (EP/EP: not folded).
 Usage: python benchmarks/bench_tile_grid.py [--ranks 8,16,32,64,128] [--tokens 512,2048,8192,16384]
        [--link 0.25,0.5,1,2]   (defaults: the issue's full grid, 80 cells; cells run smallest
-       first, so a partial run's rows are complete cells; slow: about an hour on a shared machine)
+       first, so a partial run's rows are complete cells; about 35 minutes on a shared machine)
 """
 
 from __future__ import annotations
