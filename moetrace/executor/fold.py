@@ -36,8 +36,9 @@ _ARRIVALS = (T["dispatch_rx"], T["combine_rx"])
 class Expansion:
     """Every task of the whole run (graph tasks in the full graph's id order, then one launch
     per rank) as (rank, index of its copy in the folded timed graph); `full_id[m, j]` is the
-    whole run's id of folded task j's copy rotated by m periods (j >= n_graph: the launch of
-    block rank j - n_graph, whose copy m is launch n_graph + j - n_graph + m x period)."""
+    whole run's id of folded task j's copy rotated by m periods; its columns past the folded
+    graph's tasks are the launches of the block's ranks a (copy m: launch n_graph + a + m x
+    period)."""
 
     rank: np.ndarray
     rep: np.ndarray
