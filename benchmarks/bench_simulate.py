@@ -37,7 +37,7 @@ import time
 
 import numpy as np
 
-from moetrace.executor.engine import heap_longest_path, lane_chain, longest_path
+from moetrace.executor.dag import heap_longest_path, lane_chain, longest_path
 from moetrace.executor.run import prepare, simulate
 from moetrace.executor.schedules import lane_layout, schedule
 from moetrace.executor.staticsched import static_schedule
