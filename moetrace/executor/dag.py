@@ -110,6 +110,9 @@ def _steps(size: int) -> np.ndarray:
 
 
 _STEPS = np.arange(1 << 16, dtype=np.int64)
+# runs per step from which the one-task runs skip the running maximum (below, the extra numpy
+# calls cost more than the element work they save)
+_SPLIT_RUNS = 2048
 
 
 def chain_longest_path(
@@ -145,7 +148,11 @@ def chain_longest_path(
     alone[chains] = False
     singles = np.flatnonzero(alone)
     tasks = np.concatenate([chains, singles])
-    lane_id = np.cumsum(np.concatenate([first, np.ones(singles.size, dtype=bool)])) - 1
+    chain_lanes = int(np.count_nonzero(first))
+    lane_id = np.empty(n, dtype=np.int64)
+    np.cumsum(first, out=lane_id[: chains.size])
+    lane_id[: chains.size] -= 1
+    lane_id[chains.size :] = _steps(singles.size) + chain_lanes
     at = _steps(n) + lane_id  # slot of each of `tasks`
     slots = np.full(n + int(lane_id[-1]) + 1, n, dtype=np.int64)
     slots[at] = tasks
@@ -155,13 +162,15 @@ def chain_longest_path(
     task_dur = dur[tasks]
     summed = np.cumsum(task_dur)
     summed -= task_dur
-    lane_first = np.flatnonzero(np.diff(lane_id, prepend=-1))
+    lane_first = np.concatenate([np.flatnonzero(first), _steps(singles.size) + chains.size])
     summed -= summed[lane_first][lane_id]
     before = np.zeros(slots.size, dtype=np.int64)
     before[at] = summed
     # inputs not yet done: data inputs + the lane predecessor; a marker never gets ready
-    remaining = np.append(edges.indeg, 1 << 40)
-    remaining[chains[~first]] += 1
+    remaining = np.zeros(n + 1, dtype=np.int64)
+    remaining[chains] = ~first
+    remaining[:n] += edges.indeg
+    remaining[n] = 1 << 40
     ptr, s_dst, s_w = edges.ptr, edges.s_dst, edges.s_w
     deg = ptr[1:] - ptr[:-1]
     last_slot = slots.size - 1
@@ -175,22 +184,29 @@ def chain_longest_path(
         heads = pos[frontier]
         stop = _run_stops(heads, remaining, slots, last_slot)
         length = stop - heads
+        n_alone = 0  # runs of one task (their head's start is final): first, not scanned
+        if heads.size >= _SPLIT_RUNS:
+            single = length == 1
+            n_alone = int(np.count_nonzero(single))
+            if n_alone < heads.size // 2:
+                n_alone = 0
+            elif n_alone < heads.size:
+                by_kind = np.concatenate([np.flatnonzero(single), np.flatnonzero(~single)])
+                frontier, heads, stop, length = (
+                    frontier[by_kind],
+                    heads[by_kind],
+                    stop[by_kind],
+                    length[by_kind],
+                )
         ends = np.cumsum(length)
-        run_pos = repeat(heads - ends + length, length)
-        run_pos += _steps(int(ends[-1]))
-        run = slots[run_pos]
-        lane_before = before[run_pos]
-        value = start[run] - lane_before
-        low = int(value.min())
-        span = int(value.max()) - low + 1
-        if span * heads.size >= 1 << 62:  # never at ns scale: the offsets would overflow
-            raise OverflowError("start times too large for one running maximum")
-        shift = repeat(_steps(heads.size) * span - low, length)
-        value += shift
-        np.maximum.accumulate(value, out=value)
-        value -= shift
-        value += lane_before
-        start[run] = value
+        if int(ends[-1]) == heads.size:  # every run is its head alone
+            run = frontier
+            value = start[run]
+        else:
+            run, value = _time_runs(heads[n_alone:], length[n_alone:], start, before, slots)
+            if n_alone:
+                run = concat([frontier[:n_alone], run])
+                value = concat([start[frontier[:n_alone]], value])
         done += run.size
         # out-edges: the data edges of the run's tasks, and each run's last task -> the task
         # that stopped it (a marker: the scratch entry)
@@ -212,6 +228,35 @@ def chain_longest_path(
     if done != n:
         raise CycleError(f"scheduled graph has a cycle ({n - done} tasks never became ready)")
     return start[:n]
+
+
+def _time_runs(
+    heads: np.ndarray,
+    length: np.ndarray,
+    start: np.ndarray,
+    before: np.ndarray,
+    slots: np.ndarray,
+) -> tuple[np.ndarray, np.ndarray]:
+    """(tasks, their starts) of the runs of `length` slots from `heads`, run after run, with
+    `start` updated: one running maximum over all of them (see `chain_longest_path`), each
+    run offset above the ones before so that the maximum restarts at its head."""
+    ends = np.cumsum(length)
+    run_pos = np.repeat(heads - ends + length, length)
+    run_pos += _steps(int(ends[-1]))
+    run = slots[run_pos]
+    lane_before = before[run_pos]
+    value = start[run] - lane_before
+    low = int(value.min())
+    span = int(value.max()) - low + 1
+    if span * heads.size >= 1 << 62:  # never at ns scale: the offsets would overflow
+        raise OverflowError("start times too large for one running maximum")
+    shift = np.repeat(_steps(heads.size) * span - low, length)
+    value += shift
+    np.maximum.accumulate(value, out=value)
+    value -= shift
+    value += lane_before
+    start[run] = value
+    return run, value
 
 
 def _run_stops(

@@ -7,8 +7,11 @@ sequence), vectorised across ranks and core pools: no per-task Python loop.
    sends to s+1, s+2, ... so receivers are not hit by incast).
 2. Each pool of each rank (AIC, vector AIV, comm AIV) takes its tasks in that order, each onto
    the core that frees first, never before its planned ready time (`ordered_list_schedule`:
-   one numpy step per task position, across all (rank, pool) groups at once).
-3. The engine times the per-core orders (`longest_path` over data edges + lane order).
+   each numpy step places a batch of up to one task per core in every (rank, pool) group at
+   once; the one-task-per-step version it replaced is kept in moetrace.testing.
+   schedule_reference).
+3. The engine times the per-core orders (`dag.chain_longest_path` over data edges + lane
+   order).
 
 The order (planned ready time, rotation) increases strictly along every data edge and every lane, so
 the per-core orders can never deadlock. On the test cases this reproduces the makespan of a

@@ -9,6 +9,7 @@ import networkx as nx
 import numpy as np
 import pytest
 
+from moetrace.executor import dag
 from moetrace.executor.dag import (
     CycleError,
     DataEdges,
@@ -69,10 +70,16 @@ def _random_lanes(seed: int, n: int, lanes: int) -> tuple[np.ndarray, np.ndarray
     return lane, np.arange(n)
 
 
+@pytest.mark.parametrize("split", [False, True])
 @pytest.mark.parametrize("seed", range(12))
-def test_chain_longest_path_equals_the_heap_loop_over_data_and_lane_edges(seed: int) -> None:
+def test_chain_longest_path_equals_the_heap_loop_over_data_and_lane_edges(
+    seed: int, split: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """Data edges + lanes: the run-condensed sweep gives the heapq loop's starts, with long
-    lanes (few lanes) and short ones, zero durations, negative delays and floors."""
+    lanes (few lanes) and short ones, zero durations, negative delays and floors; split: the
+    one-task runs are set apart from the scanned ones in every step (as in large steps)."""
+    if split:
+        monkeypatch.setattr(dag, "_SPLIT_RUNS", 0)
     dur, src, dst, w = _random_dag(seed, n=600, m=1800)
     n = dur.size
     rng = np.random.default_rng(seed)
