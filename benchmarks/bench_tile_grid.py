@@ -6,10 +6,12 @@ the ratio tile / best rival (> 1.02: tile loses by more than 2%). The link facto
 measured DeepEP-Ascend rate of that EP degree (mean of dispatch and combine), forced with
 `link_bw`. Balanced routing, DeepSeek-V3 on ascend-a3. Prints one row per cell and a summary.
 Every schedule runs as `simulate()` runs it (`execute(fold=True)`): a rotation-symmetric tile
-run is timed on rank 0's tasks alone (executor/fold.py, exact), the others on every rank.
+run is timed on one block of `period` ranks alone (executor/fold.py, exact), the others on
+every rank. `tile s` is the wall time of the tile run as `simulate()` does it (plan, then the
+trace of every rank); `fold` the ranks simulated / EP (EP/EP: not folded).
 Usage: python benchmarks/bench_tile_grid.py [--ranks 8,16,32,64,128] [--tokens 512,2048,8192,16384]
        [--link 0.25,0.5,1,2]   (defaults: the issue's full grid, 80 cells; cells run smallest
-       first, so a partial run's rows are complete cells; slow: about an hour on a shared machine)
+       first, so a partial run's rows are complete cells; about 35 minutes on a shared machine)
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ import time
 
 from moetrace.executor.errors import ExecutorInputError
 from moetrace.executor.hardware import PRESETS
-from moetrace.executor.run import Run, execute, prepare
+from moetrace.executor.run import Run, execute, prepare, to_trace
 
 RIVALS = {
     "dynamic": {"schedule": "tile", "dynamic": True},
@@ -35,6 +37,12 @@ def _run(**kwargs: object) -> Run:
     sched = str(kwargs.pop("schedule"))
     wl, hw, opts, _ = prepare(schedule_name=sched, **kwargs)  # type: ignore[arg-type]
     return execute(wl, hw, opts, fold=True)
+
+
+def _fold(run: Run) -> str:
+    """Ranks the run simulated / EP: the period of a folded run, else every rank."""
+    ep = run.workload.ranks
+    return f"{ep // run.graph.folded_ranks}/{ep}"  # folded_ranks: copies of the block (1: none)
 
 
 def _list(text: str, kind: type) -> list:  # type: ignore[type-arg]
@@ -52,9 +60,9 @@ def main() -> None:
     ratios = []
     print(
         "| EP | tokens | link | tile ms | dynamic ms | chunked x2 ms | chunked x4 ms "
-        "| chunked x8 ms | tile/best | tile plan |"
+        "| chunked x8 ms | tile/best | tile plan | tile s | fold |"
     )
-    print("|---|---|---|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
     cells = sorted(
         itertools.product(_list(args.ranks, int), _list(args.tokens, int), _list(args.link, float)),
         key=lambda c: (c[0] * c[1], c),
@@ -63,7 +71,10 @@ def main() -> None:
         base = (hw.link_rate("dispatch", ep) + hw.link_rate("combine", ep)) / 2
         common = dict(ranks=ep, tokens=tokens, hw_overrides={"link_bw": factor * base})
         try:
+            began = time.perf_counter()
             tile = _run(schedule="tile", **common)
+            to_trace(tile)
+            tile_s = time.perf_counter() - began
             spans = {k: _run(**v, **common).makespan_ns for k, v in RIVALS.items()}
         except ExecutorInputError as exc:  # e.g. a receive window the plans cannot honour
             print(f"| {ep} | {tokens} | {factor:g}x | refused: {exc} |", flush=True)
@@ -74,7 +85,7 @@ def main() -> None:
         flag = " loses" if ratio > 1.02 else ""
         print(
             f"| {ep} | {tokens} | {factor:g}x | {tile.makespan_ns / 1e6:.2f} | {row} "
-            f"| {ratio:.3f}{flag} | {tile.plan} |",
+            f"| {ratio:.3f}{flag} | {tile.plan} | {tile_s:.1f} | {_fold(tile)} |",
             flush=True,
         )
     losing = sum(r > 1.02 for r in ratios)

@@ -115,8 +115,14 @@ def arrival_order_ports(
     ordered once) and each round sorts the port lanes (and any lane with a zero-length task)
     alone, from the ports' own in-edges.
 
-    Cannot deadlock: with potential (ready time for port tasks, start for the others; ties by
-    id, which grows along every data edge) every data edge and every lane edge goes up."""
+    Equal ready times on a port are taken in seq order (the transfers' rotation order, then
+    each task's copy in a rotation-symmetric run: `tiles.build_graph`), so every rank orders
+    its ports as its rotated copy does and the folded simulation (`executor.fold`) is exact.
+
+    Cannot deadlock: with potential T (ready time for port tasks, start for the others) no
+    edge goes down, and a data edge out of a port task goes strictly up (its duration is >= 1
+    ns), so a cycle of equal T could only stay on one port lane, which is a chain; the other
+    lanes break ties by id, which grows along every data edge."""
     if edges is None:
         edges = data_edges(t)
     port = np.isin(t.pool, [POOL_TX, POOL_RX])
@@ -133,10 +139,13 @@ def arrival_order_ports(
     into_port = np.flatnonzero(port[t.dst])  # only the ports' ready times are used
     p_src, p_dst = t.src[into_port], t.dst[into_port]
     p_delay = t.dur[p_src] + t.w[into_port]
+    tie = np.arange(t.n)  # ports (lanes of their own): seq order; other lanes: id
+    ports = np.flatnonzero(port)
+    tie[ports[lex_order(t.seq[ports])]] = np.arange(ports.size)
     for _ in range(rounds):
         ready = np.zeros(t.n, dtype=np.int64)
         np.maximum.at(ready, p_dst, start[p_src] + p_delay)
-        key = np.where(port, ready, start)
+        key = np.where(port, ready, start) * (t.n + 1) + tie
         moved = lane_order(moving_lane, key)
         first = np.concatenate([kept_first, chain_starts(lane, moved)])
         start = chain_longest_path(t.dur, edges, np.concatenate([kept, moved]), first)

@@ -1,13 +1,16 @@
-"""One rank simulated for a rotation-symmetric run, the result expanded to every rank.
+"""A block of ranks simulated for a rotation-symmetric run, the result expanded to every rank.
 
 In a symmetric tile run (`tiles.symmetry`: balanced routing, round-robin placement, row tiles
-that a rotation maps onto row tiles) rotating every rank by r maps the task graph, its
-durations and its tie-breaking onto themselves, so the schedule of rank a + r is rank a's
-rotated. The folded graph (`build_graph(fold=True)`) holds rank 0's tasks, a transfer into rank
-0 coming from its copy on rank 0; the planner times it (EP times fewer tasks) and `expand`
-maps every task of the whole run to its copy on rank 0 (`Expansion`), from which the trace
-of all ranks is gathered. tests/executor/test_fold.py proves the expanded run equal to the
-full simulation, start and end of every task on every rank.
+that a rotation by `period` ranks maps onto row tiles) rotating every rank by a multiple of the
+period maps the task graph, its durations and its tie-breaking onto themselves, so the schedule
+of rank a + period is rank a's rotated. The folded graph (`build_graph(fold=True)`) holds the
+tasks of ranks 0 .. period-1 (the block), a transfer into the block from a rank outside it
+coming from its copy in the block; the planner times it (EP / period times fewer tasks) and
+`expand` maps every task of the whole run to its copy in the block (`Expansion`), from which
+the trace of all ranks is gathered. The period is 1 when every source's rows fill whole row
+tiles, 2 when a 128-row tile holds two sources' 64 rows, and so on.
+tests/executor/test_fold.py proves the expanded run equal to the full simulation, start and
+end of every task on every rank.
 """
 
 from __future__ import annotations
@@ -32,42 +35,52 @@ _ARRIVALS = (T["dispatch_rx"], T["combine_rx"])
 @dataclass
 class Expansion:
     """Every task of the whole run (graph tasks in the full graph's id order, then one launch
-    per rank) as (rank, index of its copy in the folded timed graph); `full_id[r, j]` is the
-    whole run's id of folded task j's copy on rank r (launches: n_graph + r)."""
+    per rank) as (rank, index of its copy in the folded timed graph); `full_id[m, j]` is the
+    whole run's id of folded task j's copy rotated by m periods (j >= n_graph: the launch of
+    block rank j - n_graph, whose copy m is launch n_graph + j - n_graph + m x period)."""
 
     rank: np.ndarray
     rep: np.ndarray
     full_id: np.ndarray
     n_graph: int
     ranks: int
+    period: int = 1
 
     @property
     def n(self) -> int:
         return int(self.rep.size)
+
+    @property
+    def copies(self) -> int:
+        """How many copies (rotations by a multiple of the period) every folded task has."""
+        return self.ranks // self.period
 
 
 def expand(graph: TaskGraph, timed: Timed) -> Expansion:
     """The whole run's tasks as copies of the folded graph's (see `Expansion`)."""
     sym = graph.symmetric
     assert sym is not None and graph.folded_ranks > 1, "expand needs a folded graph"
-    ep, per_stream = sym.ranks, sym.per_stream
+    ep, per_stream, period = sym.ranks, sym.per_stream, sym.period
+    copies = ep // period
     c = graph.cols
     typ, peer, tile = c["type"], c["peer"], c["tile"]
     nq = graph.n
     counts = np.bincount(typ, minlength=len(TYPES))
     base_folded = exclusive_cumsum(counts)
-    r = np.arange(ep, dtype=np.int64)[:, None]
-    local = np.full((ep, nq), -1, dtype=np.int64)
+    m = np.arange(copies, dtype=np.int64)[:, None]  # copy index: rotation by m periods
+    turn = m * period  # ranks each copy is rotated by
+    local = np.full((copies, nq), -1, dtype=np.int64)
 
     def of(names: tuple[str, ...]) -> np.ndarray:
         return np.flatnonzero(np.isin(typ, [T[x] for x in names]))
 
-    j = of(_RANK_MAJOR)  # blocks ordered by rank: rank r's copy is r blocks further
-    local[:, j] = r * counts[typ[j]] + (j - base_folded[typ[j]])
-    j = of(_FROM_SOURCE)  # tiles (src, dst, q) in (src, dst, q) order; on rank 0: src 0
-    local[:, j] = (r * ep + (peer[j] + r) % ep) * per_stream + tile[j]
-    j = of(_FROM_DEST)  # on rank 0: dst 0, peer = src
-    local[:, j] = (((peer[j] + r) % ep) * ep + r) * per_stream + tile[j]
+    j = of(_RANK_MAJOR)  # blocks ordered by rank: copy m is m x (the block's tasks) further
+    local[:, j] = m * counts[typ[j]] + (j - base_folded[typ[j]])
+    # tiles (src, dst, q) in (src, dst, q) order
+    j = of(_FROM_SOURCE)  # rank = src, peer = dst
+    local[:, j] = ((c["rank"][j] + turn) * ep + (peer[j] + turn) % ep) * per_stream + tile[j]
+    j = of(_FROM_DEST)  # rank = dst, peer = src
+    local[:, j] = (((peer[j] + turn) % ep) * ep + c["rank"][j] + turn) * per_stream + tile[j]
     j = of(_ROW_TILE)  # row tiles by (expert, index), times the block's column tiles
     if j.size:
         expert, index = c["expert"][j], c["row_tile"][j]
@@ -76,37 +89,40 @@ def expand(graph: TaskGraph, timed: Timed) -> Expansion:
         np.maximum.at(per_tile, typ[j], col + 1)
         first = exclusive_cumsum(np.repeat(sym.tiles, ep))  # first row tile of each expert
         lo = expert // ep
-        moved = (index + r * sym.shift[lo]) % np.maximum(sym.tiles[lo], 1)
-        local[:, j] = (first[expert + r] + moved) * per_tile[typ[j]] + col
-    full_id = (base_folded[typ] * ep + local).astype(np.int32)  # < MAX_TASKS
+        moved = (index + m * sym.shift[lo]) % np.maximum(sym.tiles[lo], 1)
+        local[:, j] = (first[expert + turn] + moved) * per_tile[typ[j]] + col
+    full_id = (base_folded[typ] * copies + local).astype(np.int32)  # < MAX_TASKS
     del local
-    n_graph = nq * ep
-    # launches: the folded timed graph has one per rank (ranks > 0 idle); all copy rank 0's
+    n_graph = nq * copies
+    # launches: the folded timed graph has one per rank (ranks outside the block idle); the
+    # launch of rank r copies that of block rank r mod period
     launch = np.arange(ep, dtype=np.int64)
     rep = np.empty(n_graph + ep, dtype=np.int32)
     rank = np.empty(n_graph + ep, dtype=np.int32)
     flat = full_id.ravel()
-    rep[flat] = np.tile(np.arange(nq, dtype=np.int32), ep)
-    rank[flat] = np.repeat(launch.astype(np.int32), nq)
-    rep[n_graph:] = timed.n_graph  # rank 0's launch
+    rep[flat] = np.tile(np.arange(nq, dtype=np.int32), copies)
+    rank[flat] = (c["rank"][None, :] + turn).astype(np.int32).ravel()
+    rep[n_graph:] = timed.n_graph + launch % period
     rank[n_graph:] = launch
-    table = np.concatenate([full_id, (n_graph + launch[:, None]).astype(np.int32)], axis=1)
-    return Expansion(rank, rep, table, n_graph, ep)
+    block_launch = n_graph + np.arange(period)[None, :] + turn
+    table = np.concatenate([full_id, block_launch.astype(np.int32)], axis=1)
+    return Expansion(rank, rep, table, n_graph, ep, period)
 
 
 def expand_edges(
     exp: Expansion, graph: TaskGraph, timed: Timed
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(src, dst, folded edge index) of every edge of the whole run, rank by rank: each folded
-    edge once per rank of its destination. An edge into an arrival (RX) comes from the
-    sender's rank (the RX's peer), so its source is the copy on that rank."""
-    ep, nq = exp.ranks, graph.n
-    src, dst = timed.src, timed.dst  # every folded edge ends on a task of rank 0
-    src_col = np.where(src < nq, src, nq)  # rank 0's launch: the launch column
+    """(src, dst, folded edge index) of every edge of the whole run, copy by copy: each folded
+    edge once per copy of its destination. An edge into an arrival (RX) comes from the
+    sender's rank (the RX's peer), so its source is the copy rotated by the sender's block
+    (peer // period) further."""
+    copies, nq = exp.copies, graph.n
+    src, dst = timed.src, timed.dst  # every folded edge ends on a task of the block
     peer = graph.cols["peer"][np.minimum(dst, nq - 1)]
-    shift = np.where(np.isin(timed.type[dst], _ARRIVALS), peer, 0).astype(np.int32)
-    r = np.arange(ep, dtype=np.int32)[:, None]
-    full_src = exp.full_id[(r + shift) % ep, src_col].ravel()
-    full_dst = exp.full_id[r, dst].ravel()
-    index = np.tile(np.arange(src.size, dtype=np.int32), ep)
+    arrival = np.isin(timed.type[dst], _ARRIVALS)
+    shift = np.where(arrival, peer // exp.period, 0).astype(np.int32)
+    m = np.arange(copies, dtype=np.int32)[:, None]
+    full_src = exp.full_id[(m + shift) % copies, src].ravel()
+    full_dst = exp.full_id[m, dst].ravel()
+    index = np.tile(np.arange(src.size, dtype=np.int32), copies)
     return full_src, full_dst, index

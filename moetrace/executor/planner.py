@@ -11,12 +11,13 @@ the stage-priority and FIFO list schedules, frozen into static orders) and, on r
 have one candidate.
 
 What a candidate costs is the tasks timed for it (`planned_tasks`): a rotation-symmetric run
-(`tiles.symmetry`) is timed on rank 0's tasks alone (`executor.fold`, exact), so its tile
-candidates cost EP times fewer tasks than the whole run and get every per-core order and HBM
-split up to EP x `EVENT_PLAN_LIMIT` tasks. The limit depends on the run, not on whether it
-is folded: the full and the folded simulation of one run try the same candidates and keep the
-same plan. The chunked graphs are not rotation-symmetric (several micro-batches, no comm AIV),
-so they cost the whole run's tasks and keep the limit on it.
+(`tiles.symmetry`) is timed on the tasks of one block of `period` ranks alone (`executor.fold`,
+exact), so its tile candidates cost EP / period times fewer tasks than the whole run and get
+every per-core order and HBM split up to that many times `EVENT_PLAN_LIMIT` tasks. The limit
+depends on the run, not on whether it is folded: the full and the folded simulation of one run
+try the same candidates and keep the same plan. The chunked graphs are not rotation-symmetric
+(several micro-batches, no comm AIV), so they cost the whole run's tasks and keep the limit on
+it.
 
 The search is bound-pruned: every candidate's durations first, then timed in order of a cheap
 lower bound of its makespan (`lane_work_bound`); a plan whose bound cannot beat the best so far
@@ -195,10 +196,10 @@ def _search(
 
 
 def planned_tasks(graph: TaskGraph) -> int:
-    """Tasks the planner times per candidate of this run: rank 0's alone in a rotation-symmetric
-    run (the same whether or not `graph` is folded), else the whole run's."""
+    """Tasks the planner times per candidate of this run: those of ranks 0 .. period-1 alone in
+    a rotation-symmetric run (the same whether or not `graph` is folded), else the whole run's."""
     sym = graph.symmetric
-    return graph.full_tasks // sym.ranks if sym is not None else graph.full_tasks
+    return graph.full_tasks // sym.copies if sym is not None else graph.full_tasks
 
 
 def _chunked_graph(wl: Workload, graph: TaskGraph, chunks: int) -> TaskGraph:

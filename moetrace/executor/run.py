@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -167,8 +168,11 @@ def execute(
 
     exhaustive: time every candidate plan of the tile planner, none skipped by its lower bound
     (the same result, slower; the reference the tests compare the pruned search with).
-    fold: a rotation-symmetric tile run is simulated on rank 0 alone (`executor.fold`; the
-    same result, EP times fewer tasks to time); `Run.expansion` then maps it to every rank."""
+    fold: a rotation-symmetric tile run is simulated on one block of `period` ranks alone
+    (`executor.fold`; the same result, EP / period times fewer tasks to time); `Run.expansion`
+    then maps it to every rank. Not with a finite receive window: the credit timing
+    (`credits.py`) breaks ties between equal times by task id, which a rotation does not
+    preserve, so its folded timing could differ from the full one."""
     say = progress or (lambda stage, frac: None)
     say("routing", 0.05)
     assign = route(wl)
@@ -180,7 +184,7 @@ def execute(
         aiv_comm=opts.schedule == "tile",
         two_sided=opts.schedule == "tile" and not opts.one_sided,
         assign=assign,
-        fold=fold,
+        fold=fold and not math.isfinite(hw.recv_buffer_bytes),
     )
     say("engine", 0.4)
     plan = best_plan(graph, wl, hw, opts, exhaustive)
@@ -196,9 +200,9 @@ def to_trace(run: Run) -> Trace:
     wl, hw, opts = run.workload, run.hardware, run.options
     makespan = run.makespan_ns
     figures = floors(run.timed, hw, wl.ranks)
-    if run.expansion is not None:  # rank 0 stands for every rank: totals over all of them
-        figures["flops"] *= wl.ranks
-        figures["hbm_bytes"] *= wl.ranks
+    if run.expansion is not None:  # the block stands for every rank: totals over all of them
+        figures["flops"] *= run.expansion.copies
+        figures["hbm_bytes"] *= run.expansion.copies
     meta = {
         "workload": wl.to_dict(),
         "hardware": hw.to_dict(),

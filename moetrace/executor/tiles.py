@@ -9,6 +9,7 @@ routing gives many-to-many edges. Combine tiles carry the same rows back as thei
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -86,9 +87,10 @@ class TaskGraph:
     aiv_comm: bool
     two_sided: bool
     ids: dict[str, np.ndarray] = field(default_factory=dict)  # type -> task ids in object order
-    # folded: the graph holds rank 0's tasks of a rotation-symmetric run (`symmetry`), each
-    # standing for its copies on every rank; an edge from another rank's task (a transfer into
-    # rank 0) comes from its copy on rank 0. `folded_ranks` is the number of ranks it stands for.
+    # folded: the graph holds the tasks of ranks 0 .. period-1 of a rotation-symmetric run
+    # (`symmetry`), each standing for its copies rotated by every multiple of the period; an
+    # edge from a task of another rank (a transfer into the block) comes from its copy in the
+    # block. `folded_ranks` is the number of copies (EP / period; 1: not folded).
     folded_ranks: int = 1
     symmetric: Symmetry | None = None
 
@@ -109,34 +111,48 @@ class TaskGraph:
 
 @dataclass(frozen=True)
 class Symmetry:
-    """A run that rotating every rank by r (rank a -> a + r, expert l*EP + a -> l*EP + a + r)
-    maps onto itself: balanced routing, round-robin placement, one chunk, and every expert's
-    receive buffer cut into row tiles that a rotation maps onto row tiles.
+    """A run that rotating every rank by `period` ranks (rank a -> a + period, expert l*EP + a
+    -> l*EP + a + period) maps onto itself: balanced routing, round-robin placement, one chunk,
+    and every expert's receive buffer cut into row tiles that the rotation maps onto row tiles.
+    `period` is the smallest such rotation (1 when every source's rows fill whole row tiles; 2
+    when a row tile holds two sources' rows, ...); it divides `ranks`.
 
     per_stream: dispatch tiles per (source, destination) stream (the same for all);
-    shift[l], tiles[l]: row tiles per source's rows and per expert, for local expert l (shift 0
-    when one row tile holds every source's rows)."""
+    shift[l], tiles[l]: row tiles per rotation by `period` and per expert, for local expert l
+    (shift 0 when one row tile holds every source's rows)."""
 
     ranks: int
     per_stream: int
     shift: np.ndarray
     tiles: np.ndarray
+    period: int = 1
+
+    @property
+    def copies(self) -> int:
+        """Rotations by multiples of `period` (each rank's copies on the other ranks, itself
+        included): the folded graph (ranks 0 .. period-1) stands for this many blocks."""
+        return self.ranks // self.period
 
     def send_rep(self, src: np.ndarray, dst: np.ndarray, q: np.ndarray) -> np.ndarray:
-        """Index of the dispatch tile (src -> dst, q) rotated onto source 0: (0 -> dst - src)."""
-        return np.asarray(((dst - src) % self.ranks) * self.per_stream + q)
+        """Index of the dispatch tile (src -> dst, q) rotated onto a source below `period`
+        among those sources' tiles (ordered by source, destination, tile)."""
+        p, m, ep = self.period, src // self.period, self.ranks
+        return np.asarray(((src % p) * ep + (dst - m * p) % ep) * self.per_stream + q)
 
     def recv_rep(self, src: np.ndarray, dst: np.ndarray, q: np.ndarray) -> np.ndarray:
-        """Position of the tile (src -> dst, q) rotated onto destination 0 among the tiles
-        rank 0 receives (ordered by source, then tile)."""
-        return np.asarray(((src - dst) % self.ranks) * self.per_stream + q)
+        """Position of the tile (src -> dst, q) rotated onto a destination below `period` among
+        the tiles those destinations receive (ordered by source, destination, tile)."""
+        p, m = self.period, dst // self.period
+        return np.asarray((((src - m * p) % self.ranks) * p + dst % p) * self.per_stream + q)
 
     def row_tile_rep(self, expert: np.ndarray, index: np.ndarray, rank: np.ndarray) -> np.ndarray:
-        """Position of the row tile (expert, index within it) rotated onto rank 0 among rank
-        0's row tiles (ordered by expert, then index)."""
+        """Position of the row tile (expert, index within it) rotated onto a rank below
+        `period` among those ranks' row tiles (ordered by expert, then index)."""
+        p = self.period
         local = expert // self.ranks
-        first = exclusive_cumsum(self.tiles)
-        return np.asarray(first[local] + (index - rank * self.shift[local]) % self.tiles[local])
+        first = exclusive_cumsum(np.repeat(self.tiles, p))  # experts l*EP + a, a < p: (l, a)
+        moved = (index - (rank // p) * self.shift[local]) % np.maximum(self.tiles[local], 1)
+        return np.asarray(first[local * p + rank % p] + moved)
 
 
 def symmetry(
@@ -146,8 +162,9 @@ def symmetry(
 
     cnt: rows per (source, chunk, expert). Needed: one chunk, round-robin placement, the same
     counts from every source, the same count c for the experts of one local index on every
-    rank, and row tiles that a rotation maps onto row tiles (c a multiple of tile_rows, or
-    one row tile holding every source's rows of the expert)."""
+    rank, and row tiles that some rotation maps onto row tiles: EP x c a multiple of tile_rows
+    (the buffer splits into whole tiles), or one row tile holding every source's rows. The
+    period is then the least p with p x c a multiple of tile_rows for every local expert."""
     ep, tr = wl.ranks, wl.tile_rows
     experts = cnt.shape[2]
     if (
@@ -164,13 +181,18 @@ def symmetry(
         return None
     c = per_local[:, 0].astype(np.int64)
     one_tile = c * ep <= tr
-    if not ((c % tr == 0) | one_tile).all():
+    if not ((c * ep % tr == 0) | one_tile).all():
         return None
+    # rotating by p ranks moves an expert's buffer by p x c rows: whole tiles when tile_rows
+    # divides p x c, i.e. p a multiple of tile_rows / gcd(c, tile_rows) (which divides EP)
+    period = 1
+    for rows in c[~one_tile].tolist():
+        period = math.lcm(period, tr // math.gcd(rows, tr))
     stream = int(c.sum())
     per_stream = -(-stream // tr)
-    shift = np.where(one_tile, 0, c // tr)
+    shift = np.where(one_tile, 0, period * c // tr)
     tiles = np.where(one_tile, (c > 0).astype(np.int64), c * ep // tr)
-    return Symmetry(ep, per_stream, shift, tiles)
+    return Symmetry(ep, per_stream, shift, tiles, period)
 
 
 def build_graph(
@@ -185,11 +207,11 @@ def build_graph(
     per-tile arrival signal, so consumers wait for a per-rank "all arrived" node. `assign`:
     `route(wl)` when the caller already has it (routing is deterministic).
 
-    Rotation-symmetric tile runs (`symmetry`) break ties by each task's copy on rank 0 (its
-    `seq` is (transfer order, position of that copy)), so every rank's schedule is the
-    rotation of rank 0's; `fold` then builds rank 0's tasks alone (see `TaskGraph`), which
-    `executor.fold` times and expands to every rank (other runs: the whole graph;
-    `folded_ranks` says which)."""
+    Rotation-symmetric tile runs (`symmetry`) break ties by each task's copy on the ranks
+    below the period (its `seq` is (transfer order, position of that copy)), so rank a +
+    period's schedule is the rotation of rank a's; `fold` then builds the tasks of ranks 0 ..
+    period-1 alone (see `TaskGraph`), which `executor.fold` times and expands to every rank
+    (other runs, or a period of EP: the whole graph; `folded_ranks` says which)."""
     sh = wl.shape
     ep, tok, k, h, inter = wl.ranks, wl.tokens, sh.top_k, sh.hidden, sh.intermediate
     tr = wl.tile_rows
@@ -250,15 +272,19 @@ def build_graph(
     r_rank = expert_rank[r_expert].astype(np.int64)
     tiles_per_expert = np.bincount(r_expert, minlength=sh.experts)
     sym = symmetry(wl, cnt, expert_rank, aiv_comm)
-    fold = fold and sym is not None and ep > 1  # else the whole graph
-    # the objects whose tasks are built: all, or (folded) rank 0's: its token tiles, the
-    # dispatch tiles it sends (the first EP x per-stream tiles) and receives, its row tiles
-    ept = 1 if fold else ep  # ranks whose token tiles are built
+    period = sym.period if sym is not None else ep
+    copies = ep // period  # blocks of `period` ranks that a rotation maps onto each other
+    fold = fold and copies > 1  # else the whole graph
+    # the objects whose tasks are built: all, or (folded) those of ranks below the period:
+    # their token tiles, the dispatch tiles they send (the first period x EP x per-stream
+    # tiles) and receive, their row tiles
+    ept = period if fold else ep  # ranks whose token tiles are built
     every_ct = np.arange(n_ct)
-    sent = np.arange(ep * sym.per_stream) if fold and sym else every_ct  # tiles with src 0
-    received = np.flatnonzero(c_dst == 0) if fold else every_ct
-    kept_rt = np.flatnonzero(r_rank == 0) if fold else np.arange(n_rt)
-    # position of a tile's copy on rank 0 among rank 0's tiles (ties; folded: edge sources)
+    sent = np.arange(period * ep * sym.per_stream) if fold and sym else every_ct
+    received = np.flatnonzero(c_dst < period) if fold else every_ct
+    kept_rt = np.flatnonzero(r_rank < period) if fold else np.arange(n_rt)
+    # position of a tile's copy in the block among the block's tiles (ties; folded: edge
+    # sources)
     src_side = sym.send_rep(c_src, c_dst, c_q) if sym else every_ct
     dst_side = sym.recv_rep(c_src, c_dst, c_q) if sym else every_ct
     rt_rep = sym.row_tile_rep(r_expert, r_idx, r_rank) if sym else np.arange(n_rt)
@@ -271,18 +297,20 @@ def build_graph(
 
     def add(kind: str, size: int, rep: np.ndarray, **cols: Any) -> np.ndarray:
         """`b.add`, plus each task's tie position: its id, or in a symmetric run the id its
-        copy on rank 0 has in the folded graph (`rep`: position in rank 0's block)."""
+        copy in the block (ranks below the period) has in the folded graph (`rep`: position
+        among the block's tasks of this kind)."""
         block = b.add(kind, size, **cols)
         if sym is None:
             canon_parts.append(block)
         else:
             canon_parts.append(q_base[0] + np.broadcast_to(rep, (size,)))
-            q_base[0] += size if fold else size // ep
+            q_base[0] += size if fold else size // copies
         return block
 
     def rank_major(size: int) -> np.ndarray:
-        """Position on its rank of each task of a block ordered by rank."""
-        return np.tile(np.arange(size // ept), ept)
+        """Position of each task of a kind ordered by rank among the tasks of its copy's rank
+        in the block (rank mod period) and the block's lower ranks."""
+        return np.arange(size) % (size // ept * period)
 
     tt_rank = np.repeat(np.arange(ept), nu)
     tt_u = np.tile(np.arange(nu), ept)
@@ -474,7 +502,7 @@ def build_graph(
         objects[f"{prefix}_tx"], objects[f"{prefix}_rx"] = out_tiles, in_tiles
         if first is not None:
             b.edge(first, tx)
-        # folded: a tile's TX on another rank is its copy's on rank 0
+        # folded: a tile's TX on a rank outside the block is its copy's in the block
         b.edge(tx[0] + (out_rep[in_tiles] if fold else in_tiles), rx)
         if two_sided:  # completion known per rank only once every tile has arrived
             ids[f"{prefix}_done"] = done = add(
@@ -522,7 +550,7 @@ def build_graph(
 
     ids["gemm1"] = gemm("gemm1", n1, w1, h, 1.0 / n1)
     # (dispatch tile, row tile) pairs sharing a row, sorted by dispatch tile (combine side:
-    # the same pairs sorted by row tile); folded: the pairs of rank 0's row tiles
+    # the same pairs sorted by row tile); folded: the pairs of the block's row tiles
     pair_kept = rt_pos[shared_rt] >= 0
     pair_ct, pair_rt = shared_ct[pair_kept], shared_rt[pair_kept]
     order = np.lexsort((pair_rt, pair_ct))
@@ -598,7 +626,7 @@ def build_graph(
         aiv_comm,
         two_sided,
         ids,
-        ep if fold else 1,
+        copies if fold else 1,
         sym,
     )
 

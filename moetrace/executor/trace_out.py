@@ -249,8 +249,8 @@ def build_folded_trace(
     opts: ScheduleOptions,
     meta_executor: dict[str, Any],
 ) -> Trace:
-    """The trace of every rank of a folded run (`executor.fold`): rank 0's event columns,
-    gathered for every task of the whole run from its copy on rank 0 (the same frames as
+    """The trace of every rank of a folded run (`executor.fold`): the block's event columns,
+    gathered for every task of the whole run from its copy in the block (the same frames as
     `build_trace` of the full simulation; deps in another row order)."""
     sym = graph.symmetric
     assert sym is not None
@@ -258,23 +258,26 @@ def build_folded_trace(
     q_events, other = _columns(graph, timed, start, lane, split=True)
     rep, rank = exp.rep, exp.rank
     # the two rank-dependent args values of each task (`_RANK_KEYS`) as one code per pair of
-    # values, computed per (rank, task of rank 0) and scattered to the whole run's order
+    # values, computed per (copy, task of the block) and scattered to the whole run's order
     c = graph.cols
     nq = graph.n
     typ = c["type"]
     fam = _family(typ)
-    expert0, row0, peer0 = (c[k].astype(np.int32) for k in ("expert", "row_tile", "peer"))
+    expert0, row0, peer0, rank0 = (
+        c[k].astype(np.int32) for k in ("expert", "row_tile", "peer", "rank")
+    )
     local = np.maximum(expert0, 0) // ep
     shift = sym.shift[local].astype(np.int32)
     tiles = np.maximum(sym.tiles[local], 1).astype(np.int32)
     recv = np.isin(typ, [T["dispatch_rx"], T["combine_rx"]])
-    src0, dst0 = np.where(recv, peer0, 0), np.where(recv, 0, peer0)
+    src0, dst0 = np.where(recv, peer0, rank0), np.where(recv, rank0, peer0)
     experts = int(expert0.max(initial=0)) + ep
     width = max(int(sym.tiles.max(initial=1)), ep)
-    r = np.arange(ep, dtype=np.int32)[:, None]
+    m = np.arange(exp.copies, dtype=np.int32)[:, None]  # copy m: rotated by m periods
+    r = m * sym.period
     code2d = np.where(
         fam == 1,
-        1 + (expert0 + r) * width + (row0 + r * shift) % tiles,
+        1 + (expert0 + r) * width + (row0 + m * shift) % tiles,
         np.where(fam == 2, 1 + (experts + (src0 + r) % ep) * width + (dst0 + r) % ep, 0),
     )
     code = np.zeros(exp.n, dtype=np.int32)
@@ -302,7 +305,8 @@ def build_folded_trace(
     deps = _deps(src_e, dst_e, dep_kind)
     del src_e, dst_e, dep_kind
     # in slices, so that only one slice's gathered pieces of text live beside the result
-    track = (lane[rep] + rank * timed.lanes_per_rank).astype(np.uint32)
+    # lanes of the block are numbered from its own ranks on: a copy is m x period ranks further
+    track = (lane[rep] + (rank - timed.rank[rep]) * timed.lanes_per_rank).astype(np.uint32)
     parts = []
     for lo in range(0, exp.n, _SLICE):
         take = pl.Series(rep[lo : lo + _SLICE])

@@ -235,13 +235,17 @@ def _arrival_rounds_reference(
     t: Timed, lane: np.ndarray, start: np.ndarray, rounds: int = 2
 ) -> np.ndarray:
     """`arrival_order_ports` as first written: every lane re-sorted each round (ports by the
-    ready time of their data, the others by start), through networkx's topological order."""
+    ready time of their data, then seq; the others by start, then id), through networkx's
+    topological order."""
     port = np.isin(t.pool, [POOL_TX, POOL_RX])
+    by_seq = np.empty(t.n, dtype=np.int64)
+    by_seq[np.lexsort((np.arange(t.n), t.seq))] = np.arange(t.n)
     best, best_span = start, int((start + t.dur).max())
     for _ in range(rounds):
         ready = np.zeros(t.n, dtype=np.int64)
         np.maximum.at(ready, t.dst, start[t.src] + t.dur[t.src] + t.w)
-        a, b = lane_chain(lane, np.where(port, ready, start))
+        key = np.where(port, ready * (t.n + 1) + by_seq, start * (t.n + 1) + np.arange(t.n))
+        a, b = lane_chain(lane, key)
         w = np.concatenate([t.w, np.zeros(a.size, dtype=np.int64)])
         start = _slow(t.n, t.dur, np.r_[t.src, a], np.r_[t.dst, b], w)
         span = int((start + t.dur).max())
