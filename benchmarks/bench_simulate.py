@@ -1,9 +1,10 @@
 """Benchmark the executor: DeepSeek-V3 layer, 64 ranks, tile schedule, all ranks.
 
-Two figures, each with its ratio to a plain heapq event loop (`engine.heap_longest_path`) over
+Two figures, each with its ratio to a plain heapq event loop (`dag.heap_longest_path`) over
 the same scheduled graph (data edges + per-core order), measured in the same run:
-- engine only: `engine.longest_path` (numpy, level by level across ranks and tiles) on that graph,
-  i.e. the timing step once the per-core orders are fixed;
+- engine only: `dag.chain_longest_path` (numpy across ranks and tiles, a lane's backlogged run
+  of tasks per step) on that graph, i.e. the timing step once the per-core orders are fixed
+  (Kahn's sweep `dag.longest_path`, one task per lane and step, is timed beside it);
 - end to end: `simulate()` (routing, graph build, durations, the tile schedule's offline
   planner (its candidate plans: those its lower bound does not rule out are timed by the
   engine), and the trace frames). Balanced routing with round-robin placement is
@@ -18,12 +19,12 @@ machine hit both); the simulate() runs follow them, best of repeats - 1.
 Then one 256-rank tile run (`--big-ranks`, link rate forced to EP128's measured 57 GB/s, since
 the measured tables stop at EP128) in a child process: its wall time and peak RSS (the child's
 own VmHWM; targets: < 2 s, < 1 GB). The same end-to-end figure with skewed routing (`--skew`,
-default zipf:1.0: not rotation-symmetric, so every rank is simulated) follows, wall and CPU
-time (the machine may be shared), as the line
+default zipf:1.0 and the router-like default zipf:0.2: not rotation-symmetric, so every rank is
+simulated) follows, wall and CPU time (the machine may be shared), one line per skew:
 `end-to-end simulate (skewed zipf:1.0, 64 ranks, tile): N tasks/s (CPU time: M tasks/s)`.
 The last line is `end-to-end simulate: N tasks/s` (64 ranks, tile, balanced).
 Usage: python benchmarks/bench_simulate.py [--ranks 64] [--tokens 4096] [--repeats 3]
-       [--skew zipf:1.0] [--big-ranks 256] [--big-tokens 4096]
+       [--skew zipf:1.0,zipf:0.2] [--big-ranks 256] [--big-tokens 4096]
 """
 
 from __future__ import annotations
@@ -37,7 +38,15 @@ import time
 
 import numpy as np
 
-from moetrace.executor.engine import heap_longest_path, lane_chain, longest_path
+from moetrace.executor.dag import (
+    DataEdges,
+    chain_longest_path,
+    chain_starts,
+    heap_longest_path,
+    lane_chain,
+    lane_order,
+    longest_path,
+)
 from moetrace.executor.run import prepare, simulate
 from moetrace.executor.schedules import lane_layout, schedule
 from moetrace.executor.staticsched import static_schedule
@@ -84,7 +93,9 @@ def main() -> None:
     parser.add_argument("--ranks", type=int, default=64)
     parser.add_argument("--tokens", type=int, default=4096)
     parser.add_argument("--repeats", type=int, default=3)
-    parser.add_argument("--skew", default="zipf:1.0", help="routing of the skewed figure")
+    parser.add_argument(
+        "--skew", default="zipf:1.0,zipf:0.2", help="routings of the skewed figures (a,b,...)"
+    )
     parser.add_argument("--big-ranks", type=int, default=256)
     parser.add_argument("--big-tokens", type=int, default=4096)
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
@@ -117,26 +128,34 @@ def main() -> None:
     print(f"graph: {n:,} tasks, {src.size:,} edges (data + lane order), {args.ranks} ranks")
     print(f"build graph + durations: {build_s:.3f} s;  offline static scheduler: {plan_s:.3f} s")
 
-    # interleave the two so that load changes on a shared machine hit both alike
-    eng_s = heap_s = float("inf")
-    start = heap_start = np.zeros(0, dtype=np.int64)
+    chains = lane_order(lane, key)
+    first = chain_starts(lane, chains)
+    # interleave them so that load changes on a shared machine hit all alike
+    eng_s = kahn_s = heap_s = float("inf")
+    start = kahn_start = heap_start = np.zeros(0, dtype=np.int64)
     for i in range(args.repeats):
         t0 = time.perf_counter()
-        start = longest_path(n, timed.dur, src, dst, w)
+        edges = DataEdges.build(n, timed.src, timed.dst, timed.w)
+        start = chain_longest_path(timed.dur, edges, chains, first)
         eng_s = min(eng_s, time.perf_counter() - t0)
+        t0 = time.perf_counter()
+        kahn_start = longest_path(n, timed.dur, src, dst, w)
+        kahn_s = min(kahn_s, time.perf_counter() - t0)
         if i < max(1, args.repeats - 1):
             t0 = time.perf_counter()
             heap_start = heap_longest_path(n, timed.dur, src, dst, w)
             heap_s = min(heap_s, time.perf_counter() - t0)
-    same = bool(np.array_equal(start, heap_start))
+    same = bool(np.array_equal(start, heap_start) and np.array_equal(kahn_start, heap_start))
     rate = n / eng_s
     ratio = heap_s / eng_s
-    print(f"engine (numpy levels): {eng_s:.3f} s = {rate / 1e6:.2f} M tasks/s")
-    print(f"heapq event loop:      {heap_s:.3f} s = {n / heap_s / 1e6:.2f} M tasks/s")
+    print(f"engine (numpy, lane runs): {eng_s:.3f} s = {rate / 1e6:.2f} M tasks/s")
+    print(f"Kahn levels (numpy):       {kahn_s:.3f} s = {n / kahn_s / 1e6:.2f} M tasks/s")
+    print(f"heapq event loop:          {heap_s:.3f} s = {n / heap_s / 1e6:.2f} M tasks/s")
     print(f"engine vs heapq: {ratio:.1f}x faster; identical start times: {same}")
 
     e2e: dict[str, tuple[float, float, int]] = {}
-    runs = (("sequential", "balanced"), ("tile", "balanced"), ("tile", args.skew))
+    skews = args.skew.split(",")
+    runs = (("sequential", "balanced"), ("tile", "balanced"), *(("tile", r) for r in skews))
     for sched, routing in runs:
         label = sched if routing == "balanced" else f"{sched}, {routing}"
         best = cpu = float("inf")
@@ -205,11 +224,12 @@ def main() -> None:
         )
     else:
         print(f"{args.big_ranks}-rank run failed: {child.stderr.strip().splitlines()[-1:]}")
-    skew_s, skew_cpu, skew_tasks = e2e[f"tile, {args.skew}"]
-    print(
-        f"end-to-end simulate (skewed {args.skew}, {args.ranks} ranks, tile): "
-        f"{skew_tasks / skew_s:,.0f} tasks/s (CPU time: {skew_tasks / skew_cpu:,.0f} tasks/s)"
-    )
+    for skew in skews:
+        skew_s, skew_cpu, skew_tasks = e2e[f"tile, {skew}"]
+        print(
+            f"end-to-end simulate (skewed {skew}, {args.ranks} ranks, tile): "
+            f"{skew_tasks / skew_s:,.0f} tasks/s (CPU time: {skew_tasks / skew_cpu:,.0f} tasks/s)"
+        )
     print(f"end-to-end simulate: {e2e_rate:,.0f} tasks/s")
 
 

@@ -22,7 +22,7 @@ import math
 import numpy as np
 
 from moetrace.executor.contention import lex_order
-from moetrace.executor.dag import lane_chain, longest_path
+from moetrace.executor.dag import DataEdges, chain_longest_path, chain_starts, lane_order
 from moetrace.executor.errors import ExecutorInputError
 from moetrace.executor.schedules import POOL_RX, POOL_TX, Timed
 
@@ -112,15 +112,20 @@ def credit_floor(t: Timed, start: np.ndarray) -> np.ndarray | None:
     return floor
 
 
-def _timed(t: Timed, lane: np.ndarray, key: np.ndarray, floor: np.ndarray) -> np.ndarray:
+def _timed(
+    t: Timed, edges: DataEdges, lane: np.ndarray, key: np.ndarray, floor: np.ndarray
+) -> np.ndarray:
     """Starts (ns) of the data edges + each lane in `key` order, no task before `floor`."""
-    a, b = lane_chain(lane, key)
-    w = np.concatenate([t.w, np.zeros(a.size, dtype=np.int64)])
-    return longest_path(t.n, t.dur, np.r_[t.src, a], np.r_[t.dst, b], w, floor=floor)
+    chains = lane_order(lane, key)
+    return chain_longest_path(t.dur, edges, chains, chain_starts(lane, chains), floor=floor)
 
 
 def retime_with_credits(
-    t: Timed, lane: np.ndarray, start: np.ndarray, rounds: int = MAX_ROUNDS
+    t: Timed,
+    lane: np.ndarray,
+    start: np.ndarray,
+    rounds: int = MAX_ROUNDS,
+    edges: DataEdges | None = None,
 ) -> np.ndarray:
     """Start times (ns) of the plan `start` (cores keep their order) with every transfer held
     back until its receiver has room for it (see the module docstring).
@@ -134,16 +139,18 @@ def retime_with_credits(
     floor = credit_floor(t, start)
     if floor is None or bool((start >= floor).all()):
         return start  # the window never filled: nothing changes
+    if edges is None:
+        edges = DataEdges.build(t.n, t.src, t.dst, t.w)
     port = np.isin(t.pool, [POOL_TX, POOL_RX])
     total = np.zeros(t.n, dtype=np.int64)
     for _ in range(rounds):
         np.maximum(total, floor, out=total)
         # the current orders with the floors (no cycle: each lane in start order), then the
         # ports re-ordered by ready time as `engine.arrival_order_ports` does
-        held = _timed(t, lane, start, total)
+        held = _timed(t, edges, lane, start, total)
         ready = total.copy()
         np.maximum.at(ready, t.dst, held[t.src] + t.dur[t.src] + t.w)
-        start = _timed(t, lane, np.where(port, ready, held), total)
+        start = _timed(t, edges, lane, np.where(port, ready, held), total)
         floor = credit_floor(t, start)
         assert floor is not None
         if bool((start >= floor).all()):

@@ -18,8 +18,8 @@ import numpy as np
 
 from moetrace.executor.contention import lex_order
 from moetrace.executor.credits import retime_with_credits
+from moetrace.executor.dag import DataEdges, chain_longest_path, chain_starts, lane_order
 from moetrace.executor.dag import heap_longest_path as heap_longest_path
-from moetrace.executor.dag import lane_chain, longest_path
 from moetrace.executor.listsched import list_schedule
 from moetrace.executor.schedules import POOL_AIC, POOL_AIV, POOL_AIVC, POOL_RX, POOL_TX, Timed
 from moetrace.executor.staticsched import static_schedule
@@ -48,33 +48,47 @@ def plan_starts(t: Timed, links_only: bool = False) -> np.ndarray:
     if links_only:
         fifo = np.isin(t.pool, [POOL_TX, POOL_RX])
     lane = np.where(fifo, t.rank * 8 + t.pool, -1)
-    a, b = lane_chain(lane, t.seq)
-    src = np.concatenate([t.src, a])
-    dst = np.concatenate([t.dst, b])
-    w = np.concatenate([t.w, np.zeros(a.size, dtype=np.int64)])
-    return longest_path(t.n, t.dur, src, dst, w)
+    chains = lane_order(lane, t.seq)
+    return chain_longest_path(t.dur, data_edges(t), chains, chain_starts(lane, chains))
+
+
+def data_edges(t: Timed) -> DataEdges:
+    """`t`'s data edges indexed for `dag.chain_longest_path` (build once per timing)."""
+    return DataEdges.build(t.n, t.src, t.dst, t.w)
+
+
+def static_lanes(
+    t: Timed, layout: dict[int, tuple[int, int]], edges: DataEdges | None = None
+) -> tuple[np.ndarray, np.ndarray]:
+    """(lane, chains) of the static schedule: every task's global lane, and the tasks of each
+    lane in their order, lane after lane (`dag.lane_order`)."""
+    if t.list_scheduled:
+        key, lane = static_schedule(t, layout, edges)
+    else:
+        key = plan_starts(t)
+        lane = assign_lanes(t, layout, key)
+    return lane, lane_order(lane, key)
 
 
 def static_graph(
     t: Timed, layout: dict[int, tuple[int, int]]
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """(lane, src, dst, w) of the static schedule: data edges plus lane-order edges."""
-    if t.list_scheduled:
-        key, lane = static_schedule(t, layout)
-    else:
-        key = plan_starts(t)
-        lane = assign_lanes(t, layout, key)
-    a, b = lane_chain(lane, key)
-    src = np.concatenate([t.src, a])
-    dst = np.concatenate([t.dst, b])
+    lane, chains = static_lanes(t, layout)
+    same = lane[chains[1:]] == lane[chains[:-1]]
+    a, b = chains[:-1][same], chains[1:][same]
+    by_src = np.argsort(a, kind="stable")
+    src = np.concatenate([t.src, a[by_src]])
+    dst = np.concatenate([t.dst, b[by_src]])
     w = np.concatenate([t.w, np.zeros(a.size, dtype=np.int64)])
     return lane, src, dst, w
 
 
 def run_static(t: Timed, layout: dict[int, tuple[int, int]]) -> tuple[np.ndarray, np.ndarray]:
     """(start ns, global lane) of every task under the static per-core order (durations t.dur)."""
-    lane, src, dst, w = static_graph(t, layout)
-    return longest_path(t.n, t.dur, src, dst, w), lane
+    lane, chains = static_lanes(t, layout)
+    first = chain_starts(lane, chains)
+    return chain_longest_path(t.dur, data_edges(t), chains, first), lane
 
 
 def run_dynamic(t: Timed, layout: dict[int, tuple[int, int]]) -> tuple[np.ndarray, np.ndarray]:
@@ -87,17 +101,19 @@ def arrival_order_ports(
     lane: np.ndarray,
     start: np.ndarray,
     rounds: int = 2,
-    chain: tuple[np.ndarray, np.ndarray] | None = None,
+    chains: np.ndarray | None = None,
+    edges: DataEdges | None = None,
 ) -> tuple[np.ndarray, np.ndarray]:
     """(start, lane) after letting every link port take its transfers in the order their data
     became ready in the previous timing (a receiver takes what arrives first), cores keeping
     their order; repeated `rounds` times, the best makespan kept.
 
-    chain: the lane-order edges `start` was timed with (`lane_chain`), if the caller has them.
-    Only the port lanes are re-ordered: a lane whose tasks all last > 0 ns keeps its order in
-    every round (its starts grow strictly along it, so ordering it by start changes nothing),
-    so its edges are taken from `chain` (or ordered once) and each round sorts the port lanes
-    (and any lane with a zero-length task) alone, from the ports' own in-edges.
+    chains: each lane's tasks in the order `start` was timed with (`dag.lane_order`), and
+    edges: `data_edges(t)`, if the caller has them. Only the port lanes are re-ordered: a lane
+    whose tasks all last > 0 ns keeps its order in every round (its starts grow strictly along
+    it, so ordering it by start changes nothing), so its order is taken from `chains` (or
+    ordered once) and each round sorts the port lanes (and any lane with a zero-length task)
+    alone, from the ports' own in-edges.
 
     Equal ready times on a port are taken in seq order (the transfers' rotation order, then
     each task's copy in a rotation-symmetric run: `tiles.build_graph`), so every rank orders
@@ -107,21 +123,22 @@ def arrival_order_ports(
     edge goes down, and a data edge out of a port task goes strictly up (its duration is >= 1
     ns), so a cycle of equal T could only stay on one port lane, which is a chain; the other
     lanes break ties by id, which grows along every data edge."""
+    if edges is None:
+        edges = data_edges(t)
     port = np.isin(t.pool, [POOL_TX, POOL_RX])
     best_start, best_span = start, int((start + t.dur).max())
     has_zero = np.zeros(int(lane.max()) + 1, dtype=bool)
     has_zero[lane[(t.dur <= 0) & (lane >= 0)]] = True
     moving = port | has_zero[np.maximum(lane, 0)]
-    if chain is None:
-        kept_a, kept_b = lane_chain(np.where(moving, -1, lane), start)
+    if chains is None:
+        kept = lane_order(np.where(moving, -1, lane), start)
     else:
-        keep = ~moving[chain[0]]
-        kept_a, kept_b = chain[0][keep], chain[1][keep]
+        kept = chains[~moving[chains]]
+    kept_first = chain_starts(lane, kept)
     moving_lane = np.where(moving, lane, -1)
     into_port = np.flatnonzero(port[t.dst])  # only the ports' ready times are used
     p_src, p_dst = t.src[into_port], t.dst[into_port]
     p_delay = t.dur[p_src] + t.w[into_port]
-    successor = np.empty(t.n, dtype=np.int64)
     tie = np.arange(t.n)  # ports (lanes of their own): seq order; other lanes: id
     ports = np.flatnonzero(port)
     tie[ports[lex_order(t.seq[ports])]] = np.arange(ports.size)
@@ -129,14 +146,9 @@ def arrival_order_ports(
         ready = np.zeros(t.n, dtype=np.int64)
         np.maximum.at(ready, p_dst, start[p_src] + p_delay)
         key = np.where(port, ready, start) * (t.n + 1) + tie
-        a, b = lane_chain(moving_lane, key)
-        successor.fill(-1)  # both chains, sorted by source as `lane_chain` returns them
-        successor[kept_a] = kept_b
-        successor[a] = b
-        a = np.flatnonzero(successor >= 0)
-        b = successor[a]
-        w = np.concatenate([t.w, np.zeros(a.size, dtype=np.int64)])
-        start = longest_path(t.n, t.dur, np.r_[t.src, a], np.r_[t.dst, b], w)
+        moved = lane_order(moving_lane, key)
+        first = np.concatenate([kept_first, chain_starts(lane, moved)])
+        start = chain_longest_path(t.dur, edges, np.concatenate([kept, moved]), first)
         span = int((start + t.dur).max())
         if span < best_span:
             best_start, best_span = start, span
@@ -149,13 +161,13 @@ def run_schedule(
     """(start ns, lane, timed) of the schedule's per-core orders. The durations already hold
     every shared resource's share (HBM: `schedules.hbm_rates`); the receive buffers' credits
     are timed with the same orders (`credits.retime_with_credits`)."""
+    edges = data_edges(t)
     if dynamic:
         start, lane = run_dynamic(t, layout)
-        return retime_with_credits(t, lane, start), lane, t
-    lane, src, dst, w = static_graph(t, layout)
-    start = longest_path(t.n, t.dur, src, dst, w)
+        return retime_with_credits(t, lane, start, edges=edges), lane, t
+    lane, chains = static_lanes(t, layout, edges)
+    start = chain_longest_path(t.dur, edges, chains, chain_starts(lane, chains))
     if t.list_scheduled:  # tile: the ports serve transfers in arrival order
-        m = t.src.size  # static_graph appends the lane-order edges to the data edges
-        start, lane = arrival_order_ports(t, lane, start, chain=(src[m:], dst[m:]))
+        start, lane = arrival_order_ports(t, lane, start, chains=chains, edges=edges)
     # a sender waits for room in its receiver's buffer (one-sided tile writes only)
-    return retime_with_credits(t, lane, start), lane, t
+    return retime_with_credits(t, lane, start, edges=edges), lane, t

@@ -7,8 +7,11 @@ sequence), vectorised across ranks and core pools: no per-task Python loop.
    sends to s+1, s+2, ... so receivers are not hit by incast).
 2. Each pool of each rank (AIC, vector AIV, comm AIV) takes its tasks in that order, each onto
    the core that frees first, never before its planned ready time (`ordered_list_schedule`:
-   one numpy step per task position, across all (rank, pool) groups at once).
-3. The engine times the per-core orders (`longest_path` over data edges + lane order).
+   each numpy step places a batch of up to one task per core in every (rank, pool) group at
+   once; the one-task-per-step version it replaced is kept in moetrace.testing.
+   schedule_reference).
+3. The engine times the per-core orders (`dag.chain_longest_path` over data edges + lane
+   order).
 
 The order (planned ready time, rotation) increases strictly along every data edge and every lane, so
 the per-core orders can never deadlock. On the test cases this reproduces the makespan of a
@@ -23,7 +26,7 @@ import heapq
 import numpy as np
 
 from moetrace.executor.contention import lex_order
-from moetrace.executor.dag import Level, lane_chain, longest_path, replay_levels
+from moetrace.executor.dag import DataEdges, chain_longest_path, chain_starts, lane_order
 from moetrace.executor.schedules import POOL_AIC, POOL_AIV, POOL_AIVC, POOL_RX, POOL_TX, Timed
 
 _BIG = np.iinfo(np.int64).max // 4
@@ -37,6 +40,12 @@ def ordered_list_schedule(
 
     Group g has `cores[g]` identical cores; each task, in index order within its group, goes to
     the core that frees first (lowest index on ties) and starts at max(that time, release).
+
+    Each numpy step places a batch of every group's next tasks at once: with its cores sorted
+    by (free time, index), its j-th next task takes the j-th of them as long as that core
+    frees strictly before every task of the batch placed ahead of it ends (so no core freed by
+    the batch is the one that frees first). A backlogged pool places a task per core per step,
+    so the steps are about the largest pool's tasks over its cores (not its tasks).
     """
     n = group.size
     start = np.zeros(n, dtype=np.int64)
@@ -48,29 +57,42 @@ def ordered_list_schedule(
         return _heap_list_schedule(group, release, dur, cores)
     order = lex_order(group)  # task positions grouped, priority order within each group
     bounds = np.searchsorted(group[order], np.arange(n_groups + 1))
-    sizes = bounds[1:] - bounds[:-1]
-    # groups by size, largest first: at step i the active groups are a prefix of that list, so
-    # their core rows are a slice (a view) and their task positions are first + i
-    by_size = np.argsort(-sizes, kind="stable")
-    first = bounds[:-1][by_size]
-    n_active = np.searchsorted(-sizes[by_size], -np.arange(int(sizes.max())), side="left")
     width = int(cores.max())
-    core_free = np.where(np.arange(width)[None, :] < cores[by_size, None], 0, _BIG)
-    core_free = core_free.astype(np.int64)
-    rel, dur_o = release[order], dur[order]
-    start_o = np.zeros(n, dtype=np.int64)
-    core_o = np.zeros(n, dtype=np.int64)
-    rows = np.arange(n_groups)
-    for i, k in enumerate(n_active.tolist()):
-        free = core_free[:k]
-        core = free.argmin(axis=1)
-        pos = first[:k] + i
-        t = np.maximum(free[rows[:k], core], rel[pos])
-        start_o[pos] = t
-        core_o[pos] = core
-        free[rows[:k], core] = t + dur_o[pos]
-    start[order] = start_o
-    core_of[order] = core_o
+    core_free = np.where(np.arange(width)[None, :] < cores[:, None], 0, _BIG).astype(np.int64)
+    # pad every group's tasks by `width` placeholders so a batch can always read `width` ahead
+    rel = np.concatenate([release[order], np.zeros(width, dtype=np.int64)])
+    dur_o = np.concatenate([dur[order], np.zeros(width, dtype=np.int64)])
+    start_o = np.zeros(n + width, dtype=np.int64)
+    core_o = np.zeros(n + width, dtype=np.int64)
+    nxt = bounds[:-1].copy()  # next task position of every group
+    end = bounds[1:]
+    active = np.flatnonzero(nxt < end)
+    ahead = np.arange(width)
+    while active.size:
+        free = core_free[active]
+        # cores by (free time, index): the order a heap of (free, core) would hand them out
+        by_free = np.argsort(free, axis=1, kind="stable")
+        sorted_free = np.take_along_axis(free, by_free, axis=1)
+        pos = nxt[active, None] + ahead
+        t = np.maximum(sorted_free, rel[pos])
+        t_end = t + dur_o[pos]
+        # the j-th takes the j-th core iff that core frees before the batch's earlier ends
+        earlier_end = np.minimum.accumulate(t_end, axis=1)
+        fits = np.empty_like(t_end, dtype=bool)
+        fits[:, 0] = True
+        np.less(sorted_free[:, 1:], earlier_end[:, :-1], out=fits[:, 1:])
+        fits &= pos < end[active, None]
+        count = np.where(fits.all(axis=1), width, fits.argmin(axis=1))
+        take = ahead[None, :] < count[:, None]
+        rows = np.broadcast_to(active[:, None], take.shape)[take]
+        placed = pos[take]
+        start_o[placed] = t[take]
+        core_o[placed] = by_free[take]
+        core_free[rows, by_free[take]] = t_end[take]
+        nxt[active] += count
+        active = active[nxt[active] < end[active]]
+    start[order] = start_o[:n]
+    core_of[order] = core_o[:n]
     return start, core_of
 
 
@@ -94,17 +116,18 @@ def _heap_list_schedule(
     return np.array(start, dtype=np.int64), np.array(core_of, dtype=np.int64)
 
 
-def static_schedule(t: Timed, layout: dict[int, tuple[int, int]]) -> tuple[np.ndarray, np.ndarray]:
-    """(lane order key, global lane) of the tile schedule's static per-core orders."""
+def static_schedule(
+    t: Timed, layout: dict[int, tuple[int, int]], edges: DataEdges | None = None
+) -> tuple[np.ndarray, np.ndarray]:
+    """(lane order key, global lane) of the tile schedule's static per-core orders.
+    edges: `t`'s data edges indexed (`DataEdges.build`), if the caller has them."""
     n = t.n
+    if edges is None:
+        edges = DataEdges.build(n, t.src, t.dst, t.w)
     # the plan: data edges + FIFO TX/RX ports in seq order (the step lane's nodes carry no seq)
     link_lane = np.where(np.isin(t.pool, [POOL_TX, POOL_RX]), t.rank * 8 + t.pool, -1)
-    a, b = lane_chain(link_lane, t.seq)
-    src = np.concatenate([t.src, a])
-    dst = np.concatenate([t.dst, b])
-    w = np.concatenate([t.w, np.zeros(a.size, dtype=np.int64)])
-    levels: list[Level] = []
-    planned = longest_path(n, t.dur, src, dst, w, levels=levels)
+    chains = lane_order(link_lane, t.seq)
+    planned = chain_longest_path(t.dur, edges, chains, chain_starts(link_lane, chains))
     # when each task's inputs are ready in the plan (for links: before their FIFO wait there)
     plan = np.zeros(n, dtype=np.int64)
     np.maximum.at(plan, t.dst, planned[t.src] + t.dur[t.src] + t.w)
@@ -131,10 +154,9 @@ def static_schedule(t: Timed, layout: dict[int, tuple[int, int]]) -> tuple[np.nd
     # strictly increasing along every data edge (so the orders cannot deadlock); ties by rotation
     floor = plan.copy()
     floor[ids] = start0
-    # longest path over the data edges alone (unit durations, from `floor`): the plan's levels
-    # are a topological batching of this subgraph too; its port-chain edges are made never to bind
+    # longest path over the data edges alone (unit durations, no delays, from `floor`)
     one = np.ones(n, dtype=np.int64)
-    data_only = np.zeros(src.size, dtype=np.int64)
-    data_only[t.src.size :] = -_BIG
-    order = replay_levels(n, one, data_only, levels, floor) if levels else floor
+    no_lanes = np.zeros(0, dtype=np.int64)
+    no_delay = edges.with_delays(np.zeros(t.src.size, dtype=np.int64))
+    order = chain_longest_path(one, no_delay, no_lanes, no_lanes.astype(bool), floor)
     return order * (n + 1) + rotation, lane

@@ -9,12 +9,23 @@ import networkx as nx
 import numpy as np
 import pytest
 
-from moetrace.executor.dag import CycleError, heap_longest_path, lane_chain, longest_path
-from moetrace.executor.engine import arrival_order_ports, run_static, static_graph
+from moetrace.executor import dag
+from moetrace.executor.dag import (
+    CycleError,
+    DataEdges,
+    chain_longest_path,
+    chain_starts,
+    heap_longest_path,
+    lane_chain,
+    lane_order,
+    longest_path,
+)
+from moetrace.executor.engine import arrival_order_ports, run_static, static_graph, static_lanes
 from moetrace.executor.listsched import list_schedule
 from moetrace.executor.run import simulate_run
 from moetrace.executor.schedules import POOL_AIC, POOL_AIV, POOL_RX, POOL_TX, Timed, lane_layout
 from moetrace.executor.staticsched import ordered_list_schedule
+from moetrace.testing.schedule_reference import ordered_list_schedule_steps
 
 
 def _random_dag(seed: int, n: int = 400, m: int = 1500) -> tuple[np.ndarray, ...]:
@@ -49,6 +60,61 @@ def test_longest_path_equals_networkx_topological_reference(seed: int) -> None:
     expected = _slow(n, dur, src, dst, w)
     assert np.array_equal(longest_path(n, dur, src, dst, w), expected)
     assert np.array_equal(heap_longest_path(n, dur, src, dst, w), expected)
+
+
+def _random_lanes(seed: int, n: int, lanes: int) -> tuple[np.ndarray, np.ndarray]:
+    """(lane, key) for a random DAG whose edges go from lower to higher ids: random tasks on
+    random lanes (-1: none), each lane in id order (so the lane edges add no cycle)."""
+    rng = np.random.default_rng(seed + 100)
+    lane = rng.integers(-1, lanes, n)
+    return lane, np.arange(n)
+
+
+@pytest.mark.parametrize("split", [False, True])
+@pytest.mark.parametrize("seed", range(12))
+def test_chain_longest_path_equals_the_heap_loop_over_data_and_lane_edges(
+    seed: int, split: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Data edges + lanes: the run-condensed sweep gives the heapq loop's starts, with long
+    lanes (few lanes) and short ones, zero durations, negative delays and floors; split: the
+    one-task runs are set apart from the scanned ones in every step (as in large steps)."""
+    if split:
+        monkeypatch.setattr(dag, "_SPLIT_RUNS", 0)
+    dur, src, dst, w = _random_dag(seed, n=600, m=1800)
+    n = dur.size
+    rng = np.random.default_rng(seed)
+    if seed % 3 == 0:
+        dur[rng.integers(0, n, n // 5)] = 0
+    lane, key = _random_lanes(seed, n, lanes=(2, 7, 40, 300)[seed % 4])
+    a, b = lane_chain(lane, key)
+    all_src, all_dst = np.r_[src, a], np.r_[dst, b]
+    all_w = np.r_[w, np.zeros(a.size, dtype=np.int64)]
+    floor = rng.integers(0, 3000, n) * (rng.random(n) < 0.1) if seed % 2 else None
+    want = heap_longest_path(n, dur, all_src, all_dst, all_w)
+    if floor is not None:  # a floor is an edge from a zero-length source task at time 0
+        extra = np.arange(n, 2 * n)
+        want = heap_longest_path(
+            2 * n,
+            np.r_[dur, np.zeros(n, dtype=np.int64)],
+            np.r_[all_src, extra],
+            np.r_[all_dst, np.arange(n)],
+            np.r_[all_w, floor],
+        )[:n]
+    chains = lane_order(lane, key)
+    got = chain_longest_path(
+        dur, DataEdges.build(n, src, dst, w), chains, chain_starts(lane, chains), floor
+    )
+    assert np.array_equal(got, want)
+    assert np.array_equal(longest_path(n, dur, all_src, all_dst, all_w, floor=floor), want)
+
+
+def test_chain_longest_path_reports_a_cycle_through_a_lane() -> None:
+    """A lane that runs a task before the task that feeds it is a cycle."""
+    dur = np.ones(3, dtype=np.int64)
+    edges = DataEdges.build(3, np.array([0]), np.array([2]), np.zeros(1, dtype=np.int64))
+    chains = np.array([2, 1, 0])  # one lane: 2 then 1 then 0, but 0 feeds 2
+    with pytest.raises(CycleError):
+        chain_longest_path(dur, edges, chains, chain_starts(np.zeros(3, dtype=np.int64), chains))
 
 
 def test_cycle_is_reported() -> None:
@@ -118,6 +184,26 @@ def test_ordered_list_schedule_matches_a_heap_per_pool(seed: int) -> None:
         )
 
 
+@pytest.mark.parametrize("seed", range(40))
+def test_ordered_list_schedule_batches_equal_the_one_task_steps(seed: int) -> None:
+    """Many groups (the batched numpy steps, not the heap): exactly the start and the core of
+    every task of the one-task-per-step version it replaced, ties (small integer times, zero
+    durations) included."""
+    rng = np.random.default_rng(seed)
+    groups = int(rng.integers(9, 40))
+    n = int(rng.integers(groups, 3000))
+    group = rng.permutation(np.r_[np.arange(groups), rng.integers(0, groups, n - groups)])
+    release = np.sort(rng.integers(0, int(rng.choice([10, 200, 5000])), n))
+    dur = rng.integers(int(rng.integers(0, 2)), int(rng.choice([2, 10, 100])), n)
+    cores = rng.integers(1, 9, groups)
+    got = ordered_list_schedule(group, release, dur, cores)
+    want = ordered_list_schedule_steps(group, release, dur, cores)
+    np.testing.assert_array_equal(got[0], want[0])
+    np.testing.assert_array_equal(got[1], want[1])
+    slow = _slow_ordered_list_schedule(group, release, dur, cores)
+    np.testing.assert_array_equal(got[0], slow[0])
+
+
 @pytest.mark.parametrize(
     ("tokens", "routing"), [(256, "balanced"), (1024, "balanced"), (512, "zipf:1.0")]
 )
@@ -184,7 +270,6 @@ def test_arrival_order_ports_equals_full_resort(zero_core_tasks: bool) -> None:
     lane, src, dst, w = static_graph(t, layout)
     start = longest_path(t.n, t.dur, src, dst, w)
     want = _arrival_rounds_reference(t, lane, start)
-    m = t.src.size
-    for chain in (None, (src[m:], dst[m:])):
-        got, got_lane = arrival_order_ports(t, lane, start, chain=chain)
+    for chains in (None, static_lanes(t, layout)[1]):
+        got, got_lane = arrival_order_ports(t, lane, start, chains=chains)
         assert np.array_equal(got, want) and got_lane is lane
