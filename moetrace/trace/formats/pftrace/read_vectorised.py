@@ -23,6 +23,46 @@ import polars as pl
 from perfetto.protos.perfetto.trace import perfetto_trace_pb2 as pb
 
 from moetrace.trace.formats.pftrace.plan import FLOW_KIND_BITS
+from moetrace.trace.formats.pftrace.protocol import (
+    D_BOOL,
+    D_DOUBLE,
+    D_INT,
+    D_JSON,
+    D_NAME,
+    D_NAME_IID,
+    D_NESTED,
+    D_POINTER,
+    D_STRING,
+    D_UINT,
+    D_VALUES,
+    E_CAT_IIDS,
+    E_CATS,
+    E_DOUBLE_VALUE,
+    E_FLOW_IN,
+    E_FLOW_IN_OLD,
+    E_FLOW_OUT,
+    E_FLOW_OUT_OLD,
+    E_INT_VALUE,
+    E_NAME,
+    E_NAME_IID,
+    E_NOTES,
+    E_TYPE,
+    E_UUID,
+    FLOW_WIRES,
+    P_CLEARED,
+    P_EVENT,
+    P_FLAGS,
+    P_INTERNED,
+    P_SEQ,
+    P_TIMESTAMP,
+    TYPE_BEGIN,
+    TYPE_COUNTER,
+    TYPE_END,
+    TYPE_INSTANT,
+    WIRE_FIXED64,
+    WIRE_LEN,
+    WIRE_VARINT,
+)
 from moetrace.trace.formats.pftrace.read_packets import (
     PacketReader,
     TrackIds,
@@ -32,43 +72,21 @@ from moetrace.trace.formats.pftrace.read_packets import (
 from moetrace.trace.formats.pftrace.scan import PAD, Fields, Malformed, Scan, packet_spans, scan
 from moetrace.trace.model import DEP_KINDS, Trace
 
-_BEGIN, _END, _INSTANT, _COUNTER = 1, 2, 3, 4
-_LEN, _VARINT, _FIXED64 = 2, 0, 1
-# TracePacket fields
-_P_TIMESTAMP, _P_SEQ, _P_EVENT, _P_INTERNED, _P_FLAGS, _P_CLEARED = 8, 10, 11, 12, 13, 41
-# TrackEvent fields
-_E_CAT_IIDS, _E_NOTES, _E_TYPE, _E_NAME_IID, _E_UUID = 3, 4, 9, 10, 11
-_E_CATS, _E_NAME, _E_INT_VALUE, _E_DOUBLE_VALUE = 22, 23, 30, 44
-_E_FLOW_OUT, _E_FLOW_IN, _E_FLOW_OUT_OLD, _E_FLOW_IN_OLD = 47, 48, 36, 42
-# DebugAnnotation fields: name_iid, name; scalar values (bool, uint, int, double, string,
-# pointer, legacy JSON); nested values (nested, dict entries, array values) are not read here.
-_D_NAME_IID, _D_NAME = 1, 10
-_D_BOOL, _D_UINT, _D_INT, _D_DOUBLE, _D_STRING, _D_POINTER, _D_JSON = 2, 3, 4, 5, 6, 7, 9
-_D_VALUES = (_D_BOOL, _D_UINT, _D_INT, _D_DOUBLE, _D_STRING, _D_POINTER, _D_JSON)
-_D_NESTED = (8, 11, 12)
 _KNOWN_NOTES = ("id", "kind", "flops", "bytes")
-_FLOW_WIRES = {
-    _E_FLOW_OUT: _FIXED64,
-    _E_FLOW_IN: _FIXED64,
-    _E_FLOW_OUT_OLD: _VARINT,
-    _E_FLOW_IN_OLD: _VARINT,
-}
-
-
-_PACKET_FIELDS = {_P_TIMESTAMP, _P_SEQ, _P_EVENT, _P_INTERNED, _P_FLAGS, _P_CLEARED}
+_PACKET_FIELDS = {P_TIMESTAMP, P_SEQ, P_EVENT, P_INTERNED, P_FLAGS, P_CLEARED}
 _EVENT_FIELDS = {
-    _E_CAT_IIDS,
-    _E_NOTES,
-    _E_TYPE,
-    _E_NAME_IID,
-    _E_UUID,
-    _E_CATS,
-    _E_NAME,
-    _E_INT_VALUE,
-    _E_DOUBLE_VALUE,
-    *_FLOW_WIRES,
+    E_CAT_IIDS,
+    E_NOTES,
+    E_TYPE,
+    E_NAME_IID,
+    E_UUID,
+    E_CATS,
+    E_NAME,
+    E_INT_VALUE,
+    E_DOUBLE_VALUE,
+    *FLOW_WIRES,
 }
-_NOTE_FIELDS = {_D_NAME_IID, _D_NAME, *_D_VALUES, *_D_NESTED}
+_NOTE_FIELDS = {D_NAME_IID, D_NAME, *D_VALUES, *D_NESTED}
 
 
 class _Unsupported(Exception):
@@ -86,24 +104,30 @@ def read_vectorised(path: Path, data: bytes) -> Trace | None:
 def _strings(data: bytes, off: np.ndarray, length: np.ndarray) -> pl.Series:
     """UTF-8 texts at the given spans (strict, as protobuf's parser is), as a String Series.
 
-    The spans are gathered into one buffer with NUL separators, decoded once and split by
-    Polars; texts that contain NUL themselves are sliced one by one instead."""
+    Short texts with few distinct values (kinds, categories) are decoded once per distinct
+    value. Otherwise the spans are gathered into one buffer with NUL separators, decoded once
+    and split by Polars; texts that contain NUL themselves are sliced one by one instead."""
     n = len(off)
     if n == 0:
         return pl.Series(values=[], dtype=pl.String)
     raw = np.frombuffer(data, dtype=np.uint8)
     length = length.astype(np.int64)
-    out_start = np.zeros(n, dtype=np.int64)
-    np.cumsum(length[:-1] + 1, out=out_start[1:])
-    total = int(out_start[-1] + length[-1])
     off = off.astype(np.int64)
-    if n > 1 and total * 4 > len(raw) and bool((off[1:] > off[:-1] + length[:-1]).all()):
+    widest = int(length.max())
+    if widest <= 8:
+        few = _few_short_strings(data, raw, off, length)
+        if few is not None:
+            return few
+    total = int(length.sum()) + n - 1  # with the separators
+    if (widest + 1) * n <= 2 * total + (1 << 16) and int(off.max()) + widest <= len(raw):
+        joined = _window_spans(raw, off, length, widest)
+    elif n > 1 and total * 4 > len(raw) and bool((off[1:] > off[:-1] + length[:-1]).all()):
         joined = _compress_spans(raw, off, length)
     else:
+        out_start = np.zeros(n, dtype=np.int64)
+        np.cumsum(length[:-1] + 1, out=out_start[1:])
         joined = _gather_spans(raw, off, length, out_start, total)
-    separators = np.zeros(total, dtype=bool)
-    separators[out_start[1:] - 1] = True
-    if bool((joined[~separators] == 0).any()):
+    if int(np.count_nonzero(joined == 0)) != n - 1:  # a NUL inside a text, not a separator
         return pl.Series(
             values=[
                 data[o : o + k].decode("utf-8")
@@ -113,6 +137,47 @@ def _strings(data: bytes, off: np.ndarray, length: np.ndarray) -> pl.Series:
         )
     text = joined.tobytes().decode("utf-8")
     return pl.Series(values=[text], dtype=pl.String).str.split("\x00").explode()
+
+
+_MAX_U64 = np.uint64(0xFFFFFFFFFFFFFFFF)
+
+
+def _few_short_strings(
+    data: bytes, raw: np.ndarray, off: np.ndarray, length: np.ndarray
+) -> pl.Series | None:
+    """The texts of spans of at most 8 bytes, decoded once per distinct byte string and
+    gathered (None when they are many distinct ones, or a span ends within 8 bytes of the
+    data's end)."""
+    n = len(off)
+    if int(off.max()) + 8 > len(raw):
+        return None
+    word = np.ndarray(shape=(len(raw) - 7,), dtype="<u8", buffer=raw, strides=(1,))[off]
+    bits = (8 * np.minimum(length, 7)).astype(np.uint64)
+    word &= np.where(length >= 8, _MAX_U64, (np.uint64(1) << bits) - np.uint64(1))
+    distinct, first, inverse = _unique(word)  # then texts of one word must share a length
+    if len(distinct) > max(n // 8, 64) or not bool((length[first][inverse] == length).all()):
+        return None
+    texts = [
+        data[o : o + k].decode("utf-8")
+        for o, k in zip(off[first].tolist(), length[first].tolist(), strict=True)
+    ]
+    return pl.Series(values=texts, dtype=pl.String).gather(inverse)
+
+
+def _window_spans(raw: np.ndarray, off: np.ndarray, length: np.ndarray, widest: int) -> np.ndarray:
+    """The spans joined by NUL separators, by a gather of fixed-width windows (the byte before
+    each span, which becomes the separator, then `widest` bytes) and a mask of the bytes
+    within each span: per byte of the widest span, for spans of similar lengths (args)."""
+    width = widest + 1
+    windows = np.lib.stride_tricks.sliding_window_view(raw, width)
+    column = np.arange(width)
+    pieces = []
+    step = 1 << 18  # spans per block: the window matrix stays small
+    for lo in range(0, len(off), step):
+        block = windows[off[lo : lo + step] - 1]
+        block[:, 0] = 0
+        pieces.append(block[column <= length[lo : lo + step, None]])
+    return np.concatenate(pieces)[1:]
 
 
 def _compress_spans(raw: np.ndarray, off: np.ndarray, length: np.ndarray) -> np.ndarray:
@@ -155,15 +220,15 @@ def _read(path: Path, data: bytes) -> Trace:
     buf = np.frombuffer(data + bytes(PAD), dtype=np.uint8)
     packets = scan(buf, starts, ends, _PACKET_FIELDS)
     n_packets = len(starts)
-    event_field = packets.select(_P_EVENT, _LEN)
+    event_field = packets.select(P_EVENT, WIRE_LEN)
     is_event = np.zeros(n_packets, dtype=bool)
     is_event[event_field.msg] = True
     # Interning must be settled before the first event: then one table per sequence holds.
     first_event = int(np.argmax(is_event)) if is_event.any() else n_packets
-    flags, _ = packets.select(_P_FLAGS, _VARINT).last(n_packets)
-    cleared = packets.select(_P_CLEARED, _VARINT).last(n_packets)[0] != 0
+    flags, _ = packets.last(P_FLAGS, WIRE_VARINT, n_packets)
+    cleared = packets.last(P_CLEARED, WIRE_VARINT, n_packets)[0] != 0
     interned = np.zeros(n_packets, dtype=bool)
-    interned[packets.select(_P_INTERNED).msg] = True
+    interned[packets.select(P_INTERNED).msg] = True
     changes = interned | ((flags & np.uint64(1)) != 0) | cleared
     if bool(changes[first_event:].any()):
         raise _Unsupported("interned data after the first event")
@@ -173,17 +238,17 @@ def _read(path: Path, data: bytes) -> Trace:
     event_packets = event_field.msg  # one TrackEvent per packet (the last one wins)
     if bool((np.diff(event_packets) <= 0).any()):
         raise _Unsupported("several track_event fields in a packet")
-    ts = packets.select(_P_TIMESTAMP, _VARINT).last(n_packets)[0].view(np.int64)[event_packets]
-    seq = packets.select(_P_SEQ, _VARINT).last(n_packets)[0][event_packets].astype(np.int64)
+    ts = packets.last(P_TIMESTAMP, WIRE_VARINT, n_packets)[0].view(np.int64)[event_packets]
+    seq = packets.last(P_SEQ, WIRE_VARINT, n_packets)[0][event_packets].astype(np.int64)
     fields = scan(buf, event_field.off, event_field.off + event_field.length, _EVENT_FIELDS)
-    for number, wire in _FLOW_WIRES.items():
-        if bool((fields.select(number).wire != wire).any()):
+    for number, wire in FLOW_WIRES.items():
+        if fields.count(number) != len(fields.select(number, wire).msg):
             raise _Unsupported("flow ids of an unexpected wire type")
     n = len(event_packets)
-    kind = fields.select(_E_TYPE, _VARINT).last(n)[0].astype(np.int64)
-    uuid = fields.select(_E_UUID, _VARINT).last(n)[0]
+    kind = fields.last(E_TYPE, WIRE_VARINT, n)[0].astype(np.int64)
+    uuid = fields.last(E_UUID, WIRE_VARINT, n)[0]
     slices = _pair_slices(kind, uuid, ts)
-    rows = np.flatnonzero((kind == _BEGIN) | (kind == _INSTANT))
+    rows = np.flatnonzero((kind == TYPE_BEGIN) | (kind == TYPE_INSTANT))
     tracks = TrackIds(reader.descriptors)
     events, flow_ids = _event_columns(data, buf, fields, rows, seq, ts, slices, reader, tracks)
     moetrace = (reader.payload or {}).get("writer") == "moetrace"
@@ -212,11 +277,11 @@ def _pair_slices(kind: np.ndarray, uuid: np.ndarray, ts: np.ndarray) -> np.ndarr
     only: an END with nothing open or a BEGIN never closed needs the per-packet reader
     (it words a warning per case)."""
     end = ts.copy()
-    rows = np.flatnonzero((kind == _BEGIN) | (kind == _END))
+    rows = np.flatnonzero((kind == TYPE_BEGIN) | (kind == TYPE_END))
     if len(rows) == 0:
         return end
     order = rows[np.argsort(uuid[rows], kind="stable")]
-    step = np.where(kind[order] == _BEGIN, 1, -1)
+    step = np.where(kind[order] == TYPE_BEGIN, 1, -1)
     level = np.cumsum(step)
     group_start = np.ones(len(order), dtype=bool)
     group_start[1:] = uuid[order][1:] != uuid[order][:-1]
@@ -228,7 +293,7 @@ def _pair_slices(kind: np.ndarray, uuid: np.ndarray, ts: np.ndarray) -> np.ndarr
     group = np.cumsum(group_start)
     pairs = order[np.lexsort((np.arange(len(order)), depth, group))]
     begins, finals = pairs[0::2], pairs[1::2]
-    if not (bool((kind[begins] == _BEGIN).all()) and bool((kind[finals] == _END).all())):
+    if not (bool((kind[begins] == TYPE_BEGIN).all()) and bool((kind[finals] == TYPE_END).all())):
         raise _Unsupported("BEGIN/END pairing")
     end[begins] = ts[finals]
     return end
@@ -290,10 +355,8 @@ def _event_columns(
 
     ev_seq = seq[rows]
     # Name: literal, else interned (missing -> "").
-    name = _interned(
-        reader.names, ev_seq, fields.select(_E_NAME_IID, _VARINT).last(n_all)[0][rows], ""
-    )
-    literal = of_rows(fields.select(_E_NAME, _LEN))
+    name = _interned(reader.names, ev_seq, fields.last(E_NAME_IID, WIRE_VARINT, n_all)[0][rows], "")
+    literal = of_rows(fields.select(E_NAME, WIRE_LEN))
     if len(literal.msg):
         last = np.zeros(m, dtype=np.int64) - 1
         last[literal.msg] = np.arange(len(literal.msg))
@@ -302,23 +365,23 @@ def _event_columns(
         name = name.scatter(has, texts)
     cat = _categories(
         data,
-        of_rows(fields.select(_E_CAT_IIDS)),
-        of_rows(fields.select(_E_CATS)),
+        of_rows(fields.select(E_CAT_IIDS)),
+        of_rows(fields.select(E_CATS)),
         reader,
         ev_seq,
         m,
     )
-    notes = _notes(data, buf, of_rows(fields.select(_E_NOTES, _LEN)), reader, ev_seq, m)
-    uuid = fields.select(_E_UUID, _VARINT).last(n_all)[0][rows]
+    notes = _notes(data, buf, of_rows(fields.select(E_NOTES, WIRE_LEN)), reader, ev_seq, m)
+    uuid = fields.last(E_UUID, WIRE_VARINT, n_all)[0][rows]
     unique_uuid, first, inverse = _unique(uuid)
     track_of = np.zeros(len(unique_uuid), dtype=np.int64)
     for k in np.argsort(first, kind="stable").tolist():  # new tracks in order of first use
         track_of[k] = tracks.track(int(unique_uuid[k]))
     flow_ids = {
-        "out": of_rows(fields.select(_E_FLOW_OUT, _FIXED64)),
-        "out_old": of_rows(fields.select(_E_FLOW_OUT_OLD, _VARINT)),
-        "in": of_rows(fields.select(_E_FLOW_IN, _FIXED64)),
-        "in_old": of_rows(fields.select(_E_FLOW_IN_OLD, _VARINT)),
+        "out": of_rows(fields.select(E_FLOW_OUT, WIRE_FIXED64)),
+        "out_old": of_rows(fields.select(E_FLOW_OUT_OLD, WIRE_VARINT)),
+        "in": of_rows(fields.select(E_FLOW_IN, WIRE_FIXED64)),
+        "in_old": of_rows(fields.select(E_FLOW_IN_OLD, WIRE_VARINT)),
     }
     frame = pl.DataFrame(
         {
@@ -344,7 +407,7 @@ def _categories(
     """`cat`: the event's interned categories then its literal ones, joined by ","."""
     if len(iids.msg) == 0 and len(literal.msg) == 0:
         return pl.Series("cat", [None] * m, dtype=pl.String)
-    if iids.msg.size and bool((iids.wire != _VARINT).any()):
+    if iids.msg.size and bool((iids.wire != WIRE_VARINT).any()):
         raise _Unsupported("packed category iids")
     count = np.bincount(iids.msg, minlength=m) + np.bincount(literal.msg, minlength=m)
     if int(count.max()) <= 1:
@@ -370,48 +433,105 @@ def _categories(
     return pl.Series("cat", out, dtype=pl.String)
 
 
+def _note_values(parts: Scan, k: int) -> Fields:
+    """The one scalar value of each of the `k` annotations (field, wire, value, off, length
+    per annotation, in annotation order); anything else is not read here."""
+    vfield = np.zeros(k, dtype=np.int64)
+    vwire = np.zeros(k, dtype=np.int8)
+    value = np.zeros(k, dtype=np.uint64)
+    off = np.zeros(k, dtype=parts.offsets)
+    length = np.zeros(k, dtype=parts.offsets)
+    total = 0
+    for number in D_VALUES:
+        texts = (D_STRING, D_JSON)
+        expected = WIRE_FIXED64 if number == D_DOUBLE else WIRE_LEN if number in texts else 0
+        for piece in parts.pieces.get(number, []):
+            if piece.wire != expected:
+                raise _Unsupported("debug annotation value of an unexpected wire type")
+            total += len(piece.msg)
+            vfield[piece.msg] = number
+            vwire[piece.msg] = piece.wire
+            if piece.value is not None:
+                value[piece.msg] = piece.value
+            else:
+                off[piece.msg], length[piece.msg] = piece.off, piece.length
+    # as many values as annotations and none without: exactly one each
+    if total != k or bool((vfield == 0).any()):
+        raise _Unsupported("a debug annotation without exactly one value")
+    return Fields(np.arange(k), vfield, vwire, value, off, length)
+
+
+def _interned_codes(
+    table: dict[int, dict[int, str]], seq: np.ndarray, iid: np.ndarray
+) -> tuple[np.ndarray, list[str]] | None:
+    """(code per annotation into the distinct names, the names) when every annotation is of
+    one sequence with a small iid (a dense lookup; missing iids name ""), else None."""
+    if len(seq) == 0 or int(seq.min()) != int(seq.max()):
+        return None
+    names = table.get(int(seq[0]), {})
+    top = max(names, default=0)
+    if top >= 1 << 20:
+        return None
+    distinct: dict[str, int] = {}
+    code_of_iid = np.array(
+        [distinct.setdefault(names.get(i, ""), len(distinct)) for i in range(top + 2)],
+        dtype=np.int64,
+    )
+    code = code_of_iid[np.minimum(iid, np.uint64(top + 1)).astype(np.int64)]  # past the end: ""
+    return code, list(distinct)
+
+
+def _repeated_pairs(owner: np.ndarray, code: np.ndarray, n_codes: int) -> bool:
+    """Whether some owner (sorted) has the same code twice: compared with the annotations
+    1, 2, ... rows before while events have few, else by a sort of (owner, code) keys
+    (numpy 2's hash-based np.unique took ~0.5 s per 100k events here)."""
+    if len(owner) < 2:
+        return False
+    most = int(np.bincount(owner).max())
+    if most <= 8:
+        return any(
+            bool(((owner[lag:] == owner[:-lag]) & (code[lag:] == code[:-lag])).any())
+            for lag in range(1, most)
+        )
+    pairs = np.sort(owner.astype(np.int64) * max(n_codes, 1) + code)
+    return bool((pairs[1:] == pairs[:-1]).any())
+
+
 def _notes(
     data: bytes, buf: np.ndarray, notes: Fields, reader: PacketReader, ev_seq: np.ndarray, m: int
 ) -> dict[str, Any]:
     """id, kind, flops, bytes and args of every event from its debug annotations."""
     k = len(notes.msg)
     parts = scan(buf, notes.off, notes.off + notes.length, _NOTE_FIELDS)
-    if any(parts.select(number).msg.size for number in _D_NESTED):
+    if any(parts.count(number) for number in D_NESTED):
         raise _Unsupported("nested debug annotation values")
-    chosen = [parts.select(number) for number in _D_VALUES]
-    cols = [
-        np.concatenate([getattr(c, name) for c in chosen])
-        for name in ("msg", "field", "wire", "value", "off", "length")
-    ]
-    by_note = np.argsort(cols[0], kind="stable")
-    vals = Fields(*(c[by_note] for c in cols))
-    if len(vals.msg) != k or not bool((vals.msg == np.arange(k)).all()):
-        raise _Unsupported("a debug annotation without exactly one value")
+    vals = _note_values(parts, k)
     vfield = vals.field
-    vwire = vals.wire
-    expected = np.where(vfield == _D_DOUBLE, _FIXED64, np.where(np.isin(vfield, (6, 9)), 2, 0))
-    if bool((vwire != expected).any()):
-        raise _Unsupported("debug annotation value of an unexpected wire type")
-    # Key: literal name, else interned name.
-    name_iid = parts.select(_D_NAME_IID, _VARINT).last(k)[0]
-    key = _interned(reader.notes, ev_seq[notes.msg], name_iid, "")
-    literal = parts.select(_D_NAME, _LEN)
-    if len(literal.msg):
-        last = np.zeros(k, dtype=np.int64) - 1
-        last[literal.msg] = np.arange(len(literal.msg))
-        has = np.flatnonzero(last >= 0)
-        key = key.scatter(has, _strings(data, literal.off[last[has]], literal.length[last[has]]))
-    distinct = key.unique(maintain_order=True)
-    code = (
-        key.replace_strict(distinct, list(range(len(distinct))), return_dtype=pl.Int64).to_numpy()
-        if k
-        else np.zeros(0, dtype=np.int64)
-    )
-    names = distinct.to_list()
-    # each (event, name) pair once: a pair key seen twice is a name repeated on one event
-    # (found by a sort: numpy 2's hash-based np.unique took ~0.5 s per 100k events here)
-    pairs = np.sort(notes.msg * max(len(names), 1) + code)
-    if bool((pairs[1:] == pairs[:-1]).any()):
+    # Key: literal name, else interned name, as a code per annotation into `names`.
+    name_iid = parts.last(D_NAME_IID, WIRE_VARINT, k)[0]
+    literal = parts.select(D_NAME, WIRE_LEN)
+    note_seq = ev_seq[notes.msg]
+    codes = None if len(literal.msg) else _interned_codes(reader.notes, note_seq, name_iid)
+    if codes is not None:
+        code, names = codes
+    else:
+        key = _interned(reader.notes, note_seq, name_iid, "")
+        if len(literal.msg):
+            last = np.zeros(k, dtype=np.int64) - 1
+            last[literal.msg] = np.arange(len(literal.msg))
+            has = np.flatnonzero(last >= 0)
+            texts = _strings(data, literal.off[last[has]], literal.length[last[has]])
+            key = key.scatter(has, texts)
+        distinct = key.unique(maintain_order=True)
+        code = (
+            key.replace_strict(
+                distinct, list(range(len(distinct))), return_dtype=pl.Int64
+            ).to_numpy()
+            if k
+            else np.zeros(0, dtype=np.int64)
+        )
+        names = distinct.to_list()
+    if _repeated_pairs(notes.msg, code, len(names)):
         raise _Unsupported("an annotation name twice on one event")
 
     def named(text: str) -> np.ndarray:
@@ -421,13 +541,13 @@ def _notes(
     out: dict[str, Any] = {}
     # id: an integer value (uint, int, pointer) -> given id; anything else -> a new one.
     is_id = named("id")
-    if bool((is_id & (vfield == _D_BOOL)).any()):
+    if bool((is_id & (vfield == D_BOOL)).any()):
         raise _Unsupported("a boolean id")
-    id_ok = is_id & np.isin(vfield, (_D_UINT, _D_INT, _D_POINTER))
+    id_ok = is_id & np.isin(vfield, (D_UINT, D_INT, D_POINTER))
     given = np.full(m, -1, dtype=np.int64)
     has_id = np.zeros(m, dtype=bool)
     raw_value = vals.value
-    if bool((raw_value[id_ok & (vfield != _D_INT)] >= np.uint64(1 << 63)).any()):
+    if bool((raw_value[id_ok & (vfield != D_INT)] >= np.uint64(1 << 63)).any()):
         raise _Unsupported("an id beyond int64")
     id_values = raw_value[id_ok].view(np.int64)  # int64 two's complement for int values
     given[notes.msg[id_ok]] = id_values
@@ -439,7 +559,7 @@ def _notes(
     # kind: a string, or "other".
     is_kind = named("kind")
     kind_rows = np.flatnonzero(is_kind)
-    if kind_rows.size and bool((~np.isin(vfield[kind_rows], (6, 9))).any()):
+    if kind_rows.size and bool((~np.isin(vfield[kind_rows], (D_STRING, D_JSON))).any()):
         raise _Unsupported("a kind that is not a string")
     kind = pl.Series("kind", ["other"] * m, dtype=pl.String)
     if kind_rows.size:
@@ -450,7 +570,7 @@ def _notes(
     # flops, bytes: doubles.
     for name in ("flops", "bytes"):
         sel = np.flatnonzero(named(name))
-        if sel.size and bool((vfield[sel] != _D_DOUBLE).any()):
+        if sel.size and bool((vfield[sel] != D_DOUBLE).any()):
             raise _Unsupported(f"a {name} that is not a double")
         column = np.full(m, np.nan)
         column[notes.msg[sel]] = raw_value[sel].view(np.float64)
@@ -460,8 +580,7 @@ def _notes(
         missing = np.flatnonzero(~present)
         out[name] = series.scatter(missing, None) if missing.size else series
     # args: the "args" string; else the other annotations as a JSON object.
-    is_args_text = named("args") & np.isin(vfield, (6, 9))
-    args: list[str | None] = [None] * m
+    is_args_text = named("args") & ((vfield == D_STRING) | (vfield == D_JSON))
     text_rows = np.flatnonzero(is_args_text)
     texts = _strings(data, vals.off[text_rows], vals.length[text_rows])
     extra = (
@@ -471,12 +590,13 @@ def _notes(
         if k
         else np.zeros(0, dtype=np.int64)
     )
-    owners_with_text = set(notes.msg[text_rows].tolist())
     extras: dict[int, dict[str, Any]] = {}
+    if extra.size:  # events whose args text is there keep it: their other notes are dropped
+        with_text = np.zeros(m, dtype=bool)
+        with_text[notes.msg[text_rows]] = True
+        extra = extra[~with_text[notes.msg[extra]]]
     for j in np.asarray(extra, dtype=np.int64).tolist():
         owner = int(notes.msg[j])
-        if owner in owners_with_text:
-            continue
         extras.setdefault(owner, {})[str(names[code[j]])] = _scalar(
             data,
             int(vfield[j]),
@@ -484,9 +604,12 @@ def _notes(
             int(vals.off[j]),
             int(vals.length[j]),
         )
-    args_series = pl.Series("args", args, dtype=pl.String)
-    if text_rows.size:
-        args_series = args_series.scatter(notes.msg[text_rows], texts)
+    if text_rows.size == m and bool((notes.msg[text_rows] == np.arange(m)).all()):
+        args_series = texts.alias("args")  # every event has its args text (moetrace's files)
+    else:
+        args_series = pl.Series("args", [None] * m, dtype=pl.String)
+        if text_rows.size:
+            args_series = args_series.scatter(notes.msg[text_rows], texts)
     if extras:
         owners = sorted(extras)
         args_series = args_series.scatter(
@@ -498,13 +621,13 @@ def _notes(
 
 def _scalar(data: bytes, field: int, raw: int, off: int, length: int) -> Any:
     """A debug annotation's value as the protobuf classes give it."""
-    if field in (_D_STRING, _D_JSON):
+    if field in (D_STRING, D_JSON):
         return data[off : off + length].decode("utf-8")
-    if field == _D_BOOL:
+    if field == D_BOOL:
         return bool(raw)
-    if field == _D_INT:
+    if field == D_INT:
         return raw - (1 << 64) if raw >= 1 << 63 else raw
-    if field == _D_DOUBLE:
+    if field == D_DOUBLE:
         return float(np.array([raw], dtype=np.uint64).view(np.float64)[0])
     return raw
 
@@ -569,9 +692,9 @@ def _counters(
 ) -> pl.DataFrame:
     """Counter samples: the double value, else the integer one (0 when neither)."""
     n = len(kind)
-    rows = np.flatnonzero(kind == _COUNTER)
-    double, has_double = fields.select(_E_DOUBLE_VALUE, _FIXED64).last(n)
-    integer, _ = fields.select(_E_INT_VALUE, _VARINT).last(n)
+    rows = np.flatnonzero(kind == TYPE_COUNTER)
+    double, has_double = fields.last(E_DOUBLE_VALUE, WIRE_FIXED64, n)
+    integer, _ = fields.last(E_INT_VALUE, WIRE_VARINT, n)
     value = np.where(
         has_double[rows], double[rows].view(np.float64), integer[rows].view(np.int64).astype(float)
     )
