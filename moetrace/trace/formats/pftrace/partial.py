@@ -31,7 +31,7 @@ from moetrace.trace.formats.pftrace.protocol import (
     WIRE_VARINT,
 )
 from moetrace.trace.formats.pftrace.read_vectorised import read_vectorised
-from moetrace.trace.formats.pftrace.scan import PAD, Malformed, packet_spans, scan
+from moetrace.trace.formats.pftrace.scan import Malformed, packet_spans, scan
 from moetrace.trace.model import Trace
 
 FIRST_FRACTION = 0.02
@@ -100,7 +100,7 @@ def balanced_prefix(data: bytes, end: int) -> bytes:
     one-to-one flows only): their fields are renamed to `_NO_FLOW` in place."""
     prefix = bytearray(data[:end])
     starts, ends = packet_spans(bytes(prefix))
-    buf = np.frombuffer(bytes(prefix) + bytes(PAD), dtype=np.uint8)
+    buf = np.frombuffer(bytes(prefix), dtype=np.uint8)
     events = scan(buf, starts, ends, {P_EVENT}).select(P_EVENT, WIRE_LEN)
     fields = scan(buf, events.off, events.off + events.length, {E_TYPE, E_UUID, *FLOW_WIRES})
     raw = np.frombuffer(prefix, dtype=np.uint8)

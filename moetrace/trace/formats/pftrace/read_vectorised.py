@@ -69,7 +69,7 @@ from moetrace.trace.formats.pftrace.read_packets import (
     counter_track,
     finish,
 )
-from moetrace.trace.formats.pftrace.scan import PAD, Fields, Malformed, Scan, packet_spans, scan
+from moetrace.trace.formats.pftrace.scan import Fields, Malformed, Scan, packet_spans, scan
 from moetrace.trace.model import DEP_KINDS, Trace
 
 _KNOWN_NOTES = ("id", "kind", "flops", "bytes")
@@ -114,6 +114,13 @@ def _strings(data: bytes, off: np.ndarray, length: np.ndarray) -> pl.Series:
     length = length.astype(np.int64)
     off = off.astype(np.int64)
     widest = int(length.max())
+    if n > _STRING_BLOCK and widest > 8:  # in blocks: the joined copies stay small
+        return pl.concat(
+            [
+                _strings(data, off[lo : lo + _STRING_BLOCK], length[lo : lo + _STRING_BLOCK])
+                for lo in range(0, n, _STRING_BLOCK)
+            ]
+        )
     if widest <= 8:
         few = _few_short_strings(data, raw, off, length)
         if few is not None:
@@ -140,6 +147,8 @@ def _strings(data: bytes, off: np.ndarray, length: np.ndarray) -> pl.Series:
 
 
 _MAX_U64 = np.uint64(0xFFFFFFFFFFFFFFFF)
+_STRING_BLOCK = 1 << 17
+"""Texts per block of `_strings` (of args, ~40 bytes each: ~5 MB per joined copy)."""
 
 
 def _few_short_strings(
@@ -171,13 +180,9 @@ def _window_spans(raw: np.ndarray, off: np.ndarray, length: np.ndarray, widest: 
     width = widest + 1
     windows = np.lib.stride_tricks.sliding_window_view(raw, width)
     column = np.arange(width)
-    pieces = []
-    step = 1 << 18  # spans per block: the window matrix stays small
-    for lo in range(0, len(off), step):
-        block = windows[off[lo : lo + step] - 1]
-        block[:, 0] = 0
-        pieces.append(block[column <= length[lo : lo + step, None]])
-    return np.concatenate(pieces)[1:]
+    block = windows[off - 1]
+    block[:, 0] = 0
+    return np.asarray(block[column <= length[:, None]][1:])
 
 
 def _compress_spans(raw: np.ndarray, off: np.ndarray, length: np.ndarray) -> np.ndarray:
@@ -217,7 +222,7 @@ def _gather_spans(
 
 def _read(path: Path, data: bytes) -> Trace:
     starts, ends = packet_spans(data)
-    buf = np.frombuffer(data + bytes(PAD), dtype=np.uint8)
+    buf = np.frombuffer(data, dtype=np.uint8)
     packets = scan(buf, starts, ends, _PACKET_FIELDS)
     n_packets = len(starts)
     event_field = packets.select(P_EVENT, WIRE_LEN)
@@ -232,29 +237,67 @@ def _read(path: Path, data: bytes) -> Trace:
     changes = interned | ((flags & np.uint64(1)) != 0) | cleared
     if bool(changes[first_event:].any()):
         raise _Unsupported("interned data after the first event")
+    del flags, cleared, interned, changes
     reader = PacketReader()
     for index in np.flatnonzero(~is_event).tolist():
         reader.packet(pb.TracePacket.FromString(data[starts[index] : ends[index]]))
+    del is_event, starts, ends
     event_packets = event_field.msg  # one TrackEvent per packet (the last one wins)
     if bool((np.diff(event_packets) <= 0).any()):
         raise _Unsupported("several track_event fields in a packet")
     ts = packets.last(P_TIMESTAMP, WIRE_VARINT, n_packets)[0].view(np.int64)[event_packets]
     seq = packets.last(P_SEQ, WIRE_VARINT, n_packets)[0][event_packets].astype(np.int64)
+    del packets, event_packets
     fields = scan(buf, event_field.off, event_field.off + event_field.length, _EVENT_FIELDS)
+    del event_field
     for number, wire in FLOW_WIRES.items():
         if fields.count(number) != len(fields.select(number, wire).msg):
             raise _Unsupported("flow ids of an unexpected wire type")
-    n = len(event_packets)
+    n = len(ts)
     kind = fields.last(E_TYPE, WIRE_VARINT, n)[0].astype(np.int64)
-    uuid = fields.last(E_UUID, WIRE_VARINT, n)[0]
-    slices = _pair_slices(kind, uuid, ts)
+    unique_uuid, _, uuid_code = _unique(fields.last(E_UUID, WIRE_VARINT, n)[0])
+    fields.drop(E_TYPE, E_UUID)
+    tracks_of = _Tracks(unique_uuid, uuid_code)
+    slices = _pair_slices(kind, tracks_of, ts)
+    counter_rows = np.flatnonzero(kind == TYPE_COUNTER)
+    counter_values = _counter_values(fields, counter_rows, n)
     rows = np.flatnonzero((kind == TYPE_BEGIN) | (kind == TYPE_INSTANT))
+    del kind
     tracks = TrackIds(reader.descriptors)
-    events, flow_ids = _event_columns(data, buf, fields, rows, seq, ts, slices, reader, tracks)
+    events, flow_ids = _event_columns(
+        data, buf, fields, rows, seq, ts, slices, reader, tracks, tracks_of
+    )
+    del fields, slices, seq
     moetrace = (reader.payload or {}).get("writer") == "moetrace"
     deps = _deps(flow_ids, events, ts[rows], moetrace)
-    counters = _counters(fields, kind, uuid, ts, reader, tracks)
+    counters = _counters(counter_rows, counter_values, tracks_of, ts, reader, tracks)
+    del ts, rows, tracks_of
     return finish(path, reader, tracks, events, deps, counters)
+
+
+class _Tracks:
+    """The track uuid of every event as a dense code (`code`, into `uuids`), and the track ids
+    given to them in order of first use."""
+
+    def __init__(self, uuids: np.ndarray, code: np.ndarray) -> None:
+        self.uuids = uuids
+        self.code = code
+
+    def first_use(self, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(codes used by the events `rows`, in order of their first use; code per row)."""
+        codes = self.code[rows]
+        first = np.full(len(self.uuids), -1, dtype=np.int64)
+        first[codes[::-1]] = np.arange(len(rows) - 1, -1, -1)  # the earliest write wins
+        used = np.flatnonzero(first >= 0)
+        return used[np.argsort(first[used], kind="stable")], codes
+
+
+def _stable_order(values: np.ndarray, bound: int) -> np.ndarray:
+    """np.argsort(values, kind="stable") of non-negative ints below `bound`: a radix sort when
+    they fit in 16 bits (numpy's stable sort of uint16)."""
+    if bound <= 1 << 16:
+        return np.argsort(values.astype(np.uint16), kind="stable")
+    return np.argsort(values, kind="stable")
 
 
 def _unique(values: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -270,7 +313,7 @@ def _unique(values: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     return ordered[new], order[new], inverse
 
 
-def _pair_slices(kind: np.ndarray, uuid: np.ndarray, ts: np.ndarray) -> np.ndarray:
+def _pair_slices(kind: np.ndarray, tracks_of: _Tracks, ts: np.ndarray) -> np.ndarray:
     """End time of every event (its own ts for all but a BEGIN, which gets its END's).
 
     Per track uuid, in file order, each END closes the latest open BEGIN. Balanced stacks
@@ -280,18 +323,21 @@ def _pair_slices(kind: np.ndarray, uuid: np.ndarray, ts: np.ndarray) -> np.ndarr
     rows = np.flatnonzero((kind == TYPE_BEGIN) | (kind == TYPE_END))
     if len(rows) == 0:
         return end
-    order = rows[np.argsort(uuid[rows], kind="stable")]
+    n_codes = len(tracks_of.uuids)
+    order = rows[_stable_order(tracks_of.code[rows], n_codes)]
+    group = tracks_of.code[order]
     step = np.where(kind[order] == TYPE_BEGIN, 1, -1)
     level = np.cumsum(step)
     group_start = np.ones(len(order), dtype=bool)
-    group_start[1:] = uuid[order][1:] != uuid[order][:-1]
+    group_start[1:] = group[1:] != group[:-1]
     group_end = np.roll(group_start, -1)
     if bool((level < 0).any()) or bool((level[group_end] != 0).any()):
         raise _Unsupported("unbalanced BEGIN/END")
-    # Balanced: a BEGIN pushed to level L pairs with the next END popping level L.
+    # Balanced: a BEGIN pushed to level L pairs with the next END popping level L. Sorted by
+    # (track, depth), file order within: by depth, then stably by track (both radix sorts).
     depth = np.where(step > 0, level, level + 1)
-    group = np.cumsum(group_start)
-    pairs = order[np.lexsort((np.arange(len(order)), depth, group))]
+    by_depth = _stable_order(depth, int(depth.max()) + 1)
+    pairs = order[by_depth[_stable_order(group[by_depth], n_codes)]]
     begins, finals = pairs[0::2], pairs[1::2]
     if not (bool((kind[begins] == TYPE_BEGIN).all()) and bool((kind[finals] == TYPE_END).all())):
         raise _Unsupported("BEGIN/END pairing")
@@ -334,6 +380,7 @@ def _event_columns(
     end: np.ndarray,
     reader: PacketReader,
     tracks: TrackIds,
+    tracks_of: _Tracks,
 ) -> tuple[pl.DataFrame, dict[str, Fields]]:
     """The events frame of the BEGIN/INSTANT events `rows`, and their flow ids."""
     n_all = len(seq)
@@ -357,6 +404,7 @@ def _event_columns(
     # Name: literal, else interned (missing -> "").
     name = _interned(reader.names, ev_seq, fields.last(E_NAME_IID, WIRE_VARINT, n_all)[0][rows], "")
     literal = of_rows(fields.select(E_NAME, WIRE_LEN))
+    fields.drop(E_NAME_IID, E_NAME)
     if len(literal.msg):
         last = np.zeros(m, dtype=np.int64) - 1
         last[literal.msg] = np.arange(len(literal.msg))
@@ -371,22 +419,26 @@ def _event_columns(
         ev_seq,
         m,
     )
-    notes = _notes(data, buf, of_rows(fields.select(E_NOTES, WIRE_LEN)), reader, ev_seq, m)
-    uuid = fields.last(E_UUID, WIRE_VARINT, n_all)[0][rows]
-    unique_uuid, first, inverse = _unique(uuid)
-    track_of = np.zeros(len(unique_uuid), dtype=np.int64)
-    for k in np.argsort(first, kind="stable").tolist():  # new tracks in order of first use
-        track_of[k] = tracks.track(int(unique_uuid[k]))
+    fields.drop(E_CAT_IIDS, E_CATS)
+    used, codes = tracks_of.first_use(rows)
+    track_of = np.zeros(len(tracks_of.uuids), dtype=np.int64)
+    for k in used.tolist():  # new tracks in order of first use
+        track_of[k] = tracks.track(int(tracks_of.uuids[k]))
     flow_ids = {
         "out": of_rows(fields.select(E_FLOW_OUT, WIRE_FIXED64)),
         "out_old": of_rows(fields.select(E_FLOW_OUT_OLD, WIRE_VARINT)),
         "in": of_rows(fields.select(E_FLOW_IN, WIRE_FIXED64)),
         "in_old": of_rows(fields.select(E_FLOW_IN_OLD, WIRE_VARINT)),
     }
+    fields.drop(*FLOW_WIRES)
+    annotations = of_rows(fields.select(E_NOTES, WIRE_LEN))
+    fields.drop(E_NOTES)
+    notes = _notes(data, buf, annotations, reader, ev_seq, m)
+    del annotations
     frame = pl.DataFrame(
         {
             "id": notes["id"],
-            "track": track_of[inverse.reshape(-1)],
+            "track": track_of[codes],
             "name": name,
             "cat": cat,
             "kind": notes["kind"],
@@ -682,34 +734,40 @@ def _deps(
     )
 
 
+def _counter_values(fields: Scan, rows: np.ndarray, n: int) -> np.ndarray:
+    """The value of the counter events `rows`: the double value, else the integer one (0
+    when neither)."""
+    double, has_double = fields.last(E_DOUBLE_VALUE, WIRE_FIXED64, n)
+    integer, _ = fields.last(E_INT_VALUE, WIRE_VARINT, n)
+    fields.drop(E_DOUBLE_VALUE, E_INT_VALUE)
+    return np.asarray(
+        np.where(
+            has_double[rows],
+            double[rows].view(np.float64),
+            integer[rows].view(np.int64).astype(float),
+        )
+    )
+
+
 def _counters(
-    fields: Scan,
-    kind: np.ndarray,
-    uuid: np.ndarray,
+    rows: np.ndarray,
+    value: np.ndarray,
+    tracks_of: _Tracks,
     ts: np.ndarray,
     reader: PacketReader,
     tracks: TrackIds,
 ) -> pl.DataFrame:
-    """Counter samples: the double value, else the integer one (0 when neither)."""
-    n = len(kind)
-    rows = np.flatnonzero(kind == TYPE_COUNTER)
-    double, has_double = fields.last(E_DOUBLE_VALUE, WIRE_FIXED64, n)
-    integer, _ = fields.last(E_INT_VALUE, WIRE_VARINT, n)
-    value = np.where(
-        has_double[rows], double[rows].view(np.float64), integer[rows].view(np.int64).astype(float)
-    )
-    c_uuid = uuid[rows]
-    unique_uuid, first, inverse = _unique(c_uuid)
-    track = np.zeros(len(unique_uuid), dtype=np.int64)
-    names: list[str | None] = [None] * len(unique_uuid)
-    for k in np.argsort(first, kind="stable").tolist():
-        info = counter_track(reader.descriptors, tracks, int(unique_uuid[k]))
+    """Counter samples of the counter events `rows` with their values."""
+    used, codes = tracks_of.first_use(rows)
+    track = np.zeros(len(tracks_of.uuids), dtype=np.int64)
+    names: list[str | None] = [None] * len(tracks_of.uuids)
+    for k in used.tolist():
+        info = counter_track(reader.descriptors, tracks, int(tracks_of.uuids[k]))
         track[k], names[k] = info["track"], info["name"]
-    inverse = inverse.reshape(-1)
     return pl.DataFrame(
         {
-            "track": track[inverse],
-            "name": pl.Series(names, dtype=pl.String).gather(inverse),
+            "track": track[codes],
+            "name": pl.Series(names, dtype=pl.String).gather(codes),
             "ts": ts[rows],
             "value": value,
         },

@@ -20,8 +20,6 @@ from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
 from moetrace.trace.formats.pftrace.records import varint_len
 
 _U64 = np.uint64
-PAD = 16
-"""Zero bytes the caller appends to the buffer, so a read past a message's end stays inside."""
 _SMALL = 1 << 30
 """Buffers under this many bytes use int32 offsets: offset + length (both checked to be at
 most the buffer's size) stays below 2**31."""
@@ -109,6 +107,12 @@ class Scan:
             present[piece.msg] = True
         return out, present
 
+    def drop(self, *numbers: int) -> None:
+        """Forget the rows of these field numbers (their memory goes once nothing else holds
+        them): callers drop each field once they have read it."""
+        for number in numbers:
+            self.pieces.pop(number, None)
+
     def select(self, number: int, wire: int | None = None) -> Fields:
         """The rows of field `number` (of wire type `wire`, when given), in message order
         (and, within a message, in the order they appear)."""
@@ -151,10 +155,22 @@ _LOW7 = [_U64(0x7F << (7 * j)) for j in range(8)]
 _STOPS = _U64(0x8080808080808080)
 
 
-def _words(buf: np.ndarray) -> np.ndarray:
-    """The 8 bytes at every offset of `buf` as a little-endian uint64 (an overlapping view,
-    no copy): one gather reads a whole varint or fixed64."""
-    return np.ndarray(shape=(len(buf) - 7,), dtype="<u8", buffer=buf, strides=(1,))
+def words_at(buf: np.ndarray, pos: np.ndarray) -> np.ndarray:
+    """The 8 bytes at each position of `buf` as a little-endian uint64, bytes past the end
+    read as 0: one gather (from an overlapping view, no copy of `buf`) reads a whole varint
+    or fixed64. Raises `Malformed` for a position past the end."""
+    if len(pos) == 0:
+        return np.zeros(0, dtype=_U64)
+    if int(pos.max()) >= len(buf) or int(pos.min()) < 0:
+        raise Malformed("a read past the end of the data")
+    if len(buf) < 8:  # too short for one word: a zero-padded copy
+        buf = np.concatenate([buf, np.zeros(8 - len(buf), dtype=np.uint8)])
+    last = len(buf) - 8  # the last offset with 8 bytes after it
+    words = np.ndarray(shape=(last + 1,), dtype="<u8", buffer=buf, strides=(1,))
+    if int(pos.max()) <= last:
+        return np.asarray(words[pos])
+    beyond = (np.maximum(pos, last) - last).astype(_U64)  # bytes of the word past the end
+    return np.asarray(words[np.minimum(pos, last)] >> (beyond * _U64(8)))
 
 
 def varints(
@@ -163,10 +179,13 @@ def varints(
     """Decode the base-128 varint at each position: (values as uint64, byte counts, of the
     dtype of `pos`, or 1 when every varint is one byte). `first_byte`: buf[pos], when the
     caller has it already."""
-    byte = buf[pos] if first_byte is None else first_byte
+    try:
+        byte = buf[pos] if first_byte is None else first_byte
+    except IndexError:
+        raise Malformed("a read past the end of the data") from None
     if len(byte) == 0 or int(byte.max()) < 0x80:  # all one byte: tags, lengths, small ints
         return byte.astype(_U64), 1
-    word = _words(buf)[pos]
+    word = words_at(buf, pos)
     stop = ~word & _STOPS  # the high bit of each byte that ends a varint
     first = stop & (~stop + _U64(1))  # the lowest one: 2**(8 * size - 1); 0 if size > 8
     size = np.bitwise_count((first - _U64(1)) & _STOPS).astype(pos.dtype) + 1  # 9 if > 8
@@ -176,9 +195,9 @@ def varints(
     n_long = int(np.count_nonzero(long_rows))
     if n_long:
         rows = slice(None) if n_long == len(pos) else np.flatnonzero(long_rows)
-        at = pos[rows]
-        b8 = buf[at + 8].astype(_U64)
-        b9 = buf[at + 9].astype(_U64)
+        tail = words_at(buf, pos[rows] + 2)  # bytes 8 and 9 at the top
+        b8 = (tail >> _U64(48)) & _U64(0xFF)
+        b9 = tail >> _U64(56)
         ten = b8 >= _U64(0x80)
         if bool((ten & (b9 >= _U64(0x80))).any()):
             raise Malformed("varint longer than 10 bytes")
@@ -205,7 +224,7 @@ def _groups(word: np.ndarray, count: int) -> np.ndarray:
 
 def _fixed(buf: np.ndarray, pos: np.ndarray, width: int) -> np.ndarray:
     """Little-endian fixed-width values at each position, as uint64."""
-    word = _words(buf)[pos]
+    word = words_at(buf, pos)
     return np.asarray(word if width == 8 else word & _U64((1 << (8 * width)) - 1))
 
 
@@ -229,7 +248,7 @@ def scan(
     are kept, when given; all are walked). See `Fields`."""
     offsets = offset_dtype(len(buf))
     found = Scan(offsets)
-    limit = len(buf) - PAD
+    limit = len(buf)
     idx = np.flatnonzero(ends > starts)
     msg_dtype = np.int32 if len(starts) < 1 << 31 else np.int64
     idx = idx.astype(msg_dtype, copy=False)
