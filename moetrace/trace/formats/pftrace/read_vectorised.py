@@ -69,7 +69,7 @@ from moetrace.trace.formats.pftrace.read_packets import (
     counter_track,
     finish,
 )
-from moetrace.trace.formats.pftrace.scan import Fields, Malformed, Scan, packet_spans, scan
+from moetrace.trace.formats.pftrace.scan import Fields, Malformed, Scan, packet_spans, pick, scan
 from moetrace.trace.model import DEP_KINDS, Trace
 
 _KNOWN_NOTES = ("id", "kind", "flops", "bytes")
@@ -119,7 +119,8 @@ def _strings(data: bytes, off: np.ndarray, length: np.ndarray) -> pl.Series:
             [
                 _strings(data, off[lo : lo + _STRING_BLOCK], length[lo : lo + _STRING_BLOCK])
                 for lo in range(0, n, _STRING_BLOCK)
-            ]
+            ],
+            rechunk=False,
         )
     if widest <= 8:
         few = _few_short_strings(data, raw, off, length)
@@ -385,19 +386,15 @@ def _event_columns(
     """The events frame of the BEGIN/INSTANT events `rows`, and their flow ids."""
     n_all = len(seq)
     m = len(rows)
-    position = np.full(n_all, -1, dtype=np.int64)
+    position = np.full(n_all, -1, dtype=np.int32 if m < 1 << 31 else np.int64)
     position[rows] = np.arange(m)
 
     def of_rows(f: Fields) -> Fields:
-        keep = position[f.msg] >= 0
-        picked = np.flatnonzero(keep)
+        """The rows of `f` of the events `rows`, numbered by their position in `rows`."""
+        at = position[f.msg]
+        picked = np.flatnonzero(at >= 0)
         return Fields(
-            position[f.msg[picked]],
-            f.field[picked],
-            f.wire[picked],
-            f.value[picked],
-            f.off[picked],
-            f.length[picked],
+            at[picked], *(pick(c, picked) for c in (f.field, f.wire, f.value, f.off, f.length))
         )
 
     ev_seq = seq[rows]
@@ -488,7 +485,7 @@ def _categories(
 def _note_values(parts: Scan, k: int) -> Fields:
     """The one scalar value of each of the `k` annotations (field, wire, value, off, length
     per annotation, in annotation order); anything else is not read here."""
-    vfield = np.zeros(k, dtype=np.int64)
+    vfield = np.zeros(k, dtype=np.int8)  # the value's field number (2-9)
     vwire = np.zeros(k, dtype=np.int8)
     value = np.zeros(k, dtype=np.uint64)
     off = np.zeros(k, dtype=parts.offsets)
@@ -510,14 +507,15 @@ def _note_values(parts: Scan, k: int) -> Fields:
     # as many values as annotations and none without: exactly one each
     if total != k or bool((vfield == 0).any()):
         raise _Unsupported("a debug annotation without exactly one value")
-    return Fields(np.arange(k), vfield, vwire, value, off, length)
+    return Fields(np.broadcast_to(np.int64(0), (k,)), vfield, vwire, value, off, length)
 
 
 def _interned_codes(
     table: dict[int, dict[int, str]], seq: np.ndarray, iid: np.ndarray
 ) -> tuple[np.ndarray, list[str]] | None:
-    """(code per annotation into the distinct names, the names) when every annotation is of
-    one sequence with a small iid (a dense lookup; missing iids name ""), else None."""
+    """(code per annotation into the distinct names, the names) when every event (`seq`: the
+    events' sequences) is of one sequence and iids are small (a dense lookup; missing iids
+    name ""), else None."""
     if len(seq) == 0 or int(seq.min()) != int(seq.max()):
         return None
     names = table.get(int(seq[0]), {})
@@ -527,7 +525,7 @@ def _interned_codes(
     distinct: dict[str, int] = {}
     code_of_iid = np.array(
         [distinct.setdefault(names.get(i, ""), len(distinct)) for i in range(top + 2)],
-        dtype=np.int64,
+        dtype=np.int32,
     )
     code = code_of_iid[np.minimum(iid, np.uint64(top + 1)).astype(np.int64)]  # past the end: ""
     return code, list(distinct)
@@ -562,12 +560,12 @@ def _notes(
     # Key: literal name, else interned name, as a code per annotation into `names`.
     name_iid = parts.last(D_NAME_IID, WIRE_VARINT, k)[0]
     literal = parts.select(D_NAME, WIRE_LEN)
-    note_seq = ev_seq[notes.msg]
-    codes = None if len(literal.msg) else _interned_codes(reader.notes, note_seq, name_iid)
+    del parts
+    codes = None if len(literal.msg) else _interned_codes(reader.notes, ev_seq, name_iid)
     if codes is not None:
         code, names = codes
     else:
-        key = _interned(reader.notes, note_seq, name_iid, "")
+        key = _interned(reader.notes, ev_seq[notes.msg], name_iid, "")
         if len(literal.msg):
             last = np.zeros(k, dtype=np.int64) - 1
             last[literal.msg] = np.arange(len(literal.msg))
@@ -583,6 +581,8 @@ def _notes(
             else np.zeros(0, dtype=np.int64)
         )
         names = distinct.to_list()
+        del key
+    del name_iid
     if _repeated_pairs(notes.msg, code, len(names)):
         raise _Unsupported("an annotation name twice on one event")
 

@@ -119,11 +119,15 @@ class Scan:
         pieces = self._chosen(number, wire)
         n = sum(len(p.msg) for p in pieces)
         places = _placements(pieces)
-        msg = np.empty(n, dtype=np.int64)
+        msg = np.empty(n, dtype=pieces[0].msg.dtype if pieces else np.int64)
         wires = np.empty(n, dtype=np.int8)
-        value = np.zeros(n, dtype=_U64)
-        off = np.zeros(n, dtype=self.offsets)
-        length = np.zeros(n, dtype=self.offsets)
+        # Columns no piece has stay zero-stride views (no memory): values of length-delimited
+        # fields, spans of varint / fixed ones.
+        has_value = any(p.value is not None for p in pieces)
+        has_span = any(p.off is not None for p in pieces)
+        value = np.zeros(n, dtype=_U64) if has_value else _zeros(n, _U64)
+        off = np.zeros(n, dtype=self.offsets) if has_span else _zeros(n, self.offsets)
+        length = np.zeros(n, dtype=self.offsets) if has_span else _zeros(n, self.offsets)
         for piece, rows in zip(pieces, places, strict=True):
             msg[rows] = piece.msg
             wires[rows] = piece.wire
@@ -131,7 +135,24 @@ class Scan:
                 value[rows] = piece.value
             else:
                 off[rows], length[rows] = piece.off, piece.length
-        return Fields(msg, np.full(n, number, dtype=np.int64), wires, value, off, length)
+        return Fields(msg, _repeat(number, n, np.int64), wires, value, off, length)
+
+
+def _repeat(value: int, n: int, dtype: Any) -> np.ndarray:
+    """`value` n times as a read-only zero-stride view (no memory)."""
+    return np.broadcast_to(np.array([value], dtype=dtype), (n,))
+
+
+def _zeros(n: int, dtype: Any) -> np.ndarray:
+    """n zeros as a read-only zero-stride view (no memory)."""
+    return _repeat(0, n, dtype)
+
+
+def pick(column: np.ndarray, rows: np.ndarray) -> np.ndarray:
+    """column[rows], keeping a zero-stride column (see `Scan.select`) zero-stride."""
+    if column.ndim == 1 and column.strides[0] == 0 and len(column):
+        return np.broadcast_to(column[:1], (len(rows),))
+    return np.asarray(column[rows])
 
 
 def _placements(pieces: list[_Piece]) -> list[np.ndarray | slice]:
