@@ -15,6 +15,7 @@ returns None, and the caller uses the per-packet reader: same result, just slowe
 from __future__ import annotations
 
 import json
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -256,19 +257,49 @@ def _read(path: Path, data: bytes) -> Trace:
             raise _Unsupported("flow ids of an unexpected wire type")
     n = len(ts)
     kind = fields.last(E_TYPE, WIRE_VARINT, n)[0].astype(np.int64)
-    unique_uuid, _, uuid_code = _unique(fields.last(E_UUID, WIRE_VARINT, n)[0])
+    uuid = fields.last(E_UUID, WIRE_VARINT, n)[0]
     fields.drop(E_TYPE, E_UUID)
-    tracks_of = _Tracks(unique_uuid, uuid_code)
-    slices = _pair_slices(kind, tracks_of, ts)
-    counter_rows = np.flatnonzero(kind == TYPE_COUNTER)
-    counter_values = _counter_values(fields, counter_rows, n)
     rows = np.flatnonzero((kind == TYPE_BEGIN) | (kind == TYPE_INSTANT))
-    del kind
-    tracks = TrackIds(reader.descriptors)
-    events, flow_ids = _event_columns(
-        data, buf, fields, rows, seq, ts, slices, reader, tracks, tracks_of
+    position = np.full(n, -1, dtype=np.int32 if len(rows) < 1 << 31 else np.int64)
+    position[rows] = np.arange(len(rows))
+    ev_seq = seq[rows]
+    del seq
+    annotations = _of_rows(fields.select(E_NOTES, WIRE_LEN), position)
+    fields.drop(E_NOTES)
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        # The annotations (id, kind, flops, bytes, args: a third of the work) are decoded
+        # beside the rest: numpy and Polars let go of the GIL in their loops.
+        notes_job = pool.submit(_notes, data, buf, annotations, reader, ev_seq, len(rows))
+        del annotations
+        unique_uuid, _, uuid_code = _unique(uuid)
+        del uuid
+        tracks_of = _Tracks(unique_uuid, uuid_code)
+        slices = _pair_slices(kind, tracks_of, ts)
+        counter_rows = np.flatnonzero(kind == TYPE_COUNTER)
+        counter_values = _counter_values(fields, counter_rows, n)
+        del kind
+        tracks = TrackIds(reader.descriptors)
+        columns, flow_ids = _event_columns(
+            data, fields, rows, position, ev_seq, reader, tracks, tracks_of
+        )
+        del fields, position
+        notes = notes_job.result()
+    events = pl.DataFrame(
+        {
+            "id": notes["id"],
+            "track": columns["track"],
+            "name": columns["name"],
+            "cat": columns["cat"],
+            "kind": notes["kind"],
+            "ts": ts[rows],
+            "dur": slices[rows] - ts[rows],
+            "flops": notes["flops"],
+            "bytes": notes["bytes"],
+            "args": notes["args"],
+        },
+        schema_overrides={"ts": pl.Int64, "dur": pl.Int64, "id": pl.Int64},
     )
-    del fields, slices, seq
+    del notes, columns, slices
     moetrace = (reader.payload or {}).get("writer") == "moetrace"
     deps = _deps(flow_ids, events, ts[rows], moetrace)
     counters = _counters(counter_rows, counter_values, tracks_of, ts, reader, tracks)
@@ -303,7 +334,11 @@ def _stable_order(values: np.ndarray, bound: int) -> np.ndarray:
 
 def _unique(values: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """np.unique(values, return_index, return_inverse) by one stable sort (numpy's hash-based
-    unique is ~20x slower on 1M uint64s)."""
+    unique is ~20x slower on 1M uint64s), or by one comparison per distinct value when there
+    are few (kinds, lanes)."""
+    few = _few_distinct(values)
+    if few is not None:
+        return few
     order = np.argsort(values, kind="stable")
     ordered = values[order]
     new = np.ones(len(values), dtype=bool)
@@ -312,6 +347,33 @@ def _unique(values: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     inverse = np.empty(len(values), dtype=np.int64)
     inverse[order] = group
     return ordered[new], order[new], inverse
+
+
+_FEW = 16
+"""At most this many distinct values are found by one comparison each (`_few_distinct`)."""
+
+
+def _few_distinct(values: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+    """`_unique`'s result when `values` has at most `_FEW` distinct values (else None): each
+    one is found as the first value not yet coded, then compared with all."""
+    n = len(values)
+    if len(np.unique(values[:4096])) > _FEW:  # many already in a sample: not worth trying
+        return None
+    code = np.full(n, -1, dtype=np.int64)
+    firsts: list[int] = []
+    at = 0
+    while at < n:
+        if len(firsts) == _FEW:
+            return None
+        firsts.append(at)
+        code[values == values[at]] = len(firsts) - 1
+        uncoded = np.flatnonzero(code[at:] < 0)
+        at = at + int(uncoded[0]) if len(uncoded) else n
+    first = np.array(firsts, dtype=np.int64)
+    order = np.argsort(values[first], kind="stable")  # `_unique` gives them sorted
+    rank = np.empty(len(order), dtype=np.int64)
+    rank[order] = np.arange(len(order))
+    return values[first][order], first[order], rank[code]
 
 
 def _pair_slices(kind: np.ndarray, tracks_of: _Tracks, ts: np.ndarray) -> np.ndarray:
@@ -371,33 +433,34 @@ def _interned(
     return text.fill_null(default) if default is not None else text
 
 
+def _of_rows(f: Fields, position: np.ndarray) -> Fields:
+    """The rows of `f` of the events whose `position` (their row in the events frame) is not
+    -1, numbered by that position."""
+    at = position[f.msg]
+    picked = np.flatnonzero(at >= 0)
+    return Fields(
+        at[picked], *(pick(c, picked) for c in (f.field, f.wire, f.value, f.off, f.length))
+    )
+
+
 def _event_columns(
     data: bytes,
-    buf: np.ndarray,
     fields: Scan,
     rows: np.ndarray,
-    seq: np.ndarray,
-    ts: np.ndarray,
-    end: np.ndarray,
+    position: np.ndarray,
+    ev_seq: np.ndarray,
     reader: PacketReader,
     tracks: TrackIds,
     tracks_of: _Tracks,
-) -> tuple[pl.DataFrame, dict[str, Fields]]:
-    """The events frame of the BEGIN/INSTANT events `rows`, and their flow ids."""
-    n_all = len(seq)
+) -> tuple[dict[str, Any], dict[str, Fields]]:
+    """track, name and cat of the BEGIN/INSTANT events `rows` (at `position`), and their
+    flow ids."""
+    n_all = len(position)
     m = len(rows)
-    position = np.full(n_all, -1, dtype=np.int32 if m < 1 << 31 else np.int64)
-    position[rows] = np.arange(m)
 
     def of_rows(f: Fields) -> Fields:
-        """The rows of `f` of the events `rows`, numbered by their position in `rows`."""
-        at = position[f.msg]
-        picked = np.flatnonzero(at >= 0)
-        return Fields(
-            at[picked], *(pick(c, picked) for c in (f.field, f.wire, f.value, f.off, f.length))
-        )
+        return _of_rows(f, position)
 
-    ev_seq = seq[rows]
     # Name: literal, else interned (missing -> "").
     name = _interned(reader.names, ev_seq, fields.last(E_NAME_IID, WIRE_VARINT, n_all)[0][rows], "")
     literal = of_rows(fields.select(E_NAME, WIRE_LEN))
@@ -428,26 +491,7 @@ def _event_columns(
         "in_old": of_rows(fields.select(E_FLOW_IN_OLD, WIRE_VARINT)),
     }
     fields.drop(*FLOW_WIRES)
-    annotations = of_rows(fields.select(E_NOTES, WIRE_LEN))
-    fields.drop(E_NOTES)
-    notes = _notes(data, buf, annotations, reader, ev_seq, m)
-    del annotations
-    frame = pl.DataFrame(
-        {
-            "id": notes["id"],
-            "track": track_of[codes],
-            "name": name,
-            "cat": cat,
-            "kind": notes["kind"],
-            "ts": ts[rows],
-            "dur": end[rows] - ts[rows],
-            "flops": notes["flops"],
-            "bytes": notes["bytes"],
-            "args": notes["args"],
-        },
-        schema_overrides={"ts": pl.Int64, "dur": pl.Int64, "id": pl.Int64},
-    )
-    return frame, flow_ids
+    return {"track": track_of[codes], "name": name, "cat": cat}, flow_ids
 
 
 def _categories(

@@ -97,9 +97,13 @@ class Scan:
     ) -> tuple[np.ndarray, np.ndarray]:
         """(value per message, present mask) of field `number` with wire type `wire`: the last
         occurrence wins, as in protobuf (the pieces are in step order: no sort needed)."""
+        chosen = self._chosen(number, wire)
+        if len(chosen) == 1 and len(chosen[0].msg) == n_msgs and chosen[0].value is not None:
+            # every message has it once, at the same step: the rows are the messages in order
+            return chosen[0].value, _repeat(True, n_msgs, bool)
         out = np.full(n_msgs, default, dtype=_U64)
         present = np.zeros(n_msgs, dtype=bool)
-        for piece in self._chosen(number, wire):
+        for piece in chosen:
             if piece.value is not None:
                 out[piece.msg] = piece.value
             else:
@@ -182,13 +186,14 @@ def words_at(buf: np.ndarray, pos: np.ndarray) -> np.ndarray:
     or fixed64. Raises `Malformed` for a position past the end."""
     if len(pos) == 0:
         return np.zeros(0, dtype=_U64)
-    if int(pos.max()) >= len(buf) or int(pos.min()) < 0:
+    top = int(pos.max())  # (offsets are never negative: starts, ends and lengths are not)
+    if top >= len(buf):
         raise Malformed("a read past the end of the data")
     if len(buf) < 8:  # too short for one word: a zero-padded copy
         buf = np.concatenate([buf, np.zeros(8 - len(buf), dtype=np.uint8)])
     last = len(buf) - 8  # the last offset with 8 bytes after it
     words = np.ndarray(shape=(last + 1,), dtype="<u8", buffer=buf, strides=(1,))
-    if int(pos.max()) <= last:
+    if top <= last:
         return np.asarray(words[pos])
     beyond = (np.maximum(pos, last) - last).astype(_U64)  # bytes of the word past the end
     return np.asarray(words[np.minimum(pos, last)] >> (beyond * _U64(8)))
