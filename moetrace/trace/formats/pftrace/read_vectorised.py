@@ -15,6 +15,7 @@ returns None, and the caller uses the per-packet reader: same result, just slowe
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -639,7 +640,7 @@ def _notes(
     is_id = named("id")
     if bool((is_id & (vfield == D_BOOL)).any()):
         raise _Unsupported("a boolean id")
-    id_ok = is_id & np.isin(vfield, (D_UINT, D_INT, D_POINTER))
+    id_ok = is_id & _one_of(vfield, (D_UINT, D_INT, D_POINTER))
     given = np.full(m, -1, dtype=np.int64)
     has_id = np.zeros(m, dtype=bool)
     raw_value = vals.value
@@ -655,13 +656,11 @@ def _notes(
     # kind: a string, or "other".
     is_kind = named("kind")
     kind_rows = np.flatnonzero(is_kind)
-    if kind_rows.size and bool((~np.isin(vfield[kind_rows], (D_STRING, D_JSON))).any()):
+    if kind_rows.size and not bool(_one_of(vfield[kind_rows], (D_STRING, D_JSON)).all()):
         raise _Unsupported("a kind that is not a string")
-    kind = pl.Series("kind", ["other"] * m, dtype=pl.String)
-    if kind_rows.size:
-        texts = _strings(data, vals.off[kind_rows], vals.length[kind_rows])
-        texts = pl.select(pl.when(texts == "").then(pl.lit("other")).otherwise(texts)).to_series()
-        kind = kind.scatter(notes.msg[kind_rows], texts)
+    texts = _strings(data, vals.off[kind_rows], vals.length[kind_rows])
+    texts = pl.select(pl.when(texts == "").then(pl.lit("other")).otherwise(texts)).to_series()
+    kind = _per_event(texts.alias("kind"), notes.msg[kind_rows], m, "other")
     out["kind"] = kind
     # flops, bytes: doubles.
     for name in ("flops", "bytes"):
@@ -681,7 +680,7 @@ def _notes(
     texts = _strings(data, vals.off[text_rows], vals.length[text_rows])
     extra = (
         np.flatnonzero(
-            ~np.isin(code, [names.index(n) for n in _KNOWN_NOTES if n in names]) & ~is_args_text
+            ~_one_of(code, [names.index(n) for n in _KNOWN_NOTES if n in names]) & ~is_args_text
         )
         if k
         else np.zeros(0, dtype=np.int64)
@@ -700,12 +699,7 @@ def _notes(
             int(vals.off[j]),
             int(vals.length[j]),
         )
-    if text_rows.size == m and bool((notes.msg[text_rows] == np.arange(m)).all()):
-        args_series = texts.alias("args")  # every event has its args text (moetrace's files)
-    else:
-        args_series = pl.Series("args", [None] * m, dtype=pl.String)
-        if text_rows.size:
-            args_series = args_series.scatter(notes.msg[text_rows], texts)
+    args_series = _per_event(texts.alias("args"), notes.msg[text_rows], m, None)
     if extras:
         owners = sorted(extras)
         args_series = args_series.scatter(
@@ -713,6 +707,22 @@ def _notes(
         )
     out["args"] = args_series
     return out
+
+
+def _one_of(values: np.ndarray, choices: Sequence[int]) -> np.ndarray:
+    """np.isin(values, choices) for a few choices: one comparison each (no sort)."""
+    out = np.zeros(len(values), dtype=bool)
+    for choice in choices:
+        out |= values == choice
+    return out
+
+
+def _per_event(texts: pl.Series, owners: np.ndarray, m: int, default: str | None) -> pl.Series:
+    """A column of the `m` events: `texts[i]` at event `owners[i]`, `default` elsewhere."""
+    if len(owners) == m and bool((owners == np.arange(m)).all()):
+        return texts  # every event has one, in order (moetrace's files)
+    column = pl.Series(texts.name, [default] * m, dtype=pl.String)
+    return column.scatter(owners, texts) if len(owners) else column
 
 
 def _scalar(data: bytes, field: int, raw: int, off: int, length: int) -> Any:
