@@ -100,7 +100,7 @@ class Scan:
         chosen = self._chosen(number, wire)
         if len(chosen) == 1 and len(chosen[0].msg) == n_msgs and chosen[0].value is not None:
             # every message has it once, at the same step: the rows are the messages in order
-            return chosen[0].value, _repeat(True, n_msgs, bool)
+            return chosen[0].value.astype(_U64, copy=False), _repeat(True, n_msgs, bool)
         out = np.full(n_msgs, default, dtype=_U64)
         present = np.zeros(n_msgs, dtype=bool)
         for piece in chosen:
@@ -202,15 +202,16 @@ def words_at(buf: np.ndarray, pos: np.ndarray) -> np.ndarray:
 def varints(
     buf: np.ndarray, pos: np.ndarray, first_byte: np.ndarray | None = None
 ) -> tuple[np.ndarray, np.ndarray | int]:
-    """Decode the base-128 varint at each position: (values as uint64, byte counts, of the
-    dtype of `pos`, or 1 when every varint is one byte). `first_byte`: buf[pos], when the
-    caller has it already."""
+    """Decode the base-128 varint at each position: (values, byte counts, of the dtype of
+    `pos`, or 1 when every varint is one byte). Values are uint64, or uint8 when every varint
+    is one byte (an eighth of the memory for the many small ones: types, iids, seq ids).
+    `first_byte`: buf[pos], when the caller has it already."""
     try:
         byte = buf[pos] if first_byte is None else first_byte
     except IndexError:
         raise Malformed("a read past the end of the data") from None
     if len(byte) == 0 or int(byte.max()) < 0x80:  # all one byte: tags, lengths, small ints
-        return byte.astype(_U64), 1
+        return byte, 1
     word = words_at(buf, pos)
     stop = ~word & _STOPS  # the high bit of each byte that ends a varint
     first = stop & (~stop + _U64(1))  # the lowest one: 2**(8 * size - 1); 0 if size > 8
