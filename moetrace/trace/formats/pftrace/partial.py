@@ -102,7 +102,9 @@ def balanced_prefix(data: bytes, end: int) -> bytes:
     starts, ends = packet_spans(bytes(prefix))
     buf = np.frombuffer(bytes(prefix), dtype=np.uint8)
     events = scan(buf, starts, ends, {P_EVENT}).select(P_EVENT, WIRE_LEN)
-    fields = scan(buf, events.off, events.off + events.length, {E_TYPE, E_UUID, *FLOW_WIRES})
+    fields = scan(
+        buf, events.off, events.off + events.length, {E_TYPE, E_UUID, *FLOW_WIRES}, spans=True
+    )
     raw = np.frombuffer(prefix, dtype=np.uint8)
     for number in FLOW_WIRES:
         flows = fields.select(number)  # `off`: the value; its 2-byte tag is just before it

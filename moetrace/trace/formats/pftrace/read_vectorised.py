@@ -466,12 +466,7 @@ def _event_columns(
     name = _interned(reader.names, ev_seq, fields.last(E_NAME_IID, WIRE_VARINT, n_all)[0][rows], "")
     literal = of_rows(fields.select(E_NAME, WIRE_LEN))
     fields.drop(E_NAME_IID, E_NAME)
-    if len(literal.msg):
-        last = np.zeros(m, dtype=np.int64) - 1
-        last[literal.msg] = np.arange(len(literal.msg))
-        has = np.flatnonzero(last >= 0)
-        texts = _strings(data, literal.off[last[has]], literal.length[last[has]])
-        name = name.scatter(has, texts)
+    name = _literal_over(name, data, literal)
     cat = _categories(
         data,
         of_rows(fields.select(E_CAT_IIDS)),
@@ -493,6 +488,17 @@ def _event_columns(
     }
     fields.drop(*FLOW_WIRES)
     return {"track": track_of[codes], "name": name, "cat": cat}, flow_ids
+
+
+def _literal_over(interned: pl.Series, data: bytes, literal: Fields) -> pl.Series:
+    """`interned` (a text per row) with each row that has literal texts (`literal`, rows by
+    `msg`) given its last one instead, as protobuf's last-wins."""
+    if len(literal.msg) == 0:
+        return interned
+    last = np.zeros(len(interned), dtype=np.int64) - 1
+    last[literal.msg] = np.arange(len(literal.msg))
+    has = np.flatnonzero(last >= 0)
+    return interned.scatter(has, _strings(data, literal.off[last[has]], literal.length[last[has]]))
 
 
 def _categories(
@@ -610,13 +616,7 @@ def _notes(
     if codes is not None:
         code, names = codes
     else:
-        key = _interned(reader.notes, ev_seq[notes.msg], name_iid, "")
-        if len(literal.msg):
-            last = np.zeros(k, dtype=np.int64) - 1
-            last[literal.msg] = np.arange(len(literal.msg))
-            has = np.flatnonzero(last >= 0)
-            texts = _strings(data, literal.off[last[has]], literal.length[last[has]])
-            key = key.scatter(has, texts)
+        key = _literal_over(_interned(reader.notes, ev_seq[notes.msg], name_iid, ""), data, literal)
         distinct = key.unique(maintain_order=True)
         code = (
             key.replace_strict(

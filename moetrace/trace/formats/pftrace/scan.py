@@ -137,7 +137,7 @@ class Scan:
             wires[rows] = piece.wire
             if piece.value is not None:
                 value[rows] = piece.value
-            else:
+            if piece.off is not None:
                 off[rows], length[rows] = piece.off, piece.length
         return Fields(msg, _repeat(number, n, np.int64), wires, value, off, length)
 
@@ -269,10 +269,16 @@ def _distinct_tags(tag: np.ndarray) -> list[tuple[int, np.ndarray | None]]:
 
 
 def scan(
-    buf: np.ndarray, starts: np.ndarray, ends: np.ndarray, wanted: set[int] | None = None
+    buf: np.ndarray,
+    starts: np.ndarray,
+    ends: np.ndarray,
+    wanted: set[int] | None = None,
+    *,
+    spans: bool = False,
 ) -> Scan:
     """Every field of the messages buf[starts[i]:ends[i]] (only the `wanted` field numbers
-    are kept, when given; all are walked). See `Fields`."""
+    are kept, when given; all are walked). See `Fields`. With `spans`, varint and fixed
+    fields keep where their value lies too (`off`, `length`: to edit them in place)."""
     offsets = offset_dtype(len(buf))
     found = Scan(offsets)
     limit = len(buf)
@@ -315,6 +321,8 @@ def scan(
                 stop = piece.off + piece.length
             else:
                 raise Malformed(f"wire type {wire} (groups are not read)")
+            if spans and piece.off is None:
+                piece.off, piece.length = at, stop - at
             if rows is None:
                 nxt = stop
             else:
