@@ -69,9 +69,7 @@ def _walk(data: bytes, start: int, end: int) -> list[tuple[int, int, int, int, i
 _FIELD = st.tuples(
     st.sampled_from([1, 2, 3, 9, 15, 16, 47, 2047, 2**20]),  # 1-, 2-, 3- and 4-byte tags
     st.sampled_from([0, 1, 2, 5]),
-    st.one_of(
-        st.integers(0, 127), st.integers(0, 2**64 - 1), st.sampled_from([2**63, 2**64 - 1])
-    ),
+    st.one_of(st.integers(0, 127), st.integers(0, 2**64 - 1), st.sampled_from([2**63, 2**64 - 1])),
     st.binary(max_size=20),
 )
 
@@ -103,16 +101,19 @@ def test_scan_finds_what_a_per_message_walk_finds(messages: list[list[tuple]]) -
     assert found.numbers() == sorted(expected)
     for number, rows in expected.items():
         got = found.select(number)
-        assert list(
-            zip(
-                got.msg.tolist(),
-                got.wire.tolist(),
-                got.value.tolist(),
-                got.off.tolist(),
-                got.length.tolist(),
-                strict=True,
+        assert (
+            list(
+                zip(
+                    got.msg.tolist(),
+                    got.wire.tolist(),
+                    got.value.tolist(),
+                    got.off.tolist(),
+                    got.length.tolist(),
+                    strict=True,
+                )
             )
-        ) == rows
+            == rows
+        )
         assert set(got.field.tolist()) == {number}
         values, present = found.last(number, rows[-1][1], len(messages))
         for msg in range(len(messages)):

@@ -209,7 +209,7 @@ def test_bigger_foreign_trace_on_every_decoding_path(tmp_path: Path, sequences: 
             te.categories.append(rng.choice(["a", "bb", "ccc"]))
         if rng.random() < 0.7:
             note = te.debug_annotations.add()
-            note.name_iid, note.string_value = 1, '{"k": %d}' % rng.randint(0, 10**6)
+            note.name_iid, note.string_value = 1, f'{{"k": {rng.randint(0, 10**6)}}}'
         if rng.random() < 0.3:
             note = te.debug_annotations.add()
             note.name_iid, note.int_value = 2, rng.randint(-5, 5)
