@@ -5,6 +5,8 @@ the repeated-annotation check and the BEGIN/END pairing against a stack."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -226,3 +228,24 @@ def test_pairing_equals_a_stack_per_track(n_tracks: int) -> None:
     unique_uuid, _, code = _unique(uuid)
     end = _pair_slices(kind, _Tracks(unique_uuid, code), ts)
     assert np.array_equal(end, expected)
+
+
+def test_scanning_in_small_blocks_reads_the_same_trace(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """The scan walks messages in blocks (`SCAN_BLOCK`); blocks of 7 messages (every field's
+    rows in many pieces) must read the same trace as one block."""
+    from moetrace.executor.run import simulate
+    from moetrace.testing.compare import assert_trace_equal
+    from moetrace.trace.formats.pftrace import scan as scan_module
+    from moetrace.trace.formats.pftrace.read_vectorised import read_vectorised
+    from moetrace.trace.io import write_trace
+
+    path = tmp_path / "sim.pftrace"
+    write_trace(simulate(ranks=2, tokens=128), path)
+    data = path.read_bytes()
+    whole = read_vectorised(path, data)
+    monkeypatch.setattr(scan_module, "SCAN_BLOCK", 7)
+    blocks = read_vectorised(path, data)
+    assert whole is not None and blocks is not None and whole.events.height > 100
+    assert_trace_equal(blocks, whole, meta=True)

@@ -279,12 +279,30 @@ def scan(
     """Every field of the messages buf[starts[i]:ends[i]] (only the `wanted` field numbers
     are kept, when given; all are walked). See `Fields`. With `spans`, varint and fixed
     fields keep where their value lies too (`off`, `length`: to edit them in place)."""
-    offsets = offset_dtype(len(buf))
-    found = Scan(offsets)
+    found = Scan(offset_dtype(len(buf)))
+    opened = np.flatnonzero(ends > starts)
+    opened = opened.astype(np.int32 if len(starts) < 1 << 31 else np.int64, copy=False)
+    for lo in range(0, len(opened), SCAN_BLOCK):
+        _scan_block(found, buf, opened[lo : lo + SCAN_BLOCK], starts, ends, wanted, spans)
+    return found
+
+
+SCAN_BLOCK = 1 << 19
+"""Messages scanned together: the lock step's work arrays stay ~2 MB each, whatever the file."""
+
+
+def _scan_block(
+    found: Scan,
+    buf: np.ndarray,
+    idx: np.ndarray,
+    starts: np.ndarray,
+    ends: np.ndarray,
+    wanted: set[int] | None,
+    spans: bool,
+) -> None:
+    """`scan` of the messages `idx` (increasing), adding their pieces to `found`."""
+    offsets = found.offsets
     limit = len(buf)
-    idx = np.flatnonzero(ends > starts)
-    msg_dtype = np.int32 if len(starts) < 1 << 31 else np.int64
-    idx = idx.astype(msg_dtype, copy=False)
     pos = np.asarray(starts[idx], dtype=offsets)
     end = np.asarray(ends[idx], dtype=offsets)
     while len(idx):
@@ -336,7 +354,6 @@ def scan(
             pos = nxt
         else:
             idx, pos, end = idx[keep], nxt[keep], end[keep]
-    return found
 
 
 _SPLITTER: Any = None
