@@ -42,6 +42,9 @@ print(time.perf_counter() - t0, resource.getrusage(resource.RUSAGE_SELF).ru_maxr
 """
 
 
+SIDES = (".json", ".pftrace", ".pftrace --base")
+
+
 def timed(path: Path, mode: str = "load", code: Path | None = None) -> tuple[float, int]:
     """(seconds, peak RSS in bytes) of one read of `path` in a fresh interpreter, with the
     moetrace of checkout `code` when given (else the one this interpreter imports)."""
@@ -92,11 +95,21 @@ def main() -> int:
             if opts.base:
                 row.append(timed(as_pftrace, code=opts.base))
             rounds.append(row)
+            print(
+                "round: "
+                + ", ".join(f"{name} {t:.2f} s" for name, (t, _) in zip(SIDES, row, strict=False))
+                + f"; pftrace / JSON {row[1][0] / row[0][0]:.2f}x",
+                flush=True,
+            )
         j, p = (min(r[k][0] for r in rounds) for k in (0, 1))
         j_rss, p_rss = (min(r[k][1] for r in rounds) for k in (0, 1))
+        j_top, p_top = (max(r[k][1] for r in rounds) for k in (0, 1))
         n = len(rounds)
-        print(f"load .json     {j:6.2f} s (best of {n})  peak RSS {j_rss / 1e6:5.0f} MB")
-        print(f"load .pftrace  {p:6.2f} s (best of {n})  peak RSS {p_rss / 1e6:5.0f} MB")
+        for name, secs, low, top in ((".json", j, j_rss, j_top), (".pftrace", p, p_rss, p_top)):
+            print(
+                f"load {name:9s} {secs:6.2f} s (best of {n})  peak RSS {low / 1e6:5.0f} MB "
+                f"(lowest of the rounds; highest {top / 1e6:.0f} MB)"
+            )
         if opts.base:
             b = min(r[2][0] for r in rounds)
             b_rss = min(r[2][1] for r in rounds)
@@ -109,7 +122,11 @@ def main() -> int:
         if opts.slow:
             s, _ = timed(as_pftrace, "slow")
             print(f"per-packet .pftrace reader: {s:6.2f} s = {s / p:.1f}x the vectorised one")
-        print(f"pftrace / JSON: {p / j:.2f}x (target <= 1)")
+        per_round = sorted(r[1][0] / r[0][0] for r in rounds)
+        print(
+            f"pftrace / JSON: {p / j:.2f}x (target <= 1; best against best); "
+            f"median of the rounds' ratios {per_round[len(per_round) // 2]:.2f}x"
+        )
         print(
             f"peak RSS / file: .pftrace {p_rss / pf_size:.2f}x (target <= 2), "
             f".json {j_rss / json_size:.2f}x"
