@@ -143,3 +143,89 @@ def test_truncated_file_is_not_read_by_the_vectorised_reader(tmp_path: Path, cut
     path = _foreign(tmp_path / "t.pftrace")
     data = path.read_bytes()[:-cut]
     assert read_vectorised(path, data) is None
+
+
+@pytest.mark.parametrize("sequences", [1, 2])
+def test_bigger_foreign_trace_on_every_decoding_path(tmp_path: Path, sequences: int) -> None:
+    """~6k random TrackEvents from one or two interning sequences on 40 lanes (more than the
+    few-distinct shortcuts take): interned and literal names of 1-60 bytes, interned and
+    literal annotation names, string args, flows, counters; the vectorised reader must give
+    what the per-packet reader gives."""
+    import random
+
+    rng = random.Random(sequences)
+    builder = TraceProtoBuilder()
+    BEGIN, END, INSTANT, COUNTER = (
+        pb.TrackEvent.TYPE_SLICE_BEGIN,
+        pb.TrackEvent.TYPE_SLICE_END,
+        pb.TrackEvent.TYPE_INSTANT,
+        pb.TrackEvent.TYPE_COUNTER,
+    )
+
+    def packet(ts: int, seq: int) -> pb.TracePacket:
+        p = builder.add_packet()
+        p.timestamp = ts
+        p.trusted_packet_sequence_id = seq
+        return p
+
+    for seq in range(1, sequences + 1):
+        head = packet(0, seq)
+        head.sequence_flags = 1
+        for iid in range(1, 30):
+            head.interned_data.event_names.add(iid=iid, name=f"op{iid * seq}" * (iid % 4 + 1))
+        head.interned_data.event_categories.add(iid=1, name=f"cat{seq}")
+        head.interned_data.debug_annotation_names.add(iid=1, name="args")
+        head.interned_data.debug_annotation_names.add(iid=2, name=f"note{seq}")
+    lanes = list(range(100, 140))
+    for uuid in lanes:
+        descriptor = packet(0, 1).track_descriptor
+        descriptor.uuid, descriptor.name = uuid, f"lane {uuid}"
+    counter = packet(0, 1).track_descriptor
+    counter.uuid, counter.name = 999, "queue"
+    counter.counter.SetInParent()
+    stacks: dict[int, int] = {u: 0 for u in lanes}
+    ts = 1_000
+    for _ in range(6000):
+        ts += rng.randint(1, 50)
+        uuid = rng.choice(lanes)
+        seq = rng.randint(1, sequences)
+        te = packet(ts, seq).track_event
+        te.track_uuid = uuid
+        roll = rng.random()
+        if stacks[uuid] and roll < 0.4:
+            te.type = END
+            stacks[uuid] -= 1
+            continue
+        if roll < 0.45:
+            te.type, te.track_uuid, te.double_counter_value = COUNTER, 999, rng.random()
+            continue
+        te.type = BEGIN if roll < 0.9 else INSTANT
+        stacks[uuid] += te.type == BEGIN
+        if rng.random() < 0.5:
+            te.name_iid = rng.randint(1, 29)
+            te.category_iids.append(1)
+        else:
+            te.name = "x" * rng.randint(1, 60)
+            te.categories.append(rng.choice(["a", "bb", "ccc"]))
+        if rng.random() < 0.7:
+            note = te.debug_annotations.add()
+            note.name_iid, note.string_value = 1, f'{{"k": {rng.randint(0, 10**6)}}}'
+        if rng.random() < 0.3:
+            note = te.debug_annotations.add()
+            note.name_iid, note.int_value = 2, rng.randint(-5, 5)
+        if rng.random() < 0.2:
+            note = te.debug_annotations.add()
+            note.name, note.double_value = "lit", rng.random()
+        if rng.random() < 0.05:
+            te.flow_ids.append(rng.randint(1, 20))
+    for uuid, depth in stacks.items():
+        for _ in range(depth):
+            ts += 1
+            te = packet(ts, 1).track_event
+            te.type, te.track_uuid = END, uuid
+    path = tmp_path / "big.pftrace"
+    path.write_bytes(builder.serialize())
+    fast, slow = _both(path)
+    _same(fast, slow)
+    assert slow.events.height > 2000 and slow.counters.height > 100
+    assert slow.events["track"].n_unique() > 16

@@ -20,18 +20,18 @@ from pathlib import Path
 import numpy as np
 
 from moetrace.trace.formats import partial
-from moetrace.trace.formats.pftrace.read_vectorised import (
-    _BEGIN,
-    _E_TYPE,
-    _E_UUID,
-    _END,
-    _FLOW_WIRES,
-    _LEN,
-    _P_EVENT,
-    _VARINT,
-    read_vectorised,
+from moetrace.trace.formats.pftrace.protocol import (
+    E_TYPE,
+    E_UUID,
+    FLOW_WIRES,
+    P_EVENT,
+    TYPE_BEGIN,
+    TYPE_END,
+    WIRE_LEN,
+    WIRE_VARINT,
 )
-from moetrace.trace.formats.pftrace.scan import PAD, Malformed, packet_spans, scan
+from moetrace.trace.formats.pftrace.read_vectorised import read_vectorised
+from moetrace.trace.formats.pftrace.scan import Malformed, packet_spans, scan
 from moetrace.trace.model import Trace
 
 FIRST_FRACTION = 0.02
@@ -71,11 +71,11 @@ def unclosed_begins(kind: np.ndarray, uuid: np.ndarray) -> np.ndarray:
     """Rows (events in file order, `kind` TrackEvent types, `uuid` track uuids) of the BEGINs
     that no later END closes: per track, a BEGIN that pushes the stack to level L is closed
     when the level later drops below L."""
-    rows = np.flatnonzero((kind == _BEGIN) | (kind == _END))
+    rows = np.flatnonzero((kind == TYPE_BEGIN) | (kind == TYPE_END))
     if len(rows) == 0:
         return rows
     order = rows[np.argsort(uuid[rows], kind="stable")]
-    step = np.where(kind[order] == _BEGIN, 1, -1)
+    step = np.where(kind[order] == TYPE_BEGIN, 1, -1)
     first = np.ones(len(order), dtype=bool)
     first[1:] = uuid[order][1:] != uuid[order][:-1]
     group = np.cumsum(first) - 1
@@ -100,17 +100,19 @@ def balanced_prefix(data: bytes, end: int) -> bytes:
     one-to-one flows only): their fields are renamed to `_NO_FLOW` in place."""
     prefix = bytearray(data[:end])
     starts, ends = packet_spans(bytes(prefix))
-    buf = np.frombuffer(bytes(prefix) + bytes(PAD), dtype=np.uint8)
-    events = scan(buf, starts, ends, {_P_EVENT}).select(_P_EVENT, _LEN)
-    fields = scan(buf, events.off, events.off + events.length, {_E_TYPE, _E_UUID, *_FLOW_WIRES})
+    buf = np.frombuffer(bytes(prefix), dtype=np.uint8)
+    events = scan(buf, starts, ends, {P_EVENT}).select(P_EVENT, WIRE_LEN)
+    fields = scan(
+        buf, events.off, events.off + events.length, {E_TYPE, E_UUID, *FLOW_WIRES}, spans=True
+    )
     raw = np.frombuffer(prefix, dtype=np.uint8)
-    for number in _FLOW_WIRES:
+    for number in FLOW_WIRES:
         flows = fields.select(number)  # `off`: the value; its 2-byte tag is just before it
         tag = (_NO_FLOW << 3) | flows.wire.astype(np.int64)
         raw[flows.off - 2], raw[flows.off - 1] = (tag & 0x7F) | 0x80, tag >> 7
     n = len(events.msg)
-    kind = fields.select(_E_TYPE, _VARINT).last(n)[0].astype(np.int64)
-    uuid = fields.select(_E_UUID, _VARINT).last(n)[0]
+    kind = fields.last(E_TYPE, WIRE_VARINT, n)[0].astype(np.int64)
+    uuid = fields.last(E_UUID, WIRE_VARINT, n)[0]
     dropped = events.msg[unclosed_begins(kind, uuid)]
     begin = np.concatenate([[0], ends[:-1]])  # a packet with its tag and length
     pieces, at = [], 0

@@ -325,8 +325,10 @@ def finish(
         meta=meta,
         compute_depth=True,
     )
+    ids = trace.events["id"].to_numpy()
+    in_order = bool((ids[1:] > ids[:-1]).all())  # strictly: sorting would change nothing
     return Trace(
-        events=trace.events.sort("id"),
+        events=trace.events if in_order else trace.events.sort("id"),
         tracks=trace.tracks,
         deps=trace.deps,
         counters=trace.counters.sort(

@@ -15,6 +15,8 @@ returns None, and the caller uses the per-packet reader: same result, just slowe
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -23,52 +25,70 @@ import polars as pl
 from perfetto.protos.perfetto.trace import perfetto_trace_pb2 as pb
 
 from moetrace.trace.formats.pftrace.plan import FLOW_KIND_BITS
+from moetrace.trace.formats.pftrace.protocol import (
+    D_BOOL,
+    D_DOUBLE,
+    D_INT,
+    D_JSON,
+    D_NAME,
+    D_NAME_IID,
+    D_NESTED,
+    D_POINTER,
+    D_STRING,
+    D_UINT,
+    D_VALUES,
+    E_CAT_IIDS,
+    E_CATS,
+    E_DOUBLE_VALUE,
+    E_FLOW_IN,
+    E_FLOW_IN_OLD,
+    E_FLOW_OUT,
+    E_FLOW_OUT_OLD,
+    E_INT_VALUE,
+    E_NAME,
+    E_NAME_IID,
+    E_NOTES,
+    E_TYPE,
+    E_UUID,
+    FLOW_WIRES,
+    P_CLEARED,
+    P_EVENT,
+    P_FLAGS,
+    P_INTERNED,
+    P_SEQ,
+    P_TIMESTAMP,
+    TYPE_BEGIN,
+    TYPE_COUNTER,
+    TYPE_END,
+    TYPE_INSTANT,
+    WIRE_FIXED64,
+    WIRE_LEN,
+    WIRE_VARINT,
+)
 from moetrace.trace.formats.pftrace.read_packets import (
     PacketReader,
     TrackIds,
     counter_track,
     finish,
 )
-from moetrace.trace.formats.pftrace.scan import PAD, Fields, Malformed, Scan, packet_spans, scan
+from moetrace.trace.formats.pftrace.scan import Fields, Malformed, Scan, packet_spans, pick, scan
 from moetrace.trace.model import DEP_KINDS, Trace
 
-_BEGIN, _END, _INSTANT, _COUNTER = 1, 2, 3, 4
-_LEN, _VARINT, _FIXED64 = 2, 0, 1
-# TracePacket fields
-_P_TIMESTAMP, _P_SEQ, _P_EVENT, _P_INTERNED, _P_FLAGS, _P_CLEARED = 8, 10, 11, 12, 13, 41
-# TrackEvent fields
-_E_CAT_IIDS, _E_NOTES, _E_TYPE, _E_NAME_IID, _E_UUID = 3, 4, 9, 10, 11
-_E_CATS, _E_NAME, _E_INT_VALUE, _E_DOUBLE_VALUE = 22, 23, 30, 44
-_E_FLOW_OUT, _E_FLOW_IN, _E_FLOW_OUT_OLD, _E_FLOW_IN_OLD = 47, 48, 36, 42
-# DebugAnnotation fields: name_iid, name; scalar values (bool, uint, int, double, string,
-# pointer, legacy JSON); nested values (nested, dict entries, array values) are not read here.
-_D_NAME_IID, _D_NAME = 1, 10
-_D_BOOL, _D_UINT, _D_INT, _D_DOUBLE, _D_STRING, _D_POINTER, _D_JSON = 2, 3, 4, 5, 6, 7, 9
-_D_VALUES = (_D_BOOL, _D_UINT, _D_INT, _D_DOUBLE, _D_STRING, _D_POINTER, _D_JSON)
-_D_NESTED = (8, 11, 12)
 _KNOWN_NOTES = ("id", "kind", "flops", "bytes")
-_FLOW_WIRES = {
-    _E_FLOW_OUT: _FIXED64,
-    _E_FLOW_IN: _FIXED64,
-    _E_FLOW_OUT_OLD: _VARINT,
-    _E_FLOW_IN_OLD: _VARINT,
-}
-
-
-_PACKET_FIELDS = {_P_TIMESTAMP, _P_SEQ, _P_EVENT, _P_INTERNED, _P_FLAGS, _P_CLEARED}
+_PACKET_FIELDS = {P_TIMESTAMP, P_SEQ, P_EVENT, P_INTERNED, P_FLAGS, P_CLEARED}
 _EVENT_FIELDS = {
-    _E_CAT_IIDS,
-    _E_NOTES,
-    _E_TYPE,
-    _E_NAME_IID,
-    _E_UUID,
-    _E_CATS,
-    _E_NAME,
-    _E_INT_VALUE,
-    _E_DOUBLE_VALUE,
-    *_FLOW_WIRES,
+    E_CAT_IIDS,
+    E_NOTES,
+    E_TYPE,
+    E_NAME_IID,
+    E_UUID,
+    E_CATS,
+    E_NAME,
+    E_INT_VALUE,
+    E_DOUBLE_VALUE,
+    *FLOW_WIRES,
 }
-_NOTE_FIELDS = {_D_NAME_IID, _D_NAME, *_D_VALUES, *_D_NESTED}
+_NOTE_FIELDS = {D_NAME_IID, D_NAME, *D_VALUES, *D_NESTED}
 
 
 class _Unsupported(Exception):
@@ -86,24 +106,38 @@ def read_vectorised(path: Path, data: bytes) -> Trace | None:
 def _strings(data: bytes, off: np.ndarray, length: np.ndarray) -> pl.Series:
     """UTF-8 texts at the given spans (strict, as protobuf's parser is), as a String Series.
 
-    The spans are gathered into one buffer with NUL separators, decoded once and split by
-    Polars; texts that contain NUL themselves are sliced one by one instead."""
+    Short texts with few distinct values (kinds, categories) are decoded once per distinct
+    value. Otherwise the spans are gathered into one buffer with NUL separators, decoded once
+    and split by Polars; texts that contain NUL themselves are sliced one by one instead."""
     n = len(off)
     if n == 0:
         return pl.Series(values=[], dtype=pl.String)
     raw = np.frombuffer(data, dtype=np.uint8)
     length = length.astype(np.int64)
-    out_start = np.zeros(n, dtype=np.int64)
-    np.cumsum(length[:-1] + 1, out=out_start[1:])
-    total = int(out_start[-1] + length[-1])
     off = off.astype(np.int64)
-    if n > 1 and total * 4 > len(raw) and bool((off[1:] > off[:-1] + length[:-1]).all()):
+    widest = int(length.max())
+    if n > _STRING_BLOCK and widest > 8:  # in blocks: the joined copies stay small
+        return pl.concat(
+            [
+                _strings(data, off[lo : lo + _STRING_BLOCK], length[lo : lo + _STRING_BLOCK])
+                for lo in range(0, n, _STRING_BLOCK)
+            ],
+            rechunk=False,
+        )
+    if widest <= 8:
+        few = _few_short_strings(data, raw, off, length)
+        if few is not None:
+            return few
+    total = int(length.sum()) + n - 1  # with the separators
+    if (widest + 1) * n <= 2 * total + (1 << 16) and int(off.max()) + widest <= len(raw):
+        joined = _window_spans(raw, off, length, widest)
+    elif n > 1 and total * 4 > len(raw) and bool((off[1:] > off[:-1] + length[:-1]).all()):
         joined = _compress_spans(raw, off, length)
     else:
+        out_start = np.zeros(n, dtype=np.int64)
+        np.cumsum(length[:-1] + 1, out=out_start[1:])
         joined = _gather_spans(raw, off, length, out_start, total)
-    separators = np.zeros(total, dtype=bool)
-    separators[out_start[1:] - 1] = True
-    if bool((joined[~separators] == 0).any()):
+    if int(np.count_nonzero(joined == 0)) != n - 1:  # a NUL inside a text, not a separator
         return pl.Series(
             values=[
                 data[o : o + k].decode("utf-8")
@@ -113,6 +147,45 @@ def _strings(data: bytes, off: np.ndarray, length: np.ndarray) -> pl.Series:
         )
     text = joined.tobytes().decode("utf-8")
     return pl.Series(values=[text], dtype=pl.String).str.split("\x00").explode()
+
+
+_MAX_U64 = np.uint64(0xFFFFFFFFFFFFFFFF)
+_STRING_BLOCK = 1 << 17
+"""Texts per block of `_strings` (of args, ~40 bytes each: ~5 MB per joined copy)."""
+
+
+def _few_short_strings(
+    data: bytes, raw: np.ndarray, off: np.ndarray, length: np.ndarray
+) -> pl.Series | None:
+    """The texts of spans of at most 8 bytes, decoded once per distinct byte string and
+    gathered (None when they are many distinct ones, or a span ends within 8 bytes of the
+    data's end)."""
+    n = len(off)
+    if int(off.max()) + 8 > len(raw):
+        return None
+    word = np.ndarray(shape=(len(raw) - 7,), dtype="<u8", buffer=raw, strides=(1,))[off]
+    bits = (8 * np.minimum(length, 7)).astype(np.uint64)
+    word &= np.where(length >= 8, _MAX_U64, (np.uint64(1) << bits) - np.uint64(1))
+    distinct, first, inverse = _unique(word)  # then texts of one word must share a length
+    if len(distinct) > max(n // 8, 64) or not bool((length[first][inverse] == length).all()):
+        return None
+    texts = [
+        data[o : o + k].decode("utf-8")
+        for o, k in zip(off[first].tolist(), length[first].tolist(), strict=True)
+    ]
+    return pl.Series(values=texts, dtype=pl.String).gather(inverse)
+
+
+def _window_spans(raw: np.ndarray, off: np.ndarray, length: np.ndarray, widest: int) -> np.ndarray:
+    """The spans joined by NUL separators, by a gather of fixed-width windows (the byte before
+    each span, which becomes the separator, then `widest` bytes) and a mask of the bytes
+    within each span: per byte of the widest span, for spans of similar lengths (args)."""
+    width = widest + 1
+    windows = np.lib.stride_tricks.sliding_window_view(raw, width)
+    column = np.arange(width)
+    block = windows[off - 1]
+    block[:, 0] = 0
+    return np.asarray(block[column <= length[:, None]][1:])
 
 
 def _compress_spans(raw: np.ndarray, off: np.ndarray, length: np.ndarray) -> np.ndarray:
@@ -152,49 +225,121 @@ def _gather_spans(
 
 def _read(path: Path, data: bytes) -> Trace:
     starts, ends = packet_spans(data)
-    buf = np.frombuffer(data + bytes(PAD), dtype=np.uint8)
+    buf = np.frombuffer(data, dtype=np.uint8)
     packets = scan(buf, starts, ends, _PACKET_FIELDS)
     n_packets = len(starts)
-    event_field = packets.select(_P_EVENT, _LEN)
+    event_field = packets.select(P_EVENT, WIRE_LEN)
     is_event = np.zeros(n_packets, dtype=bool)
     is_event[event_field.msg] = True
     # Interning must be settled before the first event: then one table per sequence holds.
     first_event = int(np.argmax(is_event)) if is_event.any() else n_packets
-    flags, _ = packets.select(_P_FLAGS, _VARINT).last(n_packets)
-    cleared = packets.select(_P_CLEARED, _VARINT).last(n_packets)[0] != 0
+    flags, _ = packets.last(P_FLAGS, WIRE_VARINT, n_packets)
+    cleared = packets.last(P_CLEARED, WIRE_VARINT, n_packets)[0] != 0
     interned = np.zeros(n_packets, dtype=bool)
-    interned[packets.select(_P_INTERNED).msg] = True
+    interned[packets.select(P_INTERNED).msg] = True
     changes = interned | ((flags & np.uint64(1)) != 0) | cleared
     if bool(changes[first_event:].any()):
         raise _Unsupported("interned data after the first event")
+    del flags, cleared, interned, changes
     reader = PacketReader()
     for index in np.flatnonzero(~is_event).tolist():
         reader.packet(pb.TracePacket.FromString(data[starts[index] : ends[index]]))
+    del is_event, starts, ends
     event_packets = event_field.msg  # one TrackEvent per packet (the last one wins)
     if bool((np.diff(event_packets) <= 0).any()):
         raise _Unsupported("several track_event fields in a packet")
-    ts = packets.select(_P_TIMESTAMP, _VARINT).last(n_packets)[0].view(np.int64)[event_packets]
-    seq = packets.select(_P_SEQ, _VARINT).last(n_packets)[0][event_packets].astype(np.int64)
+    ts = packets.last(P_TIMESTAMP, WIRE_VARINT, n_packets)[0].view(np.int64)[event_packets]
+    seq = packets.last(P_SEQ, WIRE_VARINT, n_packets)[0][event_packets].astype(np.int64)
+    del packets, event_packets
     fields = scan(buf, event_field.off, event_field.off + event_field.length, _EVENT_FIELDS)
-    for number, wire in _FLOW_WIRES.items():
-        if bool((fields.select(number).wire != wire).any()):
+    del event_field
+    for number, wire in FLOW_WIRES.items():
+        if fields.count(number) != len(fields.select(number, wire).msg):
             raise _Unsupported("flow ids of an unexpected wire type")
-    n = len(event_packets)
-    kind = fields.select(_E_TYPE, _VARINT).last(n)[0].astype(np.int64)
-    uuid = fields.select(_E_UUID, _VARINT).last(n)[0]
-    slices = _pair_slices(kind, uuid, ts)
-    rows = np.flatnonzero((kind == _BEGIN) | (kind == _INSTANT))
-    tracks = TrackIds(reader.descriptors)
-    events, flow_ids = _event_columns(data, buf, fields, rows, seq, ts, slices, reader, tracks)
+    n = len(ts)
+    kind = fields.last(E_TYPE, WIRE_VARINT, n)[0].astype(np.int64)
+    uuid = fields.last(E_UUID, WIRE_VARINT, n)[0]
+    fields.drop(E_TYPE, E_UUID)
+    rows = np.flatnonzero((kind == TYPE_BEGIN) | (kind == TYPE_INSTANT))
+    position = np.full(n, -1, dtype=np.int32 if len(rows) < 1 << 31 else np.int64)
+    position[rows] = np.arange(len(rows))
+    ev_seq = seq[rows]
+    del seq
+    annotations = _of_rows(fields.select(E_NOTES, WIRE_LEN), position)
+    fields.drop(E_NOTES)
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        # The annotations (id, kind, flops, bytes, args: a third of the work) are decoded
+        # beside the rest: numpy and Polars let go of the GIL in their loops.
+        notes_job = pool.submit(_notes, data, buf, annotations, reader, ev_seq, len(rows))
+        del annotations
+        unique_uuid, _, uuid_code = _unique(uuid)
+        del uuid
+        tracks_of = _Tracks(unique_uuid, uuid_code)
+        slices = _pair_slices(kind, tracks_of, ts)
+        counter_rows = np.flatnonzero(kind == TYPE_COUNTER)
+        counter_values = _counter_values(fields, counter_rows, n)
+        del kind
+        tracks = TrackIds(reader.descriptors)
+        columns, flow_ids = _event_columns(
+            data, fields, rows, position, ev_seq, reader, tracks, tracks_of
+        )
+        del fields, position
+        notes = notes_job.result()
+    events = pl.DataFrame(
+        {
+            "id": notes["id"],
+            "track": columns["track"],
+            "name": columns["name"],
+            "cat": columns["cat"],
+            "kind": notes["kind"],
+            "ts": ts[rows],
+            "dur": slices[rows] - ts[rows],
+            "flops": notes["flops"],
+            "bytes": notes["bytes"],
+            "args": notes["args"],
+        },
+        schema_overrides={"ts": pl.Int64, "dur": pl.Int64, "id": pl.Int64},
+    )
+    del notes, columns, slices
     moetrace = (reader.payload or {}).get("writer") == "moetrace"
     deps = _deps(flow_ids, events, ts[rows], moetrace)
-    counters = _counters(fields, kind, uuid, ts, reader, tracks)
+    counters = _counters(counter_rows, counter_values, tracks_of, ts, reader, tracks)
+    del ts, rows, tracks_of
     return finish(path, reader, tracks, events, deps, counters)
+
+
+class _Tracks:
+    """The track uuid of every event as a dense code (`code`, into `uuids`), and the track ids
+    given to them in order of first use."""
+
+    def __init__(self, uuids: np.ndarray, code: np.ndarray) -> None:
+        self.uuids = uuids
+        self.code = code
+
+    def first_use(self, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(codes used by the events `rows`, in order of their first use; code per row)."""
+        codes = self.code[rows]
+        first = np.full(len(self.uuids), -1, dtype=np.int64)
+        first[codes[::-1]] = np.arange(len(rows) - 1, -1, -1)  # the earliest write wins
+        used = np.flatnonzero(first >= 0)
+        return used[np.argsort(first[used], kind="stable")], codes
+
+
+def _stable_order(values: np.ndarray, bound: int) -> np.ndarray:
+    """np.argsort(values, kind="stable") of non-negative ints below `bound`: a radix sort when
+    they fit in 16 bits (numpy's stable sort of uint16)."""
+    if bound <= 1 << 16:
+        return np.argsort(values.astype(np.uint16), kind="stable")
+    return np.argsort(values, kind="stable")
 
 
 def _unique(values: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """np.unique(values, return_index, return_inverse) by one stable sort (numpy's hash-based
-    unique is ~20x slower on 1M uint64s)."""
+    unique is ~20x slower on 1M uint64s), or by one comparison per distinct value when there
+    are few (kinds, lanes)."""
+    few = _few_distinct(values)
+    if few is not None:
+        return few
     order = np.argsort(values, kind="stable")
     ordered = values[order]
     new = np.ones(len(values), dtype=bool)
@@ -205,30 +350,60 @@ def _unique(values: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     return ordered[new], order[new], inverse
 
 
-def _pair_slices(kind: np.ndarray, uuid: np.ndarray, ts: np.ndarray) -> np.ndarray:
+_FEW = 16
+"""At most this many distinct values are found by one comparison each (`_few_distinct`)."""
+
+
+def _few_distinct(values: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+    """`_unique`'s result when `values` has at most `_FEW` distinct values (else None): each
+    one is found as the first value not yet coded, then compared with all."""
+    n = len(values)
+    if len(np.unique(values[:4096])) > _FEW:  # many already in a sample: not worth trying
+        return None
+    code = np.full(n, -1, dtype=np.int64)
+    firsts: list[int] = []
+    at = 0
+    while at < n:
+        if len(firsts) == _FEW:
+            return None
+        firsts.append(at)
+        code[values == values[at]] = len(firsts) - 1
+        uncoded = np.flatnonzero(code[at:] < 0)
+        at = at + int(uncoded[0]) if len(uncoded) else n
+    first = np.array(firsts, dtype=np.int64)
+    order = np.argsort(values[first], kind="stable")  # `_unique` gives them sorted
+    rank = np.empty(len(order), dtype=np.int64)
+    rank[order] = np.arange(len(order))
+    return values[first][order], first[order], rank[code]
+
+
+def _pair_slices(kind: np.ndarray, tracks_of: _Tracks, ts: np.ndarray) -> np.ndarray:
     """End time of every event (its own ts for all but a BEGIN, which gets its END's).
 
     Per track uuid, in file order, each END closes the latest open BEGIN. Balanced stacks
     only: an END with nothing open or a BEGIN never closed needs the per-packet reader
     (it words a warning per case)."""
     end = ts.copy()
-    rows = np.flatnonzero((kind == _BEGIN) | (kind == _END))
+    rows = np.flatnonzero((kind == TYPE_BEGIN) | (kind == TYPE_END))
     if len(rows) == 0:
         return end
-    order = rows[np.argsort(uuid[rows], kind="stable")]
-    step = np.where(kind[order] == _BEGIN, 1, -1)
+    n_codes = len(tracks_of.uuids)
+    order = rows[_stable_order(tracks_of.code[rows], n_codes)]
+    group = tracks_of.code[order]
+    step = np.where(kind[order] == TYPE_BEGIN, 1, -1)
     level = np.cumsum(step)
     group_start = np.ones(len(order), dtype=bool)
-    group_start[1:] = uuid[order][1:] != uuid[order][:-1]
+    group_start[1:] = group[1:] != group[:-1]
     group_end = np.roll(group_start, -1)
     if bool((level < 0).any()) or bool((level[group_end] != 0).any()):
         raise _Unsupported("unbalanced BEGIN/END")
-    # Balanced: a BEGIN pushed to level L pairs with the next END popping level L.
+    # Balanced: a BEGIN pushed to level L pairs with the next END popping level L. Sorted by
+    # (track, depth), file order within: by depth, then stably by track (both radix sorts).
     depth = np.where(step > 0, level, level + 1)
-    group = np.cumsum(group_start)
-    pairs = order[np.lexsort((np.arange(len(order)), depth, group))]
+    by_depth = _stable_order(depth, int(depth.max()) + 1)
+    pairs = order[by_depth[_stable_order(group[by_depth], n_codes)]]
     begins, finals = pairs[0::2], pairs[1::2]
-    if not (bool((kind[begins] == _BEGIN).all()) and bool((kind[finals] == _END).all())):
+    if not (bool((kind[begins] == TYPE_BEGIN).all()) and bool((kind[finals] == TYPE_END).all())):
         raise _Unsupported("BEGIN/END pairing")
     end[begins] = ts[finals]
     return end
@@ -259,83 +434,71 @@ def _interned(
     return text.fill_null(default) if default is not None else text
 
 
+def _of_rows(f: Fields, position: np.ndarray) -> Fields:
+    """The rows of `f` of the events whose `position` (their row in the events frame) is not
+    -1, numbered by that position."""
+    at = position[f.msg]
+    picked = np.flatnonzero(at >= 0)
+    return Fields(
+        at[picked], *(pick(c, picked) for c in (f.field, f.wire, f.value, f.off, f.length))
+    )
+
+
 def _event_columns(
     data: bytes,
-    buf: np.ndarray,
     fields: Scan,
     rows: np.ndarray,
-    seq: np.ndarray,
-    ts: np.ndarray,
-    end: np.ndarray,
+    position: np.ndarray,
+    ev_seq: np.ndarray,
     reader: PacketReader,
     tracks: TrackIds,
-) -> tuple[pl.DataFrame, dict[str, Fields]]:
-    """The events frame of the BEGIN/INSTANT events `rows`, and their flow ids."""
-    n_all = len(seq)
+    tracks_of: _Tracks,
+) -> tuple[dict[str, Any], dict[str, Fields]]:
+    """track, name and cat of the BEGIN/INSTANT events `rows` (at `position`), and their
+    flow ids."""
+    n_all = len(position)
     m = len(rows)
-    position = np.full(n_all, -1, dtype=np.int64)
-    position[rows] = np.arange(m)
 
     def of_rows(f: Fields) -> Fields:
-        keep = position[f.msg] >= 0
-        picked = np.flatnonzero(keep)
-        return Fields(
-            position[f.msg[picked]],
-            f.field[picked],
-            f.wire[picked],
-            f.value[picked],
-            f.off[picked],
-            f.length[picked],
-        )
+        return _of_rows(f, position)
 
-    ev_seq = seq[rows]
     # Name: literal, else interned (missing -> "").
-    name = _interned(
-        reader.names, ev_seq, fields.select(_E_NAME_IID, _VARINT).last(n_all)[0][rows], ""
-    )
-    literal = of_rows(fields.select(_E_NAME, _LEN))
-    if len(literal.msg):
-        last = np.zeros(m, dtype=np.int64) - 1
-        last[literal.msg] = np.arange(len(literal.msg))
-        has = np.flatnonzero(last >= 0)
-        texts = _strings(data, literal.off[last[has]], literal.length[last[has]])
-        name = name.scatter(has, texts)
+    name = _interned(reader.names, ev_seq, fields.last(E_NAME_IID, WIRE_VARINT, n_all)[0][rows], "")
+    literal = of_rows(fields.select(E_NAME, WIRE_LEN))
+    fields.drop(E_NAME_IID, E_NAME)
+    name = _literal_over(name, data, literal)
     cat = _categories(
         data,
-        of_rows(fields.select(_E_CAT_IIDS)),
-        of_rows(fields.select(_E_CATS)),
+        of_rows(fields.select(E_CAT_IIDS)),
+        of_rows(fields.select(E_CATS)),
         reader,
         ev_seq,
         m,
     )
-    notes = _notes(data, buf, of_rows(fields.select(_E_NOTES, _LEN)), reader, ev_seq, m)
-    uuid = fields.select(_E_UUID, _VARINT).last(n_all)[0][rows]
-    unique_uuid, first, inverse = _unique(uuid)
-    track_of = np.zeros(len(unique_uuid), dtype=np.int64)
-    for k in np.argsort(first, kind="stable").tolist():  # new tracks in order of first use
-        track_of[k] = tracks.track(int(unique_uuid[k]))
+    fields.drop(E_CAT_IIDS, E_CATS)
+    used, codes = tracks_of.first_use(rows)
+    track_of = np.zeros(len(tracks_of.uuids), dtype=np.int64)
+    for k in used.tolist():  # new tracks in order of first use
+        track_of[k] = tracks.track(int(tracks_of.uuids[k]))
     flow_ids = {
-        "out": of_rows(fields.select(_E_FLOW_OUT, _FIXED64)),
-        "out_old": of_rows(fields.select(_E_FLOW_OUT_OLD, _VARINT)),
-        "in": of_rows(fields.select(_E_FLOW_IN, _FIXED64)),
-        "in_old": of_rows(fields.select(_E_FLOW_IN_OLD, _VARINT)),
+        "out": of_rows(fields.select(E_FLOW_OUT, WIRE_FIXED64)),
+        "out_old": of_rows(fields.select(E_FLOW_OUT_OLD, WIRE_VARINT)),
+        "in": of_rows(fields.select(E_FLOW_IN, WIRE_FIXED64)),
+        "in_old": of_rows(fields.select(E_FLOW_IN_OLD, WIRE_VARINT)),
     }
-    frame = pl.DataFrame(
-        {
-            "id": notes["id"],
-            "track": track_of[inverse.reshape(-1)],
-            "name": name,
-            "cat": cat,
-            "kind": notes["kind"],
-            "ts": ts[rows],
-            "dur": end[rows] - ts[rows],
-            "flops": notes["flops"],
-            "bytes": notes["bytes"],
-            "args": notes["args"],
-        },
-        schema_overrides={"ts": pl.Int64, "dur": pl.Int64, "id": pl.Int64},
-    )
-    return frame, flow_ids
+    fields.drop(*FLOW_WIRES)
+    return {"track": track_of[codes], "name": name, "cat": cat}, flow_ids
+
+
+def _literal_over(interned: pl.Series, data: bytes, literal: Fields) -> pl.Series:
+    """`interned` (a text per row) with each row that has literal texts (`literal`, rows by
+    `msg`) given its last one instead, as protobuf's last-wins."""
+    if len(literal.msg) == 0:
+        return interned
+    last = np.zeros(len(interned), dtype=np.int64) - 1
+    last[literal.msg] = np.arange(len(literal.msg))
+    has = np.flatnonzero(last >= 0)
+    return interned.scatter(has, _strings(data, literal.off[last[has]], literal.length[last[has]]))
 
 
 def _categories(
@@ -344,7 +507,7 @@ def _categories(
     """`cat`: the event's interned categories then its literal ones, joined by ","."""
     if len(iids.msg) == 0 and len(literal.msg) == 0:
         return pl.Series("cat", [None] * m, dtype=pl.String)
-    if iids.msg.size and bool((iids.wire != _VARINT).any()):
+    if iids.msg.size and bool((iids.wire != WIRE_VARINT).any()):
         raise _Unsupported("packed category iids")
     count = np.bincount(iids.msg, minlength=m) + np.bincount(literal.msg, minlength=m)
     if int(count.max()) <= 1:
@@ -370,48 +533,102 @@ def _categories(
     return pl.Series("cat", out, dtype=pl.String)
 
 
+def _note_values(parts: Scan, k: int) -> Fields:
+    """The one scalar value of each of the `k` annotations (field, wire, value, off, length
+    per annotation, in annotation order); anything else is not read here."""
+    vfield = np.zeros(k, dtype=np.int8)  # the value's field number (2-9)
+    vwire = np.zeros(k, dtype=np.int8)
+    value = np.zeros(k, dtype=np.uint64)
+    off = np.zeros(k, dtype=parts.offsets)
+    length = np.zeros(k, dtype=parts.offsets)
+    total = 0
+    for number in D_VALUES:
+        texts = (D_STRING, D_JSON)
+        expected = WIRE_FIXED64 if number == D_DOUBLE else WIRE_LEN if number in texts else 0
+        for piece in parts.pieces.get(number, []):
+            if piece.wire != expected:
+                raise _Unsupported("debug annotation value of an unexpected wire type")
+            total += len(piece.msg)
+            vfield[piece.msg] = number
+            vwire[piece.msg] = piece.wire
+            if piece.value is not None:
+                value[piece.msg] = piece.value
+            else:
+                off[piece.msg], length[piece.msg] = piece.off, piece.length
+    # as many values as annotations and none without: exactly one each
+    if total != k or bool((vfield == 0).any()):
+        raise _Unsupported("a debug annotation without exactly one value")
+    return Fields(np.broadcast_to(np.int64(0), (k,)), vfield, vwire, value, off, length)
+
+
+def _interned_codes(
+    table: dict[int, dict[int, str]], seq: np.ndarray, iid: np.ndarray
+) -> tuple[np.ndarray, list[str]] | None:
+    """(code per annotation into the distinct names, the names) when every event (`seq`: the
+    events' sequences) is of one sequence and iids are small (a dense lookup; missing iids
+    name ""), else None."""
+    if len(seq) == 0 or int(seq.min()) != int(seq.max()):
+        return None
+    names = table.get(int(seq[0]), {})
+    top = max(names, default=0)
+    if top >= 1 << 20:
+        return None
+    distinct: dict[str, int] = {}
+    code_of_iid = np.array(
+        [distinct.setdefault(names.get(i, ""), len(distinct)) for i in range(top + 2)],
+        dtype=np.int32,
+    )
+    code = code_of_iid[np.minimum(iid, np.uint64(top + 1)).astype(np.int64)]  # past the end: ""
+    return code, list(distinct)
+
+
+def _repeated_pairs(owner: np.ndarray, code: np.ndarray, n_codes: int) -> bool:
+    """Whether some owner (sorted) has the same code twice: compared with the annotations
+    1, 2, ... rows before while events have few, else by a sort of (owner, code) keys
+    (numpy 2's hash-based np.unique took ~0.5 s per 100k events here)."""
+    if len(owner) < 2:
+        return False
+    most = int(np.bincount(owner).max())
+    if most <= 8:
+        return any(
+            bool(((owner[lag:] == owner[:-lag]) & (code[lag:] == code[:-lag])).any())
+            for lag in range(1, most)
+        )
+    pairs = np.sort(owner.astype(np.int64) * max(n_codes, 1) + code)
+    return bool((pairs[1:] == pairs[:-1]).any())
+
+
 def _notes(
     data: bytes, buf: np.ndarray, notes: Fields, reader: PacketReader, ev_seq: np.ndarray, m: int
 ) -> dict[str, Any]:
     """id, kind, flops, bytes and args of every event from its debug annotations."""
     k = len(notes.msg)
     parts = scan(buf, notes.off, notes.off + notes.length, _NOTE_FIELDS)
-    if any(parts.select(number).msg.size for number in _D_NESTED):
+    if any(parts.count(number) for number in D_NESTED):
         raise _Unsupported("nested debug annotation values")
-    chosen = [parts.select(number) for number in _D_VALUES]
-    cols = [
-        np.concatenate([getattr(c, name) for c in chosen])
-        for name in ("msg", "field", "wire", "value", "off", "length")
-    ]
-    by_note = np.argsort(cols[0], kind="stable")
-    vals = Fields(*(c[by_note] for c in cols))
-    if len(vals.msg) != k or not bool((vals.msg == np.arange(k)).all()):
-        raise _Unsupported("a debug annotation without exactly one value")
+    vals = _note_values(parts, k)
     vfield = vals.field
-    vwire = vals.wire
-    expected = np.where(vfield == _D_DOUBLE, _FIXED64, np.where(np.isin(vfield, (6, 9)), 2, 0))
-    if bool((vwire != expected).any()):
-        raise _Unsupported("debug annotation value of an unexpected wire type")
-    # Key: literal name, else interned name.
-    name_iid = parts.select(_D_NAME_IID, _VARINT).last(k)[0]
-    key = _interned(reader.notes, ev_seq[notes.msg], name_iid, "")
-    literal = parts.select(_D_NAME, _LEN)
-    if len(literal.msg):
-        last = np.zeros(k, dtype=np.int64) - 1
-        last[literal.msg] = np.arange(len(literal.msg))
-        has = np.flatnonzero(last >= 0)
-        key = key.scatter(has, _strings(data, literal.off[last[has]], literal.length[last[has]]))
-    distinct = key.unique(maintain_order=True)
-    code = (
-        key.replace_strict(distinct, list(range(len(distinct))), return_dtype=pl.Int64).to_numpy()
-        if k
-        else np.zeros(0, dtype=np.int64)
-    )
-    names = distinct.to_list()
-    # each (event, name) pair once: a pair key seen twice is a name repeated on one event
-    # (found by a sort: numpy 2's hash-based np.unique took ~0.5 s per 100k events here)
-    pairs = np.sort(notes.msg * max(len(names), 1) + code)
-    if bool((pairs[1:] == pairs[:-1]).any()):
+    # Key: literal name, else interned name, as a code per annotation into `names`.
+    name_iid = parts.last(D_NAME_IID, WIRE_VARINT, k)[0]
+    literal = parts.select(D_NAME, WIRE_LEN)
+    del parts
+    codes = None if len(literal.msg) else _interned_codes(reader.notes, ev_seq, name_iid)
+    if codes is not None:
+        code, names = codes
+    else:
+        key = _literal_over(_interned(reader.notes, ev_seq[notes.msg], name_iid, ""), data, literal)
+        distinct = key.unique(maintain_order=True)
+        code = (
+            key.replace_strict(
+                distinct, list(range(len(distinct))), return_dtype=pl.Int64
+            ).to_numpy()
+            if k
+            else np.zeros(0, dtype=np.int64)
+        )
+        names = distinct.to_list()
+        del key
+    del name_iid
+    if _repeated_pairs(notes.msg, code, len(names)):
         raise _Unsupported("an annotation name twice on one event")
 
     def named(text: str) -> np.ndarray:
@@ -421,13 +638,13 @@ def _notes(
     out: dict[str, Any] = {}
     # id: an integer value (uint, int, pointer) -> given id; anything else -> a new one.
     is_id = named("id")
-    if bool((is_id & (vfield == _D_BOOL)).any()):
+    if bool((is_id & (vfield == D_BOOL)).any()):
         raise _Unsupported("a boolean id")
-    id_ok = is_id & np.isin(vfield, (_D_UINT, _D_INT, _D_POINTER))
+    id_ok = is_id & _one_of(vfield, (D_UINT, D_INT, D_POINTER))
     given = np.full(m, -1, dtype=np.int64)
     has_id = np.zeros(m, dtype=bool)
     raw_value = vals.value
-    if bool((raw_value[id_ok & (vfield != _D_INT)] >= np.uint64(1 << 63)).any()):
+    if bool((raw_value[id_ok & (vfield != D_INT)] >= np.uint64(1 << 63)).any()):
         raise _Unsupported("an id beyond int64")
     id_values = raw_value[id_ok].view(np.int64)  # int64 two's complement for int values
     given[notes.msg[id_ok]] = id_values
@@ -439,18 +656,16 @@ def _notes(
     # kind: a string, or "other".
     is_kind = named("kind")
     kind_rows = np.flatnonzero(is_kind)
-    if kind_rows.size and bool((~np.isin(vfield[kind_rows], (6, 9))).any()):
+    if kind_rows.size and not bool(_one_of(vfield[kind_rows], (D_STRING, D_JSON)).all()):
         raise _Unsupported("a kind that is not a string")
-    kind = pl.Series("kind", ["other"] * m, dtype=pl.String)
-    if kind_rows.size:
-        texts = _strings(data, vals.off[kind_rows], vals.length[kind_rows])
-        texts = pl.select(pl.when(texts == "").then(pl.lit("other")).otherwise(texts)).to_series()
-        kind = kind.scatter(notes.msg[kind_rows], texts)
+    texts = _strings(data, vals.off[kind_rows], vals.length[kind_rows])
+    texts = pl.select(pl.when(texts == "").then(pl.lit("other")).otherwise(texts)).to_series()
+    kind = _per_event(texts.alias("kind"), notes.msg[kind_rows], m, "other")
     out["kind"] = kind
     # flops, bytes: doubles.
     for name in ("flops", "bytes"):
         sel = np.flatnonzero(named(name))
-        if sel.size and bool((vfield[sel] != _D_DOUBLE).any()):
+        if sel.size and bool((vfield[sel] != D_DOUBLE).any()):
             raise _Unsupported(f"a {name} that is not a double")
         column = np.full(m, np.nan)
         column[notes.msg[sel]] = raw_value[sel].view(np.float64)
@@ -460,23 +675,23 @@ def _notes(
         missing = np.flatnonzero(~present)
         out[name] = series.scatter(missing, None) if missing.size else series
     # args: the "args" string; else the other annotations as a JSON object.
-    is_args_text = named("args") & np.isin(vfield, (6, 9))
-    args: list[str | None] = [None] * m
+    is_args_text = named("args") & ((vfield == D_STRING) | (vfield == D_JSON))
     text_rows = np.flatnonzero(is_args_text)
     texts = _strings(data, vals.off[text_rows], vals.length[text_rows])
     extra = (
         np.flatnonzero(
-            ~np.isin(code, [names.index(n) for n in _KNOWN_NOTES if n in names]) & ~is_args_text
+            ~_one_of(code, [names.index(n) for n in _KNOWN_NOTES if n in names]) & ~is_args_text
         )
         if k
         else np.zeros(0, dtype=np.int64)
     )
-    owners_with_text = set(notes.msg[text_rows].tolist())
     extras: dict[int, dict[str, Any]] = {}
+    if extra.size:  # events whose args text is there keep it: their other notes are dropped
+        with_text = np.zeros(m, dtype=bool)
+        with_text[notes.msg[text_rows]] = True
+        extra = extra[~with_text[notes.msg[extra]]]
     for j in np.asarray(extra, dtype=np.int64).tolist():
         owner = int(notes.msg[j])
-        if owner in owners_with_text:
-            continue
         extras.setdefault(owner, {})[str(names[code[j]])] = _scalar(
             data,
             int(vfield[j]),
@@ -484,9 +699,7 @@ def _notes(
             int(vals.off[j]),
             int(vals.length[j]),
         )
-    args_series = pl.Series("args", args, dtype=pl.String)
-    if text_rows.size:
-        args_series = args_series.scatter(notes.msg[text_rows], texts)
+    args_series = _per_event(texts.alias("args"), notes.msg[text_rows], m, None)
     if extras:
         owners = sorted(extras)
         args_series = args_series.scatter(
@@ -496,15 +709,31 @@ def _notes(
     return out
 
 
+def _one_of(values: np.ndarray, choices: Sequence[int]) -> np.ndarray:
+    """np.isin(values, choices) for a few choices: one comparison each (no sort)."""
+    out = np.zeros(len(values), dtype=bool)
+    for choice in choices:
+        out |= values == choice
+    return out
+
+
+def _per_event(texts: pl.Series, owners: np.ndarray, m: int, default: str | None) -> pl.Series:
+    """A column of the `m` events: `texts[i]` at event `owners[i]`, `default` elsewhere."""
+    if len(owners) == m and bool((owners == np.arange(m)).all()):
+        return texts  # every event has one, in order (moetrace's files)
+    column = pl.Series(texts.name, [default] * m, dtype=pl.String)
+    return column.scatter(owners, texts) if len(owners) else column
+
+
 def _scalar(data: bytes, field: int, raw: int, off: int, length: int) -> Any:
     """A debug annotation's value as the protobuf classes give it."""
-    if field in (_D_STRING, _D_JSON):
+    if field in (D_STRING, D_JSON):
         return data[off : off + length].decode("utf-8")
-    if field == _D_BOOL:
+    if field == D_BOOL:
         return bool(raw)
-    if field == _D_INT:
+    if field == D_INT:
         return raw - (1 << 64) if raw >= 1 << 63 else raw
-    if field == _D_DOUBLE:
+    if field == D_DOUBLE:
         return float(np.array([raw], dtype=np.uint64).view(np.float64)[0])
     return raw
 
@@ -559,34 +788,40 @@ def _deps(
     )
 
 
+def _counter_values(fields: Scan, rows: np.ndarray, n: int) -> np.ndarray:
+    """The value of the counter events `rows`: the double value, else the integer one (0
+    when neither)."""
+    double, has_double = fields.last(E_DOUBLE_VALUE, WIRE_FIXED64, n)
+    integer, _ = fields.last(E_INT_VALUE, WIRE_VARINT, n)
+    fields.drop(E_DOUBLE_VALUE, E_INT_VALUE)
+    return np.asarray(
+        np.where(
+            has_double[rows],
+            double[rows].view(np.float64),
+            integer[rows].view(np.int64).astype(float),
+        )
+    )
+
+
 def _counters(
-    fields: Scan,
-    kind: np.ndarray,
-    uuid: np.ndarray,
+    rows: np.ndarray,
+    value: np.ndarray,
+    tracks_of: _Tracks,
     ts: np.ndarray,
     reader: PacketReader,
     tracks: TrackIds,
 ) -> pl.DataFrame:
-    """Counter samples: the double value, else the integer one (0 when neither)."""
-    n = len(kind)
-    rows = np.flatnonzero(kind == _COUNTER)
-    double, has_double = fields.select(_E_DOUBLE_VALUE, _FIXED64).last(n)
-    integer, _ = fields.select(_E_INT_VALUE, _VARINT).last(n)
-    value = np.where(
-        has_double[rows], double[rows].view(np.float64), integer[rows].view(np.int64).astype(float)
-    )
-    c_uuid = uuid[rows]
-    unique_uuid, first, inverse = _unique(c_uuid)
-    track = np.zeros(len(unique_uuid), dtype=np.int64)
-    names: list[str | None] = [None] * len(unique_uuid)
-    for k in np.argsort(first, kind="stable").tolist():
-        info = counter_track(reader.descriptors, tracks, int(unique_uuid[k]))
+    """Counter samples of the counter events `rows` with their values."""
+    used, codes = tracks_of.first_use(rows)
+    track = np.zeros(len(tracks_of.uuids), dtype=np.int64)
+    names: list[str | None] = [None] * len(tracks_of.uuids)
+    for k in used.tolist():
+        info = counter_track(reader.descriptors, tracks, int(tracks_of.uuids[k]))
         track[k], names[k] = info["track"], info["name"]
-    inverse = inverse.reshape(-1)
     return pl.DataFrame(
         {
-            "track": track[inverse],
-            "name": pl.Series(names, dtype=pl.String).gather(inverse),
+            "track": track[codes],
+            "name": pl.Series(names, dtype=pl.String).gather(codes),
             "ts": ts[rows],
             "value": value,
         },

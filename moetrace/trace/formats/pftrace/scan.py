@@ -2,13 +2,15 @@
 
 `scan` walks every message of a batch in lock step: step k decodes the k-th field of each
 message still open (tag varint, then its varint / fixed / length-delimited value), so the
-Python loop runs once per field position, not once per message. `packet_spans` finds the
-packets of a whole `Trace` with protobuf's own parser (its C runtime), without building them.
+Python loop runs once per field position (and distinct tag), not once per message. Offsets
+are int32 when the buffer is under 1 GB (half the memory of int64; sums of an offset and a
+checked length cannot overflow), and only the fields asked for are kept, each as pieces of
+(messages, value) or (messages, offset, length). `packet_spans` finds the packets of a whole
+`Trace` with protobuf's own parser (its C runtime), without building them.
 """
 
 from __future__ import annotations
 
-import itertools
 from dataclasses import dataclass
 from typing import Any
 
@@ -18,12 +20,19 @@ from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
 from moetrace.trace.formats.pftrace.records import varint_len
 
 _U64 = np.uint64
-PAD = 16
-"""Zero bytes the caller appends to the buffer, so a read past a message's end stays inside."""
+_SMALL = 1 << 30
+"""Buffers under this many bytes use int32 offsets: offset + length (both checked to be at
+most the buffer's size) stays below 2**31."""
+_LEN = 2
 
 
 class Malformed(ValueError):
     """The bytes are not what the scan expects (bad varint, unknown wire type, overrun)."""
+
+
+def offset_dtype(size: int) -> type[np.signedinteger[Any]]:
+    """The dtype of byte offsets into a buffer of `size` bytes (int32 when it is small)."""
+    return np.int32 if size < _SMALL else np.int64
 
 
 @dataclass
@@ -32,10 +41,10 @@ class Fields:
     fields, and where a length-delimited payload lies (offset, length); in message order
     (and, within a message, in the order they appear)."""
 
-    msg: np.ndarray
+    msg: np.ndarray  # int64
     field: np.ndarray
     wire: np.ndarray
-    value: np.ndarray  # uint64
+    value: np.ndarray  # uint64 (0 for length-delimited rows)
     off: np.ndarray
     length: np.ndarray
 
@@ -48,157 +57,303 @@ class Fields:
         return out, present
 
 
-_COLUMNS = 6
+@dataclass
+class _Piece:
+    """The rows of one field number and wire type found in one lock step, in message order:
+    `value` for varint / fixed rows, `off` and `length` for length-delimited ones."""
+
+    msg: np.ndarray
+    wire: int
+    value: np.ndarray | None = None
+    off: np.ndarray | None = None
+    length: np.ndarray | None = None
 
 
 class Scan:
-    """The fields a `scan` found, kept per field number as pieces (one per lock step, each in
-    message order); `select` joins the pieces of one field number."""
+    """The fields a `scan` found, kept per field number as pieces (one per lock step and
+    wire type, each in message order); `select` joins the pieces of one field number."""
 
-    def __init__(self) -> None:
-        self.pieces: dict[int, list[tuple[np.ndarray, ...]]] = {}
+    def __init__(self, offsets: type[np.signedinteger[Any]] = np.int64) -> None:
+        self.pieces: dict[int, list[_Piece]] = {}
+        self.offsets = offsets
 
-    def add(self, columns: tuple[np.ndarray, ...]) -> None:
-        """One lock step's rows (msg, field, wire, value, off, length), sorted by message."""
-        field = columns[1]
-        if len(field) == 0:
-            return
-        top = int(field.max())
-        if int(field.min()) == top:  # the usual case: every message at the same field
-            self.pieces.setdefault(top, []).append(columns)
-            return
-        order = np.argsort(field.astype(np.uint16) if top < 2**16 else field, kind="stable")
-        ordered = field[order]
-        change = np.flatnonzero(ordered[1:] != ordered[:-1]) + 1
-        bounds = [0, *change.tolist(), len(field)]
-        for lo, hi in itertools.pairwise(bounds):
-            rows = order[lo:hi]
-            self.pieces.setdefault(int(ordered[lo]), []).append(tuple(c[rows] for c in columns))
+    def add(self, number: int, piece: _Piece) -> None:
+        """One lock step's rows of field `number` (one wire type), sorted by message."""
+        self.pieces.setdefault(number, []).append(piece)
 
     def numbers(self) -> list[int]:
         """The field numbers found."""
         return sorted(self.pieces)
 
+    def _chosen(self, number: int, wire: int | None) -> list[_Piece]:
+        return [p for p in self.pieces.get(number, []) if wire is None or p.wire == wire]
+
+    def count(self, number: int) -> int:
+        """How many rows of field `number` were found (any wire type)."""
+        return sum(len(p.msg) for p in self.pieces.get(number, []))
+
+    def last(
+        self, number: int, wire: int, n_msgs: int, default: int = 0
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """(value per message, present mask) of field `number` with wire type `wire`: the last
+        occurrence wins, as in protobuf (the pieces are in step order: no sort needed)."""
+        chosen = self._chosen(number, wire)
+        if len(chosen) == 1 and len(chosen[0].msg) == n_msgs and chosen[0].value is not None:
+            # every message has it once, at the same step: the rows are the messages in order
+            return chosen[0].value.astype(_U64, copy=False), _repeat(True, n_msgs, bool)
+        out = np.full(n_msgs, default, dtype=_U64)
+        present = np.zeros(n_msgs, dtype=bool)
+        for piece in chosen:
+            if piece.value is not None:
+                out[piece.msg] = piece.value
+            else:
+                out[piece.msg] = 0
+            present[piece.msg] = True
+        return out, present
+
+    def drop(self, *numbers: int) -> None:
+        """Forget the rows of these field numbers (their memory goes once nothing else holds
+        them): callers drop each field once they have read it."""
+        for number in numbers:
+            self.pieces.pop(number, None)
+
     def select(self, number: int, wire: int | None = None) -> Fields:
         """The rows of field `number` (of wire type `wire`, when given), in message order
         (and, within a message, in the order they appear)."""
-        pieces = self.pieces.get(number, [])
-        if not pieces:
-            empty = np.zeros(0, dtype=np.int64)
-            return Fields(empty, empty, empty.astype(np.int8), empty.astype(_U64), empty, empty)
-        if len(pieces) == 1:
-            cols = list(pieces[0])
-        else:
-            cols = [np.concatenate([p[k] for p in pieces]) for k in range(_COLUMNS)]
-            # Runs sorted by message, one per step: a stable sort (timsort) merges them.
-            order = np.argsort(cols[0], kind="stable")
-            cols = [c[order] for c in cols]
-        if wire is not None and bool((cols[2] != wire).any()):
-            keep = cols[2] == wire
-            cols = [c[keep] for c in cols]
-        return Fields(cols[0], cols[1], cols[2], cols[3], cols[4], cols[5])
+        pieces = self._chosen(number, wire)
+        n = sum(len(p.msg) for p in pieces)
+        places = _placements(pieces)
+        msg = np.empty(n, dtype=pieces[0].msg.dtype if pieces else np.int64)
+        wires = np.empty(n, dtype=np.int8)
+        # Columns no piece has stay zero-stride views (no memory): values of length-delimited
+        # fields, spans of varint / fixed ones.
+        has_value = any(p.value is not None for p in pieces)
+        has_span = any(p.off is not None for p in pieces)
+        value = np.zeros(n, dtype=_U64) if has_value else _zeros(n, _U64)
+        off = np.zeros(n, dtype=self.offsets) if has_span else _zeros(n, self.offsets)
+        length = np.zeros(n, dtype=self.offsets) if has_span else _zeros(n, self.offsets)
+        for piece, rows in zip(pieces, places, strict=True):
+            msg[rows] = piece.msg
+            wires[rows] = piece.wire
+            if piece.value is not None:
+                value[rows] = piece.value
+            if piece.off is not None:
+                off[rows], length[rows] = piece.off, piece.length
+        return Fields(msg, _repeat(number, n, np.int64), wires, value, off, length)
+
+
+def _repeat(value: int, n: int, dtype: Any) -> np.ndarray:
+    """`value` n times as a read-only zero-stride view (no memory)."""
+    return np.broadcast_to(np.array([value], dtype=dtype), (n,))
+
+
+def _zeros(n: int, dtype: Any) -> np.ndarray:
+    """n zeros as a read-only zero-stride view (no memory)."""
+    return _repeat(0, n, dtype)
+
+
+def pick(column: np.ndarray, rows: np.ndarray) -> np.ndarray:
+    """column[rows], keeping a zero-stride column (see `Scan.select`) zero-stride."""
+    if column.ndim == 1 and column.strides[0] == 0 and len(column):
+        return np.broadcast_to(column[:1], (len(rows),))
+    return np.asarray(column[rows])
+
+
+def _placements(pieces: list[_Piece]) -> list[np.ndarray | slice]:
+    """Where each piece's rows go in message order (within a message, in step order): a
+    counting sort, as a message has at most one row per piece."""
+    if len(pieces) <= 1:
+        return [slice(None)] * len(pieces)
+    top = max((int(p.msg.max()) + 1 for p in pieces if len(p.msg)), default=0)
+    count = np.zeros(top, dtype=np.int64)
+    for piece in pieces:
+        count[piece.msg] += 1
+    start = np.cumsum(count) - count
+    places: list[np.ndarray | slice] = []
+    for piece in pieces:
+        places.append(start[piece.msg])
+        start[piece.msg] += 1
+    return places
 
 
 _LOW7 = [_U64(0x7F << (7 * j)) for j in range(8)]
 _STOPS = _U64(0x8080808080808080)
 
 
-def _words(buf: np.ndarray) -> np.ndarray:
-    """The 8 bytes at every offset of `buf` as a little-endian uint64 (an overlapping view,
-    no copy): one gather reads a whole varint or fixed64."""
-    return np.ndarray(shape=(len(buf) - 7,), dtype="<u8", buffer=buf, strides=(1,))
+def words_at(buf: np.ndarray, pos: np.ndarray) -> np.ndarray:
+    """The 8 bytes at each position of `buf` as a little-endian uint64, bytes past the end
+    read as 0: one gather (from an overlapping view, no copy of `buf`) reads a whole varint
+    or fixed64. Raises `Malformed` for a position past the end."""
+    if len(pos) == 0:
+        return np.zeros(0, dtype=_U64)
+    top = int(pos.max())  # (offsets are never negative: starts, ends and lengths are not)
+    if top >= len(buf):
+        raise Malformed("a read past the end of the data")
+    if len(buf) < 8:  # too short for one word: a zero-padded copy
+        buf = np.concatenate([buf, np.zeros(8 - len(buf), dtype=np.uint8)])
+    last = len(buf) - 8  # the last offset with 8 bytes after it
+    words = np.ndarray(shape=(last + 1,), dtype="<u8", buffer=buf, strides=(1,))
+    if top <= last:
+        return np.asarray(words[pos])
+    beyond = (np.maximum(pos, last) - last).astype(_U64)  # bytes of the word past the end
+    return np.asarray(words[np.minimum(pos, last)] >> (beyond * _U64(8)))
 
 
-def varints(buf: np.ndarray, pos: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Decode the base-128 varint at each position: (values as uint64, byte counts)."""
-    byte = buf[pos]
-    if not bool((byte >= 0x80).any()):  # all one byte: the common case for tags and lengths
-        return byte.astype(_U64), np.ones(len(pos), dtype=np.int64)
-    word = _words(buf)[pos]
+def varints(
+    buf: np.ndarray, pos: np.ndarray, first_byte: np.ndarray | None = None
+) -> tuple[np.ndarray, np.ndarray | int]:
+    """Decode the base-128 varint at each position: (values, byte counts, of the dtype of
+    `pos`, or 1 when every varint is one byte). Values are uint64, or uint8 when every varint
+    is one byte (an eighth of the memory for the many small ones: types, iids, seq ids).
+    `first_byte`: buf[pos], when the caller has it already."""
+    try:
+        byte = buf[pos] if first_byte is None else first_byte
+    except IndexError:
+        raise Malformed("a read past the end of the data") from None
+    if len(byte) == 0 or int(byte.max()) < 0x80:  # all one byte: tags, lengths, small ints
+        return byte, 1
+    word = words_at(buf, pos)
     stop = ~word & _STOPS  # the high bit of each byte that ends a varint
     first = stop & (~stop + _U64(1))  # the lowest one: 2**(8 * size - 1); 0 if size > 8
-    size = np.bitwise_count((first - _U64(1)) & _STOPS).astype(np.int64) + 1
+    size = np.bitwise_count((first - _U64(1)) & _STOPS).astype(pos.dtype) + 1  # 9 if > 8
     word &= (first << _U64(1)) - _U64(1)  # the varint's own bytes (all 8 when longer)
-    value = word & _LOW7[0]
-    for j in range(1, min(int(size.max()), 8)):  # only as many 7-bit groups as there are
-        value |= (word >> _U64(j)) & _LOW7[j]
-    long = np.flatnonzero(first == 0)  # 9 or 10 bytes (ns timestamps, negative ints)
-    if len(long):
-        at = pos[long]
-        b8 = buf[at + 8].astype(_U64)
-        b9 = buf[at + 9].astype(_U64)
+    value = _groups(word, min(int(size.max()), 8))
+    long_rows = first == 0  # 9 or 10 bytes (ns timestamps, negative ints)
+    n_long = int(np.count_nonzero(long_rows))
+    if n_long:
+        rows = slice(None) if n_long == len(pos) else np.flatnonzero(long_rows)
+        tail = words_at(buf, pos[rows] + 2)  # bytes 8 and 9 at the top
+        b8 = (tail >> _U64(48)) & _U64(0xFF)
+        b9 = tail >> _U64(56)
         ten = b8 >= _U64(0x80)
         if bool((ten & (b9 >= _U64(0x80))).any()):
             raise Malformed("varint longer than 10 bytes")
-        value[long] |= (b8 & _U64(0x7F)) << _U64(56)
-        value[long] |= np.where(ten, (b9 & _U64(1)) << _U64(63), _U64(0))
-        size[long] = 9 + ten
+        value[rows] |= (b8 & _U64(0x7F)) << _U64(56)
+        value[rows] |= np.where(ten, (b9 & _U64(1)) << _U64(63), _U64(0))
+        size[rows] = 9 + ten
     return value, size
+
+
+def _groups(word: np.ndarray, count: int) -> np.ndarray:
+    """The 7-bit groups of the low `count` bytes of each word (high bits of the varint's bytes
+    included), packed into one value: a loop over the groups for short varints, else three
+    halving rounds (pairs of bytes, then of 14-bit, then of 28-bit groups)."""
+    if count <= 4:
+        value = word & _LOW7[0]
+        for j in range(1, count):
+            value |= (word >> _U64(j)) & _LOW7[j]
+        return value
+    x = word & _U64(0x7F7F7F7F7F7F7F7F)
+    x = (x & _U64(0x007F007F007F007F)) | ((x & _U64(0x7F007F007F007F00)) >> _U64(1))
+    x = (x & _U64(0x00003FFF00003FFF)) | ((x & _U64(0x3FFF00003FFF0000)) >> _U64(2))
+    return (x & _U64(0x0FFFFFFF)) | ((x & _U64(0x0FFFFFFF00000000)) >> _U64(4))
 
 
 def _fixed(buf: np.ndarray, pos: np.ndarray, width: int) -> np.ndarray:
     """Little-endian fixed-width values at each position, as uint64."""
-    word = _words(buf)[pos]
+    word = words_at(buf, pos)
     return np.asarray(word if width == 8 else word & _U64((1 << (8 * width)) - 1))
 
 
+def _distinct_tags(tag: np.ndarray) -> list[tuple[int, np.ndarray | None]]:
+    """The distinct tags of a step with the rows of each (None: every row has that tag)."""
+    low, high = int(tag.min()), int(tag.max())
+    if low == high:
+        return [(low, None)]
+    if high < 1 << 16:
+        present = np.flatnonzero(np.bincount(tag.astype(np.int64, copy=False), minlength=high + 1))
+        distinct = present.tolist()
+    else:
+        distinct = np.unique(tag).tolist()
+    return [(t, np.flatnonzero(tag == t)) for t in distinct]
+
+
 def scan(
-    buf: np.ndarray, starts: np.ndarray, ends: np.ndarray, wanted: set[int] | None = None
+    buf: np.ndarray,
+    starts: np.ndarray,
+    ends: np.ndarray,
+    wanted: set[int] | None = None,
+    *,
+    spans: bool = False,
 ) -> Scan:
     """Every field of the messages buf[starts[i]:ends[i]] (only the `wanted` field numbers
-    are kept, when given; all are walked). See `Fields`."""
-    found = Scan()
-    idx = np.flatnonzero(ends > starts)
-    pos = starts[idx].astype(np.int64)
-    limit = len(buf) - PAD
-    want = None
-    if wanted is not None:  # a lookup table; the last slot stands for every larger number
-        want = np.zeros(max(wanted) + 2, dtype=bool)
-        want[list(wanted)] = True
+    are kept, when given; all are walked). See `Fields`. With `spans`, varint and fixed
+    fields keep where their value lies too (`off`, `length`: to edit them in place)."""
+    found = Scan(offset_dtype(len(buf)))
+    opened = np.flatnonzero(ends > starts)
+    opened = opened.astype(np.int32 if len(starts) < 1 << 31 else np.int64, copy=False)
+    for lo in range(0, len(opened), SCAN_BLOCK):
+        _scan_block(found, buf, opened[lo : lo + SCAN_BLOCK], starts, ends, wanted, spans)
+    return found
+
+
+SCAN_BLOCK = 1 << 19
+"""Messages scanned together: the lock step's work arrays stay ~2 MB each, whatever the file."""
+
+
+def _scan_block(
+    found: Scan,
+    buf: np.ndarray,
+    idx: np.ndarray,
+    starts: np.ndarray,
+    ends: np.ndarray,
+    wanted: set[int] | None,
+    spans: bool,
+) -> None:
+    """`scan` of the messages `idx` (increasing), adding their pieces to `found`."""
+    offsets = found.offsets
+    limit = len(buf)
+    pos = np.asarray(starts[idx], dtype=offsets)
+    end = np.asarray(ends[idx], dtype=offsets)
     while len(idx):
-        tag, tag_len = varints(buf, pos)
-        field = (tag >> _U64(3)).astype(np.int64)
-        wire = (tag & _U64(7)).astype(np.int8)
-        p = pos + tag_len
-        value = np.zeros(len(idx), dtype=_U64)
-        off = p
-        length = np.zeros(len(idx), dtype=np.int64)
-        nxt = np.empty(len(idx), dtype=np.int64)
-        kinds = np.flatnonzero(np.bincount(wire, minlength=8)).tolist()
-        for w in kinds:
-            m = wire == w if len(kinds) > 1 else slice(None)
-            at = p[m]
-            if w == 0:
-                v, size = varints(buf, at)
-                value[m], nxt[m] = v, at + size
-            elif w == 1:
-                value[m], nxt[m] = _fixed(buf, at, 8), at + 8
-            elif w == 5:
-                value[m], nxt[m] = _fixed(buf, at, 4), at + 4
-            elif w == 2:
+        first_byte = buf[pos]
+        tag: np.ndarray
+        tag_len: np.ndarray | int
+        if int(first_byte.max()) < 0x80:  # one-byte tags (fields 1-15): no varint decode
+            tag, tag_len = first_byte, 1
+        else:
+            tag, tag_len = varints(buf, pos, first_byte)
+        nxt = np.empty(len(idx), dtype=offsets)
+        for t, rows in _distinct_tags(tag):
+            number, wire = t >> 3, t & 7
+            if number == 0:
+                raise Malformed("field number 0")
+            if rows is None:
+                at = pos + tag_len
+            else:
+                at = pos[rows] + (tag_len if isinstance(tag_len, int) else tag_len[rows])
+            piece = _Piece(idx if rows is None else idx[rows], wire)
+            if wire == 0:
+                piece.value, size = varints(buf, at)
+                stop = at + size
+            elif wire == 1:
+                piece.value, stop = _fixed(buf, at, 8), at + 8
+            elif wire == 5:
+                piece.value, stop = _fixed(buf, at, 4), at + 4
+            elif wire == _LEN:
                 n, size = varints(buf, at)
                 if int(n.max(initial=0)) > limit:
                     raise Malformed("length beyond the end of the data")
-                off = off.copy() if off is p else off
-                off[m] = at + size
-                length[m] = n.astype(np.int64)
-                nxt[m] = off[m] + length[m]
+                piece.off = at + size
+                piece.length = n.astype(offsets)
+                stop = piece.off + piece.length
             else:
-                raise Malformed(f"wire type {w} (groups are not read)")
-        if len(field) and int(field.min()) == 0:
-            raise Malformed("field number 0")
-        columns: tuple[np.ndarray, ...] = (idx, field, wire, value, off, length)
-        if want is not None:
-            keep_rows = want[np.minimum(field, len(want) - 1)]
-            if not bool(keep_rows.all()):
-                columns = tuple(c[keep_rows] for c in columns)
-        found.add(columns)
-        end = ends[idx]
+                raise Malformed(f"wire type {wire} (groups are not read)")
+            if spans and piece.off is None:
+                piece.off, piece.length = at, stop - at
+            if rows is None:
+                nxt = stop
+            else:
+                nxt[rows] = stop
+            if wanted is None or number in wanted:
+                found.add(number, piece)
         if bool((nxt > end).any()):
             raise Malformed("field runs past the end of its message")
         keep = nxt < end
-        idx, pos = idx[keep], nxt[keep]
-    return found
+        if bool(keep.all()):
+            pos = nxt
+        else:
+            idx, pos, end = idx[keep], nxt[keep], end[keep]
 
 
 _SPLITTER: Any = None
