@@ -195,17 +195,25 @@ def _times(text: pl.Series, sizes: list[int]) -> tuple[pl.Series, pl.Series]:
     `us_values_to_ns` gives for each piece's decoded values: plain numbers with 3 decimals or
     none here, every other text decoded and handed to it, piece by piece."""
     n = text.len()
-    t = pl.col("t")
-    dot = t.str.find(".", literal=True)
-    # One parse per value: the digits without the point (all of them when there is none).
-    digits = t.str.replace(".", "", literal=True, n=1).cast(pl.Int64, strict=False)
-    out = pl.DataFrame({"t": text}).select(
-        pl.when((t.str.len_bytes().cast(pl.Int64) - dot.cast(pl.Int64)) == 4)
-        .then(digits)
-        .when(dot.is_null() & (digits.abs() <= _MAX_WHOLE))
-        .then(digits * 1000)
-        .alias("ns"),
-        (t != "null").alias("present"),
+    t, digits, dot = pl.col("t"), pl.col("digits"), pl.col("dot")
+    # One parse per value: the digits without the point (all of them when there is none);
+    # computed once as columns (an expression used twice in one select is run twice).
+    out = (
+        pl.DataFrame({"t": text})
+        .lazy()
+        .with_columns(
+            t.str.replace(".", "", literal=True, n=1).cast(pl.Int64, strict=False).alias("digits"),
+            t.str.find(".", literal=True).cast(pl.Int64).alias("dot"),
+        )
+        .select(
+            pl.when(t.str.len_bytes().cast(pl.Int64) - dot == 4)
+            .then(digits)
+            .when(dot.is_null() & (digits.abs() <= _MAX_WHOLE))
+            .then(digits * 1000)
+            .alias("ns"),
+            (t != "null").alias("present"),
+        )
+        .collect()
     )
     ns, present = out["ns"], out["present"]
     rest = ns.is_null() & present
