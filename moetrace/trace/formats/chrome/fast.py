@@ -215,7 +215,9 @@ def _times(text: pl.Series, sizes: list[int]) -> tuple[pl.Series, pl.Series]:
         )
         .collect()
     )
-    ns, present = out["ns"], out["present"]
+    # One chunk, as the other columns: unaligned chunks make later eager selects copy
+    # every column of the frame (~100 MB at 1M events).
+    ns, present = out["ns"].rechunk(), out["present"]
     rest = ns.is_null() & present
     bad = pl.repeat(False, n, dtype=pl.Boolean, eager=True)
     if rest.any():
