@@ -212,17 +212,12 @@ def test_traces_of_each_shape_load_the_same_with_and_without_the_fast_path(
     path.write_text('{"traceEvents":[\n' + ",\n".join(events) + "\n]}\n")
     monkeypatch.setattr(decode, "CHUNK", chunk)  # many pieces, cut at every kind of event
     monkeypatch.setattr(decode, "BATCH_EVENTS", 50)  # many batches of columns
-    fast = read_chrome(path)  # batches finished in the worker thread (decode.OVERLAP)
-    with monkeypatch.context() as m:
-        m.setattr(decode, "OVERLAP", False)
-        serial = read_chrome(path)
+    fast = read_chrome(path)
     with monkeypatch.context() as m:
         m.setattr(decode, "FAST_PATH", False)
         reference = read_chrome(path)
     assert fast.frames_equal(reference)
     assert fast.meta == reference.meta
-    assert serial.frames_equal(reference)
-    assert serial.meta == reference.meta
 
 
 def test_a_boolean_among_integer_times_or_pids_is_invalid_in_both_decoders() -> None:

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import contextlib
 import re
-from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -55,10 +54,6 @@ events, within the noise of a shared box), and the joined texts of a batch stay 
 _RARE_RE = re.compile(b"|".join(re.escape(key) for key in _RARE_KEYS))
 """`any(key in piece for key in RARE_KEYS)` over a slice of the buffer: twice as fast as
 `bytearray.find` here (~0.07 s per 1M events), whose skip table the JSON letters defeat."""
-OVERLAP = True
-"""Whether full batches are finished in a worker thread while the next pieces decode (see
-`_Pieces`); tests turn it off to compare."""
-
 _DECODE_DICT = msgspec.json.Decoder(dict[str, Any])
 _BYTE_RE = re.compile(r"\(byte (\d+)\)")
 
@@ -146,6 +141,7 @@ def _decode_stream(path: Path, reader: _Reader) -> RawTrace:
         where = "the decompressed data" if reader.gzip else "the file"
         raise TraceFormatError(path, f"no JSON in {where} (empty or only whitespace)", "byte 0")
     first = buf[start]
+    warnings: list[str] = []
     top: dict[str, Any] = {}
     if first == ord("["):
         container = "array"
@@ -159,24 +155,6 @@ def _decode_stream(path: Path, reader: _Reader) -> RawTrace:
         )
 
     pieces = _Pieces()
-    try:
-        return _decode_events(path, reader, buf, pos, base, container, top, pieces)
-    finally:
-        pieces.close()
-
-
-def _decode_events(
-    path: Path,
-    reader: _Reader,
-    buf: bytearray,
-    pos: int,
-    base: int,
-    container: str,
-    top: dict[str, Any],
-    pieces: _Pieces,
-) -> RawTrace:
-    """The events of the traceEvents array from `buf[pos]` on (see `_decode_stream`)."""
-    warnings: list[str] = []
     full = "moetrace" in top  # moetrace's own files carry kind/flops/bytes on events
     while True:
         while len(buf) - pos < CHUNK + 1 and not reader.eof:
@@ -429,72 +407,47 @@ def _trailer(trailer: bytes, container: str) -> dict[str, Any] | None:
 class _Pieces:
     """The decoded pieces of a file, in order: runs of lean pieces are gathered in one
     `fast.LeanColumns` (its Polars work runs once per run, not per piece); a piece that needs
-    the rare keys or breaks the lean types is decoded by `columns.decode_bracketed`.
-
-    With `OVERLAP`, a full batch's Polars work (`LeanColumns.finish`, ~30% of the decode)
-    runs in one worker thread while this thread decodes the next pieces (msgspec holds the
-    GIL, Polars releases it): at most one batch is in flight, so memory grows by one batch's
-    columns at most. `close` ends the worker (the caller's `finally`)."""
+    the rare keys or breaks the lean types is decoded by `columns.decode_bracketed`."""
 
     def __init__(self) -> None:
         self.count = 0  # events decoded so far
-        self._frames: list[pl.DataFrame | Future[pl.DataFrame]] = []
+        self._frames: list[pl.DataFrame] = []
         self._lean = LeanColumns(0)
-        self._pool: ThreadPoolExecutor | None = None
 
     def add(self, data: bytes | memoryview, full: bool) -> None:
         """Decode `[ev, ...]`; raises msgspec.DecodeError (nothing added) on bad JSON."""
         if not full and FAST_PATH and self._lean.add(data):
             self.count = self._lean.first_index + self._lean.count
             if self._lean.count >= BATCH_EVENTS:
-                self._flush(inline=False)
+                self._flush()
                 self._lean = LeanColumns(self.count)
             return
         frame = decode_bracketed(data, self.count, full=full)
-        self._flush(inline=False)
+        self._flush()
         self._frames.append(frame)
         self.count += frame.height
         self._lean = LeanColumns(self.count)
 
-    def _flush(self, *, inline: bool = True) -> None:
-        """Finish the open batch: here, or (`inline=False` and `OVERLAP`) in the worker."""
-        if not self._lean.count:
-            return
-        if inline or not OVERLAP:
+    def _flush(self) -> None:
+        if self._lean.count:
             self._frames.append(self._lean.finish())
-            return
-        pending = self._frames[-1] if self._frames else None
-        if isinstance(pending, Future):  # one batch in flight at most
-            self._frames[-1] = pending.result()
-        if self._pool is None:
-            self._pool = ThreadPoolExecutor(1, thread_name_prefix="moetrace-json-columns")
-        self._frames.append(self._pool.submit(self._lean.finish))
 
     def so_far(self) -> pl.DataFrame:
         """Every event decoded so far, the pieces going on after it (the viewer's previews):
         the open batch is finished early, which changes no value (batches only group work)."""
         self._flush()
         self._lean = LeanColumns(self.count)
-        frames = [f.result() if isinstance(f, Future) else f for f in self._frames]
-        self._frames = list(frames)
-        if not frames:
+        if not self._frames:
             return empty_columns()
-        if len(frames) == 1:
-            return frames[0]
-        return pl.concat(frames, how="diagonal_relaxed", rechunk=False)
+        if len(self._frames) == 1:
+            return self._frames[0]
+        return pl.concat(self._frames, how="diagonal_relaxed", rechunk=False)
 
     def frame(self) -> pl.DataFrame:
         """Every event decoded (see `columns.COLUMNS`); the pieces let go of their frames."""
         out = self.so_far()
         self._frames = []
-        self.close()
         return out
-
-    def close(self) -> None:
-        """End the worker thread, if any (waits for the batch in flight)."""
-        if self._pool is not None:
-            self._pool.shutdown(wait=True)
-            self._pool = None
 
 
 def _decode_piece(piece: bytes, pieces: _Pieces, full: bool = False) -> None:
