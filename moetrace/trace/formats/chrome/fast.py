@@ -15,7 +15,8 @@ tests/trace/test_json_fast.py); values outside the fast forms (exponents, quoted
 types) go through the same converters it uses. A worker thread for the Polars part was
 tried twice (per piece, then per batch): it overlaps with the next decode on an idle
 multi-core machine but raised the 1M-event peak RSS by ~90 MB, then by ~50 MB (few-tracks
-shape: ~510 MB against ~460 MB), against issue 14's memory target: not used.
+shape: ~510 MB against ~460 MB), against issue 14's memory target: not used. A third try
+(one batch in flight, at ec81bfc's lower build peak) still raised it by 40-60 MB.
 """
 
 from __future__ import annotations
