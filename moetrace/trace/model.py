@@ -138,7 +138,7 @@ def _align_chunks(frame: pl.DataFrame) -> pl.DataFrame:
         return frame
     size: dict[tuple[int, ...], int] = {}
     for name, layout in zip(frame.columns, layouts, strict=True):
-        size[layout] = size.get(layout, 0) + frame[name].estimated_size()
+        size[layout] = size.get(layout, 0) + int(frame[name].estimated_size())
     target = max(size, key=lambda layout: size[layout])
     starts = [sum(target[:k]) for k in range(len(target))]
     for i, (name, layout) in enumerate(zip(frame.columns, layouts, strict=True)):
