@@ -216,6 +216,9 @@ rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
 print(elapsed, rss, n, cpu_s)
 """
 
+REPO = Path(__file__).resolve().parent.parent
+"""The checkout this benchmark belongs to: "moetrace" runs time its code."""
+
 BASE: Path | None = None
 """A checkout of moetrace before a change (--base): "before" runs moetrace.load from it."""
 
@@ -224,10 +227,14 @@ def measure(kind: str, path: Path, repeat: int) -> tuple[float, int, int, float]
     """(best seconds, peak RSS bytes of that best run, events, CPU seconds of all its
     threads) of one loader, each run in a fresh interpreter. Kind "before" is moetrace.load
     of the --base checkout."""
-    env = None
+    # `python -c` puts the working directory first on sys.path: each run starts in the
+    # checkout whose moetrace it times (else a run from a worktree imports that worktree's
+    # moetrace whatever PYTHONPATH says, and "before" silently times the new code).
+    env, cwd = None, REPO
     if kind == "before":
         assert BASE is not None
         env = {**os.environ, "PYTHONPATH": str(BASE)}
+        cwd = BASE
         kind = "moetrace"
     setup, body = RUNNERS[kind]
     code = TIMER.format(setup=setup, body=body)
@@ -239,6 +246,7 @@ def measure(kind: str, path: Path, repeat: int) -> tuple[float, int, int, float]
             capture_output=True,
             text=True,
             env=env,
+            cwd=cwd,
         )
         elapsed, rss, n, cpu = out.stdout.split()
         runs.append((float(elapsed), int(rss), int(n), float(cpu)))

@@ -121,9 +121,32 @@ def conform(frame: pl.DataFrame | Mapping[str, Any] | None, table: str) -> pl.Da
         else:
             exprs.append(pl.lit(None, dtype=dtype).alias(name))
     try:
-        return frame.select(exprs)
+        out = frame.lazy().select(exprs).collect()
     except (pl.exceptions.InvalidOperationError, pl.exceptions.ComputeError) as exc:
         raise TraceValidationError(f"{table}: {exc}") from exc
+    return _align_chunks(out)
+
+
+def _align_chunks(frame: pl.DataFrame) -> pl.DataFrame:
+    """`frame` with every column in the same chunks (in place). Polars' eager select of
+    columns with unaligned chunks (a loaded trace's: its text columns come in batches, the
+    computed ones whole) copies every column into one chunk, each time (~75 MB and ~0.1 s
+    at 1M events): the other columns are cut like the biggest columns (by bytes) instead,
+    one-chunk ones by zero-copy slices, others made one chunk first."""
+    layouts = [tuple(frame[name].chunk_lengths()) for name in frame.columns]
+    if len(set(layouts)) < 2:
+        return frame
+    size: dict[tuple[int, ...], int] = {}
+    for name, layout in zip(frame.columns, layouts, strict=True):
+        size[layout] = size.get(layout, 0) + int(frame[name].estimated_size())
+    target = max(size, key=lambda layout: size[layout])
+    starts = [sum(target[:k]) for k in range(len(target))]
+    for i, (name, layout) in enumerate(zip(frame.columns, layouts, strict=True)):
+        if layout != target:
+            whole = frame[name].rechunk()
+            parts = [whole.slice(start, size) for start, size in zip(starts, target, strict=True)]
+            frame.replace_column(i, pl.concat(parts, rechunk=False))
+    return frame
 
 
 @dataclass(frozen=True)

@@ -68,3 +68,64 @@ def test_flavor_of_a_loaded_trace(tmp_path: Path) -> None:
     trace = load(path, cache=False)
     assert flavor_of(trace) is KINETO
     assert flavor_of(trace.with_meta(flavor="mixed")) is None
+
+
+def _kinds(tmp_path: Path, events: list[dict[str, Any]]) -> dict[str, str]:
+    path = tmp_path / "kinds.json"
+    rows = [
+        {"ph": "X", "pid": 1, "tid": i, "ts": i * 10, "dur": 5, **e} for i, e in enumerate(events)
+    ]
+    path.write_text(json.dumps({"schemaVersion": 1, "traceEvents": rows}))
+    trace = load(path, cache=False)
+    assert trace.meta["flavor"] == "kineto"
+    return dict(zip(trace.events["name"].to_list(), trace.events["kind"].to_list(), strict=True))
+
+
+def test_kineto_kinds_by_category_and_comm(tmp_path: Path) -> None:
+    """Each category's kind, in the rule order of the Kineto flavor (comm kernels first, then
+    kernels compute, memory copies, GPU annotations markers, host categories, else other),
+    written out by hand; a CPU-only trace's gloo op is comm, a GPU trace's is host."""
+    gpu = _kinds(
+        tmp_path,
+        [
+            {"name": "ncclDevKernel_AllReduce", "cat": "kernel"},
+            {"name": "gemm", "cat": "kernel", "args": {"Collective name": "x"}},
+            {"name": "gemm2", "cat": "Kernel"},
+            {"name": "copy", "cat": "gpu_memcpy"},
+            {"name": "set", "cat": "Memset"},
+            {"name": "note", "cat": "gpu_user_annotation"},
+            {"name": "aten::mm", "cat": "cpu_op"},
+            {"name": "gloo:all_reduce", "cat": "cpu_op"},
+            {"name": "cudaLaunchKernel", "cat": "cuda_runtime"},
+            {"name": "odd", "cat": "something_else"},
+            {"name": "no_cat"},
+        ],
+    )
+    assert gpu == {
+        "ncclDevKernel_AllReduce": "comm",
+        "gemm": "comm",
+        "gemm2": "compute",
+        "copy": "memory",
+        "set": "memory",
+        "note": "marker",
+        "aten::mm": "host",
+        "gloo:all_reduce": "host",
+        "cudaLaunchKernel": "host",
+        "odd": "other",
+        "no_cat": "other",
+    }
+    cpu = _kinds(
+        tmp_path,
+        [
+            {"name": "gloo:all_reduce", "cat": "cpu_op"},
+            {"name": "record_param_comms", "cat": "odd"},
+            {"name": "aten::mm", "cat": "cpu_op"},
+            {"name": "no_cat"},
+        ],
+    )
+    assert cpu == {
+        "gloo:all_reduce": "comm",
+        "record_param_comms": "comm",
+        "aten::mm": "host",
+        "no_cat": "other",
+    }

@@ -101,3 +101,32 @@ def test_bad_kind_is_a_validation_error() -> None:
                 "dur": [1],
             },
         )
+
+
+def test_conform_aligns_unaligned_chunks_without_changing_values() -> None:
+    """A loaded trace's columns come in different chunks (text in batches, computed columns
+    whole): conform gives every column the same chunks, and the same values as a one-chunk
+    copy of the input."""
+    names = pl.concat(
+        [pl.Series("name", ["a", "b", "c"]), pl.Series("name", ["d"]), pl.Series("name", ["e"])],
+        rechunk=False,
+    )
+    ts = pl.concat([pl.Series("ts", [5, 6]), pl.Series("ts", [7, 8, 9])], rechunk=False)
+    frame = pl.DataFrame(
+        [
+            pl.Series("id", [0, 1, 2, 3, 4], dtype=pl.UInt32),  # one chunk
+            pl.Series("track", [0, 0, 1, 1, 1], dtype=pl.UInt32),
+            names,  # 3 + 1 + 1
+            ts,  # 2 + 3: another layout
+            pl.Series("dur", [1, 1, 1, 1, 1], dtype=pl.Int64),
+            pl.Series("kind", ["compute"] * 5),
+        ]
+    )
+    assert len({tuple(frame[c].chunk_lengths()) for c in frame.columns}) > 1
+    trace = Trace.from_frames(events=frame)
+    layouts = {tuple(trace.events[c].chunk_lengths()) for c in trace.events.columns}
+    assert len(layouts) == 1
+    expected = Trace.from_frames(events=frame.rechunk()).events
+    assert trace.events.equals(expected)
+    assert trace.events["name"].to_list() == ["a", "b", "c", "d", "e"]
+    assert trace.events["ts"].to_list() == [5, 6, 7, 8, 9]

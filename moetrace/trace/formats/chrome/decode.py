@@ -51,6 +51,9 @@ BATCH_EVENTS = 100_000
 events, within the noise of a shared box), and the joined texts of a batch stay bounded
 (~15 MB; one batch for the whole file raised the peak RSS by ~100 MB)."""
 
+_RARE_RE = re.compile(b"|".join(re.escape(key) for key in _RARE_KEYS))
+"""`any(key in piece for key in RARE_KEYS)` over a slice of the buffer: twice as fast as
+`bytearray.find` here (~0.07 s per 1M events), whose skip table the JSON letters defeat."""
 _DECODE_DICT = msgspec.json.Decoder(dict[str, Any])
 _BYTE_RE = re.compile(r"\(byte (\d+)\)")
 
@@ -461,7 +464,7 @@ def _decode_in_place(buf: bytearray, pos: int, cut: int, pieces: _Pieces, full: 
     if pos == 0:
         _decode_piece(bytes(buf[pos:cut]), pieces, full)
         return
-    full = full or any(buf.find(key, pos, cut) >= 0 for key in _RARE_KEYS)
+    full = full or _RARE_RE.search(buf, pos, cut) is not None
     before, after = buf[pos - 1], buf[cut]
     buf[pos - 1], buf[cut] = 0x5B, 0x5D  # '[' ... ']'
     view = memoryview(buf)[pos - 1 : cut + 1]

@@ -15,7 +15,8 @@ tests/trace/test_json_fast.py); values outside the fast forms (exponents, quoted
 types) go through the same converters it uses. A worker thread for the Polars part was
 tried twice (per piece, then per batch): it overlaps with the next decode on an idle
 multi-core machine but raised the 1M-event peak RSS by ~90 MB, then by ~50 MB (few-tracks
-shape: ~510 MB against ~460 MB), against issue 14's memory target: not used.
+shape: ~510 MB against ~460 MB), against issue 14's memory target: not used. A third try
+(one batch in flight, at ec81bfc's lower build peak) still raised it by 40-60 MB.
 """
 
 from __future__ import annotations
@@ -195,19 +196,29 @@ def _times(text: pl.Series, sizes: list[int]) -> tuple[pl.Series, pl.Series]:
     `us_values_to_ns` gives for each piece's decoded values: plain numbers with 3 decimals or
     none here, every other text decoded and handed to it, piece by piece."""
     n = text.len()
-    t = pl.col("t")
-    dot = t.str.find(".", literal=True)
-    # One parse per value: the digits without the point (all of them when there is none).
-    digits = t.str.replace(".", "", literal=True, n=1).cast(pl.Int64, strict=False)
-    out = pl.DataFrame({"t": text}).select(
-        pl.when((t.str.len_bytes().cast(pl.Int64) - dot.cast(pl.Int64)) == 4)
-        .then(digits)
-        .when(dot.is_null() & (digits.abs() <= _MAX_WHOLE))
-        .then(digits * 1000)
-        .alias("ns"),
-        (t != "null").alias("present"),
+    t, digits, dot = pl.col("t"), pl.col("digits"), pl.col("dot")
+    # One parse per value: the digits without the point (all of them when there is none);
+    # computed once as columns (an expression used twice in one select is run twice).
+    out = (
+        pl.DataFrame({"t": text})
+        .lazy()
+        .with_columns(
+            t.str.replace(".", "", literal=True, n=1).cast(pl.Int64, strict=False).alias("digits"),
+            t.str.find(".", literal=True).cast(pl.Int64).alias("dot"),
+        )
+        .select(
+            pl.when(t.str.len_bytes().cast(pl.Int64) - dot == 4)
+            .then(digits)
+            .when(dot.is_null() & (digits.abs() <= _MAX_WHOLE))
+            .then(digits * 1000)
+            .alias("ns"),
+            (t != "null").alias("present"),
+        )
+        .collect()
     )
-    ns, present = out["ns"], out["present"]
+    # One chunk, as the other columns: unaligned chunks make later eager selects copy
+    # every column of the frame (~100 MB at 1M events).
+    ns, present = out["ns"].rechunk(), out["present"]
     rest = ns.is_null() & present
     bad = pl.repeat(False, n, dtype=pl.Boolean, eager=True)
     if rest.any():
