@@ -12,14 +12,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from moetrace.trace.formats.pftrace.read_vectorised import (
-    _pair_slices,
-    _repeated_pairs,
-    _strings,
-    _Tracks,
-    _unique,
-)
+from moetrace.trace.formats.pftrace.annotations import repeated_pairs
+from moetrace.trace.formats.pftrace.arrays import unique
+from moetrace.trace.formats.pftrace.read_vectorised import _pair_slices, _Tracks
 from moetrace.trace.formats.pftrace.scan import Malformed, scan, varints
+from moetrace.trace.formats.pftrace.texts import span_strings
 
 
 def _varint(value: int) -> bytes:
@@ -178,12 +175,12 @@ def test_strings_on_every_path_equal_slicing_one_by_one(
         expected = [data[o : o + k].decode("utf-8") for o, k in zip(off, length, strict=True)]
     except UnicodeDecodeError:
         with pytest.raises(UnicodeDecodeError):
-            _strings(data, off, length)
+            span_strings(data, off, length)
         return
-    assert _strings(data, off, length).to_list() == expected
+    assert span_strings(data, off, length).to_list() == expected
     # the same spans in a shuffled order (overlapping allowed for the gather path)
     order = rng.permutation(n)
-    assert _strings(data, off[order], length[order]).to_list() == [expected[i] for i in order]
+    assert span_strings(data, off[order], length[order]).to_list() == [expected[i] for i in order]
 
 
 @pytest.mark.parametrize("per_owner", [3, 20])  # compared by lags, and by a sort
@@ -193,7 +190,7 @@ def test_repeated_pairs_equal_a_set_of_pairs(per_owner: int) -> None:
         owners = np.sort(rng.integers(0, 30, rng.integers(1, 30 * per_owner)))
         codes = rng.integers(0, 2 * per_owner, len(owners)).astype(np.int32)
         pairs = list(zip(owners.tolist(), codes.tolist(), strict=True))
-        assert _repeated_pairs(owners.astype(np.int32), codes, 2 * per_owner) == (
+        assert repeated_pairs(owners.astype(np.int32), codes, 2 * per_owner) == (
             len(set(pairs)) != len(pairs)
         )
 
@@ -225,7 +222,7 @@ def test_pairing_equals_a_stack_per_track(n_tracks: int) -> None:
             open_rows.setdefault(u, []).append(row)
         elif k == 2:
             expected[open_rows[u].pop()] = ts[row]
-    unique_uuid, _, code = _unique(uuid)
+    unique_uuid, _, code = unique(uuid)
     end = _pair_slices(kind, _Tracks(unique_uuid, code), ts)
     assert np.array_equal(end, expected)
 

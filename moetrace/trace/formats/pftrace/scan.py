@@ -30,6 +30,10 @@ class Malformed(ValueError):
     """The bytes are not what the scan expects (bad varint, unknown wire type, overrun)."""
 
 
+class Unsupported(Exception):
+    """Something the vectorised reader does not reproduce: use the per-packet reader."""
+
+
 def offset_dtype(size: int) -> type[np.signedinteger[Any]]:
     """The dtype of byte offsets into a buffer of `size` bytes (int32 when it is small)."""
     return np.int32 if size < _SMALL else np.int64
