@@ -1,6 +1,6 @@
 """A block of ranks simulated for a rotation-symmetric run, the result expanded to every rank.
 
-In a symmetric tile run (`tiles.symmetry`: balanced routing, round-robin placement, row tiles
+In a symmetric tile run (`symmetry.symmetry`: balanced routing, round-robin placement, row tiles
 that a rotation by `period` ranks maps onto row tiles) rotating every rank by a multiple of the
 period maps the task graph, its durations and its tie-breaking onto themselves, so the schedule
 of rank a + period is rank a's rotated. The folded graph (`build_graph(fold=True)`) holds the

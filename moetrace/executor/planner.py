@@ -11,7 +11,7 @@ the stage-priority and FIFO list schedules, frozen into static orders) and, on r
 have one candidate.
 
 What a candidate costs is the tasks timed for it (`planned_tasks`): a rotation-symmetric run
-(`tiles.symmetry`) is timed on the tasks of one block of `period` ranks alone (`executor.fold`,
+(`symmetry.symmetry`) is timed on the tasks of one block of `period` ranks alone (`executor.fold`,
 exact), so its tile candidates cost EP / period times fewer tasks than the whole run and get
 every per-core order and HBM split up to that many times `EVENT_PLAN_LIMIT` tasks. The limit
 depends on the run, not on whether it is folded: the full and the folded simulation of one run

@@ -14,7 +14,8 @@ import polars as pl
 import pytest
 
 from moetrace.executor.run import Run, execute, prepare, simulate, to_trace
-from moetrace.executor.tiles import Symmetry, build_graph, symmetry
+from moetrace.executor.symmetry import Symmetry, symmetry
+from moetrace.executor.tiles import build_graph
 from moetrace.executor.workload import make_workload, place, route
 
 SYMMETRIC = [
