@@ -4,6 +4,7 @@ times, huge ranks, long file names, and `convert` reporting what it dropped."""
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 from typing import Any
 
@@ -226,3 +227,32 @@ def test_convert_refuses_an_unknown_output_format_before_reading(tmp_path: Path)
     missing = tmp_path / "not_read.json"  # never opened: the format is checked first
     code, _, err = _cli(["convert", str(missing), "-o", str(tmp_path / "out.txt")])
     assert code == 2 and "unknown output format" in _one_error_line(err)
+
+
+def _levels(value: Any) -> int:
+    """Nesting of `[[[...]]]` (iteratively: == on it would hit the recursion limit)."""
+    levels = 0
+    while isinstance(value, list) and value:
+        value, levels = value[0], levels + 1
+    assert value == []
+    return levels
+
+
+def test_deeply_nested_top_level_value_survives_the_cache_and_pftrace(tmp_path: Path) -> None:
+    """Found by the fuzzing campaign (seed 20261202): a top-level value nested 3,000 deep read
+    fine but crashed the cache write (and the .pftrace writer) with a RecursionError."""
+    depth = 3000
+    src = tmp_path / "deep.json"
+    src.write_text(
+        '{"deep":' + "[" * depth + "]" * depth + ',"traceEvents":' + json.dumps([_x("k", 1)]) + "}"
+    )
+    old = src.stat().st_mtime_ns - 10**10  # outside the cache's racy window
+    os.utime(src, ns=(old, old))
+    for trace in (load(src), load(src)):  # read and cached, then read from the cache
+        assert _levels(trace.meta["top"]["deep"]) == depth - 1
+        assert trace.events["name"].to_list() == ["k"]
+    code, _, err = _cli(["convert", str(src), "-o", str(tmp_path / "deep.pftrace")])
+    assert code == 0, err
+    assert _levels(load(tmp_path / "deep.pftrace").meta["top"]["deep"]) == depth - 1
+    for command in (["info", str(src)], ["metrics", "--json", str(src)]):
+        assert _cli(command)[0] == 0
