@@ -140,13 +140,7 @@ def _fit_compute(
     ev: pl.DataFrame, base: Hardware, schedule: str, sync_ns: float, notes: list[str]
 ) -> tuple[list[Fit], float | None]:
     """GEMM efficiency from the FLOP envelope; HBM bandwidth from the tiles below it.
-
-    The executor splits `hbm_bw` before scheduling: the link ports take the share `shared` of
-    the rank's HBM bytes they move (chunked, tile), and the rest goes to the cores; so one
-    core's measured HBM rate r gives hbm_bw = r x AIC cores / (1 - shared) when one pool runs
-    at a time (sequential, chunked), and (r_aic x AIC + r_vec x vector cores) / (1 - shared)
-    when both pools split it (tile). Returns the fits and the rank's fitted HBM bandwidth."""
-    tile = schedule == "tile"
+    Returns the fits and the rank's fitted HBM bandwidth (None when not fitted)."""
     aic = _args(ev.filter(pl.col("unit") == "aic"), "hbm_bytes", "l2_bytes").filter(
         pl.col("flops") > 0
     )
@@ -155,69 +149,103 @@ def _fit_compute(
         return [], None
     work = gemm["dur"].to_numpy() - sync_ns
     rate = gemm["flops"].to_numpy() / work * 1e9
-    f_core = float(rate.max())
-    on = rate >= f_core * 0.995
-    field = "tile_gemm_eff" if tile else "gemm_eff"
-    eff = f_core / base.core_peak_flops
-    below = (
+    f_core = float(rate.max())  # the FLOP envelope (FLOP/s per core)
+    on = rate >= f_core * 0.995  # the tiles on it
+    below = (  # the tiles below the envelope that read HBM: their HBM rate r (bytes/s)
         aic.filter(
             (pl.col("flops") / (pl.col("dur") - sync_ns) * 1e9 < f_core * 0.98)
             & (pl.col("hbm_bytes") > 0)
-        )
-        .with_columns(
+        ).with_columns(
             (pl.col("dur") - sync_ns - pl.col("l2_bytes") / base.l2_core_rate * 1e9).alias("hbm_ns")
         )
-        .with_columns((pl.col("hbm_bytes") / pl.col("hbm_ns") * 1e9).alias("r"))
     )
-    # are the envelope tiles compute-bound? If their implied HBM rate is the HBM-bound tiles'
-    # rate, every GEMM tile waited on HBM and the envelope is only a lower bound on F
-    on_hbm = (
-        gemm.filter(pl.Series(on))
-        .select(
-            (
-                pl.col("hbm_bytes")
-                * 1e9
-                / (pl.col("dur") - sync_ns - pl.col("l2_bytes") / base.l2_core_rate * 1e9)
-            ).median()
-        )
-        .item()
+    # time left for HBM after the L2 reads at the base's L2 rate; none left (a base with
+    # slower L2 than the trace's hardware): the tile says nothing about HBM
+    no_time = int((below["hbm_ns"] <= 0).sum())
+    below = below.filter(pl.col("hbm_ns") > 0).with_columns(
+        (pl.col("hbm_bytes") / pl.col("hbm_ns") * 1e9).alias("r")
     )
-    hbm_bound = below.height > 0 and abs(on_hbm / below["r"].median() - 1) < 0.005
-    if hbm_bound:
+    if no_time:
         notes.append(
-            f"every GEMM tile is HBM-bound: {field} is at least {eff:.3f} (FLOP envelope); "
-            f"{base.name}'s {getattr(base, field):g} kept"
-            if getattr(base, field) >= eff
-            else f"every GEMM tile is HBM-bound: {field} raised to its lower bound {eff:.3f}"
+            f"{no_time} HBM-reading tiles leave no time for HBM after their L2 reads at "
+            f"{base.name}'s L2 rate ({base.l2_core_rate / 1e9:.0f} GB/s per core): not used "
+            + ("for hbm_bw" if below.height else f"(hbm_bw kept from {base.name})")
         )
-        fits = (
-            []
-            if getattr(base, field) >= eff
-            else [
-                Fit(
-                    field,
-                    min(eff, 1.0),
-                    "ratio",
-                    "lower bound: FLOP/s envelope of HBM-bound tiles",
-                    0.0,
-                    int(on.sum()),
-                )
-            ]
-        )
-    else:
-        fits = [
+    field = "tile_gemm_eff" if schedule == "tile" else "gemm_eff"
+    fits = _fit_gemm_eff(gemm.filter(pl.Series(on)), below, f_core, base, field, sync_ns, notes)
+    if below.height == 0:
+        return fits, None
+    hbm_fit, cap = _fit_hbm(ev, below, base, schedule, sync_ns)
+    return [*fits, hbm_fit], cap
+
+
+def _fit_gemm_eff(
+    envelope: pl.DataFrame,
+    below: pl.DataFrame,
+    f_core: float,
+    base: Hardware,
+    field: str,
+    sync_ns: float,
+    notes: list[str],
+) -> list[Fit]:
+    """`field` (gemm_eff or tile_gemm_eff): the envelope F (FLOP/s per core) over the
+    preset's per-core peak, from the `envelope` tiles. When those tiles are HBM-bound too
+    (their implied HBM rate is that of the tiles `below` the envelope), F is only a lower
+    bound: the preset's value is kept unless it is below it."""
+    eff = f_core / base.core_peak_flops
+    work_ns = envelope["dur"].to_numpy() - sync_ns
+    on_hbm = envelope.select(
+        (
+            pl.col("hbm_bytes")
+            * 1e9
+            / (pl.col("dur") - sync_ns - pl.col("l2_bytes") / base.l2_core_rate * 1e9)
+        ).median()
+    ).item()
+    hbm_bound = below.height > 0 and abs(on_hbm / below["r"].median() - 1) < 0.005
+    if not hbm_bound:
+        return [
             Fit(
                 field,
                 min(eff, 1.0),
                 "ratio",
-                f"FLOP/s envelope of {int(on.sum())} compute-bound GEMM tiles"
+                f"FLOP/s envelope of {envelope.height} compute-bound GEMM tiles"
                 f" / {base.name} per-core peak {base.core_peak_flops / 1e12:.2f} TF",
-                r_squared(work[on], gemm["flops"].to_numpy()[on] / f_core * 1e9),
-                int(on.sum()),
+                r_squared(work_ns, envelope["flops"].to_numpy() / f_core * 1e9),
+                envelope.height,
             )
         ]
-    if below.height == 0:
-        return fits, None
+    kept = getattr(base, field) >= eff
+    notes.append(
+        f"every GEMM tile is HBM-bound: {field} is at least {eff:.3f} (FLOP envelope); "
+        f"{base.name}'s {getattr(base, field):g} kept"
+        if kept
+        else f"every GEMM tile is HBM-bound: {field} raised to its lower bound {eff:.3f}"
+    )
+    if kept:
+        return []
+    return [
+        Fit(
+            field,
+            min(eff, 1.0),
+            "ratio",
+            "lower bound: FLOP/s envelope of HBM-bound tiles",
+            0.0,
+            envelope.height,
+        )
+    ]
+
+
+def _fit_hbm(
+    ev: pl.DataFrame, below: pl.DataFrame, base: Hardware, schedule: str, sync_ns: float
+) -> tuple[Fit, float | None]:
+    """hbm_bw from the HBM-bound tiles' per-core rate r (`below`), or hbm_core_rate when the
+    cores ran at the preset's per-core cap (then hbm_bw is not what limited them).
+
+    The executor splits `hbm_bw` before scheduling: the link ports take the share `shared` of
+    the rank's HBM bytes they move (chunked, tile), and the rest goes to the cores; so one
+    core's measured HBM rate r gives hbm_bw = r x AIC cores / (1 - shared) when one pool runs
+    at a time (sequential, chunked), and (r_aic x AIC + r_vec x vector cores) / (1 - shared)
+    when both pools split it (tile)."""
     per_rank = below.group_by("rank").agg(pl.col("r").median().alias("r_aic"))
     vec = ev.filter((pl.col("name") == "permute") & (pl.col("unit") == "aiv"))
     vec_rate = vec.group_by("rank").agg(
@@ -236,34 +264,28 @@ def _fit_compute(
     caps = shares.select(cores.alias("cap"), "r_aic")
     if num(caps["r_aic"].max()) >= base.hbm_core_rate * 0.999:
         r = num(caps["r_aic"].median())
-        fits.append(
-            Fit(
-                "hbm_core_rate",
-                r,
-                "bytes/s",
-                f"per-core HBM rate of {below.height} "
-                "HBM-bound tiles (cores below their share of hbm_bw)",
-                1.0,
-                below.height,
-            )
-        )
-        return fits, None
+        return Fit(
+            "hbm_core_rate",
+            r,
+            "bytes/s",
+            f"per-core HBM rate of {below.height} "
+            "HBM-bound tiles (cores below their share of hbm_bw)",
+            1.0,
+            below.height,
+        ), None
     cap = num(caps["cap"].median())
     r_all = below["r"].to_numpy()
-    fits.append(
-        Fit(
-            "hbm_bw",
-            cap,
-            "bytes/s",
-            f"per-core HBM rate of {below.height} HBM-bound tiles through the {schedule} schedule's"
-            f" HBM split (L2 at {base.name}'s {base.l2_core_rate / 1e9:.0f} GB/s per core)",
-            r_squared(
-                below["hbm_ns"].to_numpy(), below["hbm_bytes"].to_numpy() / np.median(r_all) * 1e9
-            ),
-            below.height,
-        )
-    )
-    return fits, cap
+    return Fit(
+        "hbm_bw",
+        cap,
+        "bytes/s",
+        f"per-core HBM rate of {below.height} HBM-bound tiles through the {schedule} schedule's"
+        f" HBM split (L2 at {base.name}'s {base.l2_core_rate / 1e9:.0f} GB/s per core)",
+        r_squared(
+            below["hbm_ns"].to_numpy(), below["hbm_bytes"].to_numpy() / np.median(r_all) * 1e9
+        ),
+        below.height,
+    ), cap
 
 
 def _fit_launches(ev: pl.DataFrame) -> list[Fit]:

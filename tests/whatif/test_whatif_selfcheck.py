@@ -97,3 +97,17 @@ def test_calibrated_toml_is_a_preset_the_executor_runs_on(tmp_path: object) -> N
     again = simulate("mixtral-8x7b", hw, 8, 256, "sequential")
     assert again.meta["executor"]["makespan_ns"] == pytest.approx(wl.measured_ns, rel=0.05)
     assert get_hardware(hw).link_bw == pytest.approx(80e9, rel=0.01)
+
+
+@pytest.mark.parametrize("schedule", ["sequential", "chunked"])
+def test_a_base_with_slower_l2_never_fits_a_negative_hbm_bandwidth(schedule: str) -> None:
+    """Calibrating an Ascend-A3 run against H100 (slower L2 per core) used to subtract more L2
+    time than some tiles took, fit a negative hbm_bw and refuse it. Those tiles say nothing
+    about HBM: they are left out, and a note says so."""
+    trace = simulate(
+        preset="deepseek-v3", hardware="ascend-a3", ranks=8, tokens=512, schedule=schedule
+    )
+    cal = calibrate(trace, extract(trace), "h100", "a3-on-h100")
+    assert cal.hardware.hbm_bw > 0 and cal.hardware.hbm_core_rate > 0
+    assert all(f.value >= 0 for f in cal.fits if f.field.startswith("hbm"))
+    assert any("leave no time for HBM after their L2 reads" in n for n in cal.notes)
