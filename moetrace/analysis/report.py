@@ -312,26 +312,7 @@ def analyze(
         pl.col("dur_ns").filter(pl.col("category") == "comm").sum().alias("cp_comm_ns"),
     )
     peak = peak_tflops * 1e12 if peak_tflops else trace.meta.get("peak_flops")
-    flops = (
-        prep.ev.filter(
-            pl.col("device") & (pl.col("kind") == "compute") & pl.col("gid").is_not_null()
-        )
-        .join(prep.windows.select("gid", "lo", "hi"), on="gid", how="left")
-        .with_columns(  # the share of each event inside the (possibly clipped) window
-            pl.when(pl.col("end") > pl.col("ts"))
-            .then(
-                (pl.min_horizontal("end", "hi") - pl.max_horizontal("ts", "lo")).clip(0)
-                / (pl.col("end") - pl.col("ts"))
-            )
-            .otherwise(1.0)
-            .alias("share")
-        )
-        .group_by("gid")
-        .agg(
-            (pl.col("flops") * pl.col("share")).sum().alias("flops"),
-            pl.col("flops").is_not_null().any().alias("has_flops"),
-        )
-    )
+    flops = _window_flops(prep)
     keys = prep.windows.select(
         "gid",
         pl.when(pl.col("rank") == NO_RANK).then(None).otherwise(pl.col("rank")).alias("rank"),
@@ -342,30 +323,7 @@ def analyze(
     keys = keys.with_columns(
         pl.Series("cp_start_ns", path_start, dtype=pl.Int64).replace(np.iinfo(np.int64).min, None)
     )
-    ranks_frame = (
-        keys.join(per_window, on="gid", how="left")
-        .join(device, on="gid", how="left")
-        .join(_job_comm(prep), on="gid", how="left")
-        .with_columns((pl.col("window_ns") - pl.col("busy_ns")).alias("idle_ns"))
-        .join(cp_sum, on="gid", how="left")
-        .join(flops, on="gid", how="left")
-        .with_columns(
-            pl.col("cp_span_ns", "cp_comm_ns").fill_null(0),
-        )
-        .with_columns(
-            (pl.col("cp_span_ns") / pl.col("window_ns")).alias("cp_coverage"),
-            pl.when(pl.col("job_comm_ns") > 0)
-            .then(pl.col("cp_comm_ns") / pl.col("job_comm_ns"))
-            .otherwise(None)
-            .alias("cp_comm_ratio"),
-            (
-                pl.when(pl.col("has_flops") & pl.lit(bool(peak)))
-                .then(pl.col("flops") / (pl.col("window_ns") * 1e-9 * float(peak or 1.0)))
-                .otherwise(None)
-            ).alias("mfu"),
-        )
-        .sort("gid")
-    )
+    ranks_frame = _rank_rows(keys, per_window, device, _job_comm(prep), cp_sum, flops, peak)
 
     def keyed(frame: pl.DataFrame, cols: list[str]) -> pl.DataFrame:
         return frame.join(
@@ -390,6 +348,68 @@ def analyze(
     report.trace = trace
     attach_job(report, trace)
     return report
+
+
+def _window_flops(prep: Prepared) -> pl.DataFrame:
+    """FLOPs of the compute events on devices per window (gid), each counted for the share
+    of it inside its (possibly clipped) window; `has_flops`: any event gave a FLOP count."""
+    return (
+        prep.ev.filter(
+            pl.col("device") & (pl.col("kind") == "compute") & pl.col("gid").is_not_null()
+        )
+        .join(prep.windows.select("gid", "lo", "hi"), on="gid", how="left")
+        .with_columns(  # the share of each event inside the (possibly clipped) window
+            pl.when(pl.col("end") > pl.col("ts"))
+            .then(
+                (pl.min_horizontal("end", "hi") - pl.max_horizontal("ts", "lo")).clip(0)
+                / (pl.col("end") - pl.col("ts"))
+            )
+            .otherwise(1.0)
+            .alias("share")
+        )
+        .group_by("gid")
+        .agg(
+            (pl.col("flops") * pl.col("share")).sum().alias("flops"),
+            pl.col("flops").is_not_null().any().alias("has_flops"),
+        )
+    )
+
+
+def _rank_rows(
+    keys: pl.DataFrame,
+    per_window: pl.DataFrame,
+    device: pl.DataFrame,
+    job_comm: pl.DataFrame,
+    cp_sum: pl.DataFrame,
+    flops: pl.DataFrame,
+    peak: float | None,
+) -> pl.DataFrame:
+    """One row per window (gid): the analyzers' figures joined, then the ratios made of
+    them (idle, critical-path coverage and comm share, MFU against `peak` FLOP/s)."""
+    return (
+        keys.join(per_window, on="gid", how="left")
+        .join(device, on="gid", how="left")
+        .join(job_comm, on="gid", how="left")
+        .with_columns((pl.col("window_ns") - pl.col("busy_ns")).alias("idle_ns"))
+        .join(cp_sum, on="gid", how="left")
+        .join(flops, on="gid", how="left")
+        .with_columns(
+            pl.col("cp_span_ns", "cp_comm_ns").fill_null(0),
+        )
+        .with_columns(
+            (pl.col("cp_span_ns") / pl.col("window_ns")).alias("cp_coverage"),
+            pl.when(pl.col("job_comm_ns") > 0)
+            .then(pl.col("cp_comm_ns") / pl.col("job_comm_ns"))
+            .otherwise(None)
+            .alias("cp_comm_ratio"),
+            (
+                pl.when(pl.col("has_flops") & pl.lit(bool(peak)))
+                .then(pl.col("flops") / (pl.col("window_ns") * 1e-9 * float(peak or 1.0)))
+                .otherwise(None)
+            ).alias("mfu"),
+        )
+        .sort("gid")
+    )
 
 
 def _job_comm(prep: Prepared) -> pl.DataFrame:
