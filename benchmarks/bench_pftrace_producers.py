@@ -13,7 +13,7 @@ so before and after come from one run. Prints per trace: events, the best times,
 end the worst ratio and PASS/FAIL (every trace <= 1x).
 
 Run: python benchmarks/bench_pftrace_producers.py [--real DIR] [--repeat 3] [--rounds 1]
-     [--base CHECKOUT] [--min-events 1000]
+     [--base CHECKOUT] [--min-events 1000] [--only SUBSTRING]
 """
 
 from __future__ import annotations
@@ -106,8 +106,9 @@ def main() -> int:
     parser.add_argument("--rounds", type=int, default=1, help="processes per side, alternated")
     parser.add_argument("--base", type=Path, help="a checkout before a change: its reads too")
     parser.add_argument("--min-events", type=int, default=1000, help="skip smaller traces")
+    parser.add_argument("--only", default="", help="only the traces whose path contains this")
     opts = parser.parse_args()
-    files = trace_files(opts.real)
+    files = [p for p in trace_files(opts.real) if opts.only in str(p.relative_to(opts.real))]
     if not files:
         print(f"no trace files under {opts.real}")
         return 2

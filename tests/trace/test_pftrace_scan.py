@@ -16,7 +16,13 @@ from moetrace.trace.formats.pftrace.annotations import repeated_pairs
 from moetrace.trace.formats.pftrace.arrays import unique
 from moetrace.trace.formats.pftrace.read_vectorised import _pair_slices, _Tracks
 from moetrace.trace.formats.pftrace.scan import Malformed, scan, varints
-from moetrace.trace.formats.pftrace.texts import span_strings
+from moetrace.trace.formats.pftrace.texts import (
+    _compress_spans,
+    _gather_spans,
+    _joined_starts,
+    _window_spans,
+    span_strings,
+)
 
 
 def _varint(value: int) -> bytes:
@@ -181,6 +187,64 @@ def test_strings_on_every_path_equal_slicing_one_by_one(
     # the same spans in a shuffled order (overlapping allowed for the gather path)
     order = rng.permutation(n)
     assert span_strings(data, off[order], length[order]).to_list() == [expected[i] for i in order]
+
+
+@given(
+    gaps=st.lists(st.integers(1, 6), min_size=2, max_size=60),
+    lengths=st.lists(st.integers(0, 40), min_size=60, max_size=60),
+    seed=st.integers(0, 2**32 - 1),
+)
+@settings(max_examples=150, deadline=None)
+def test_every_joiner_lays_texts_out_as_slicing_one_by_one(
+    gaps: list[int], lengths: list[int], seed: int
+) -> None:
+    # Spans in increasing order with a gap of >= 1 byte (as protobuf payloads are): each
+    # joiner must put text i at _joined_starts(length)[i], one byte after the previous one.
+    length = np.array(lengths[: len(gaps)], dtype=np.int64)
+    off = np.cumsum(np.array(gaps, dtype=np.int64) + np.concatenate([[0], length[:-1]]))
+    size = int(off[-1] + length[-1]) + int(np.random.default_rng(seed).integers(0, 50))
+    raw = np.random.default_rng(seed).integers(0, 256, size).astype(np.uint8)
+    data = raw.tobytes()
+    start = _joined_starts(length)
+    total = int(length.sum()) + len(length) - 1
+    expected = [data[o : o + k] for o, k in zip(off.tolist(), length.tolist(), strict=True)]
+    joined = [
+        _compress_spans(raw, off, length),
+        _gather_spans(raw, off, length, start, total),
+    ]
+    if int(off.max()) + int(length.max()) <= size:
+        joined.append(_window_spans(raw, off, length, int(length.max())))
+    for out in joined:
+        assert len(out) == total
+        got = [out[s : s + k].tobytes() for s, k in zip(start, length, strict=True)]
+        assert got == expected
+
+
+@pytest.mark.parametrize("broken", [False, True])
+def test_strings_of_dense_spans_equal_slicing_one_by_one(broken: bool) -> None:
+    # Texts that cover most of the data, of very different lengths (args), between a few
+    # bytes of protobuf framing: the mask path. NULs and multi-byte characters inside texts
+    # are kept; one invalid byte makes it an error, as decoding it alone is.
+    rng = np.random.default_rng(7)
+    chars = list('ab{}:," \x00éß€\U0001f600')
+    texts = ["".join(rng.choice(chars, int(rng.integers(0, 120)))) for _ in range(3000)]
+    pieces, off, length, at = [], [], [], 0
+    for text in texts:
+        frame = bytes(rng.integers(0x80, 0x100, int(rng.integers(1, 4))).astype(np.uint8))
+        body = text.encode()
+        pieces += [frame, body]
+        off.append(at + len(frame))
+        length.append(len(body))
+        at += len(frame) + len(body)
+    data = bytearray(b"".join(pieces))
+    if broken:
+        data[off[1500] + length[1500] // 2] = 0xFF  # never valid in UTF-8
+    starts, lengths = np.array(off), np.array(length)
+    if broken:
+        with pytest.raises(UnicodeDecodeError):
+            span_strings(bytes(data), starts, lengths)
+        return
+    assert span_strings(bytes(data), starts, lengths).to_list() == texts
 
 
 @pytest.mark.parametrize("per_owner", [3, 20])  # compared by lags, and by a sort

@@ -1,6 +1,6 @@
 """Texts of the vectorised .pftrace reader: UTF-8 strings at many byte spans of the file at
-once (joined by NUL, decoded once, split by Polars), interned names by (sequence, iid), and
-literal names over interned ones (protobuf's last-wins)."""
+once (gathered into one buffer, sliced and checked by Polars), interned names by (sequence,
+iid), and literal names over interned ones (protobuf's last-wins)."""
 
 from __future__ import annotations
 
@@ -15,8 +15,8 @@ def span_strings(data: bytes, off: np.ndarray, length: np.ndarray) -> pl.Series:
     """UTF-8 texts at the given spans (strict, as protobuf's parser is), as a String Series.
 
     Short texts with few distinct values (kinds, categories) are decoded once per distinct
-    value. Otherwise the spans are gathered into one buffer with NUL separators, decoded once
-    and split by Polars; texts that contain NUL themselves are sliced one by one instead."""
+    value. Otherwise the spans are gathered into one buffer (a byte between texts), which
+    Polars slices into the texts and checks as UTF-8 (`_joined_strings`)."""
     n = len(off)
     if n == 0:
         return pl.Series(values=[], dtype=pl.String)
@@ -39,13 +39,44 @@ def span_strings(data: bytes, off: np.ndarray, length: np.ndarray) -> pl.Series:
     total = int(length.sum()) + n - 1  # with the separators
     if (widest + 1) * n <= 2 * total + (1 << 16) and int(off.max()) + widest <= len(raw):
         joined = _window_spans(raw, off, length, widest)
-    elif n > 1 and total * 4 > len(raw) and bool((off[1:] > off[:-1] + length[:-1]).all()):
+    elif _increasing_apart(off, length) and total * 4 > _reach(off, length):
         joined = _compress_spans(raw, off, length)
     else:
-        out_start = np.zeros(n, dtype=np.int64)
-        np.cumsum(length[:-1] + 1, out=out_start[1:])
-        joined = _gather_spans(raw, off, length, out_start, total)
-    if int(np.count_nonzero(joined == 0)) != n - 1:  # a NUL inside a text, not a separator
+        joined = _gather_spans(raw, off, length, _joined_starts(length), total)
+    return _joined_strings(data, joined, off, length)
+
+
+def _increasing_apart(off: np.ndarray, length: np.ndarray) -> bool:
+    """Whether the spans are in increasing order with at least one byte between them."""
+    return len(off) > 1 and bool((off[1:] > off[:-1] + length[:-1]).all())
+
+
+def _reach(off: np.ndarray, length: np.ndarray) -> int:
+    """Bytes from the first span's start to the last one's end (spans in increasing order)."""
+    return int(off[-1]) + int(length[-1]) - int(off[0])
+
+
+def _joined_starts(length: np.ndarray) -> np.ndarray:
+    """Where each text starts in the joined buffer (texts separated by one byte)."""
+    start = np.zeros(len(length), dtype=np.int64)
+    np.cumsum(length[:-1] + 1, out=start[1:])
+    return start
+
+
+def _joined_strings(
+    data: bytes, joined: np.ndarray, off: np.ndarray, length: np.ndarray
+) -> pl.Series:
+    """The texts of the joined buffer (each after the previous one and a separator byte) as a
+    String Series: views into one Binary copy of the buffer, checked as UTF-8 by Polars in
+    one pass (no Python string of the whole, no split on separators). Invalid UTF-8: the
+    texts are decoded one by one, which raises Python's own UnicodeDecodeError."""
+    buffer = pl.Series(values=[joined.tobytes()], dtype=pl.Binary)
+    at = pl.DataFrame({"at": _joined_starts(length), "len": length})
+    try:
+        return at.select(
+            pl.lit(buffer).first().bin.slice(pl.col("at"), pl.col("len")).cast(pl.String)
+        ).to_series()
+    except pl.exceptions.PolarsError:  # "invalid utf8"
         return pl.Series(
             values=[
                 data[o : o + k].decode("utf-8")
@@ -53,8 +84,6 @@ def span_strings(data: bytes, off: np.ndarray, length: np.ndarray) -> pl.Series:
             ],
             dtype=pl.String,
         )
-    text = joined.tobytes().decode("utf-8")
-    return pl.Series(values=[text], dtype=pl.String).str.split("\x00").explode()
 
 
 _MAX_U64 = np.uint64(0xFFFFFFFFFFFFFFFF)
@@ -100,16 +129,19 @@ def _window_spans(raw: np.ndarray, off: np.ndarray, length: np.ndarray, widest: 
 
 def _compress_spans(raw: np.ndarray, off: np.ndarray, length: np.ndarray) -> np.ndarray:
     """The spans (in increasing order, each after a gap of at least one byte: a protobuf
-    length-delimited payload follows its tag and length) joined by NUL separators, by one
-    mask over the data: each span is taken with the byte before it, which becomes the
-    separator. Per byte of data, not per byte of every span (for dense spans such as args)."""
-    edges = np.zeros(len(raw) + 1, dtype=np.int8)
-    edges[off - 1] = 1
-    edges[off + length] -= 1
-    inside = np.cumsum(edges[:-1], dtype=np.int8).view(bool)
-    joined = raw[inside]
-    joined[np.cumsum(length[:-1] + 1)] = 0  # the byte before each span but the first
-    return np.asarray(joined[1:])
+    length-delimited payload follows its tag and length) joined by separators, by one mask
+    over the bytes they reach: each span is taken with the byte before it, which becomes the
+    separator. The mask is a repeat of (span, gap) run lengths, so the work is per byte
+    reached, not per byte of every span (for dense spans such as args), with no sums over
+    the bytes."""
+    lo = int(off[0]) - 1
+    runs = np.empty(2 * len(off) - 1, dtype=np.int64)
+    runs[0::2] = length + 1  # a span with the byte before it
+    runs[1::2] = off[1:] - 1 - (off[:-1] + length[:-1])  # the gap up to the next one's
+    keep = np.zeros(len(runs), dtype=bool)
+    keep[0::2] = True
+    inside = np.repeat(keep, runs)
+    return np.asarray(raw[lo : lo + len(inside)][inside][1:])
 
 
 def _gather_spans(
