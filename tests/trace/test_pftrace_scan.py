@@ -12,6 +12,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+import moetrace.trace.formats.pftrace.texts as texts_module
 from moetrace.trace.formats.pftrace.annotations import repeated_pairs
 from moetrace.trace.formats.pftrace.arrays import unique
 from moetrace.trace.formats.pftrace.read_vectorised import _pair_slices, _Tracks
@@ -143,6 +144,27 @@ def test_damaged_bytes_are_malformed_not_index_errors(raw: bytes) -> None:
         scan(np.frombuffer(raw, dtype=np.uint8), np.array([0]), np.array([len(raw)]))
 
 
+@given(
+    values=st.lists(st.integers(0, 2**14 - 1) | st.integers(0, 2**64 - 1), min_size=1, max_size=40),
+    cut=st.booleans(),
+)
+@settings(max_examples=200, deadline=None)
+def test_varints_of_one_to_ten_bytes_equal_a_byte_by_byte_decode(
+    values: list[int], cut: bool
+) -> None:
+    # Mostly one- and two-byte varints (texts' lengths, iids: the two-byte path), with longer
+    # ones mixed in (the word path), the last one possibly cut at the end of the buffer.
+    encoded = [_varint(v) for v in values]
+    pos = np.cumsum([0] + [len(e) for e in encoded[:-1]]).astype(np.int32)
+    data = b"".join(encoded)
+    if cut and len(encoded[-1]) > 1:
+        data = data[:-1]  # the last varint loses its final byte: read as if a 0 followed
+        values[-1] &= (1 << (7 * (len(encoded[-1]) - 1))) - 1
+    got, size = varints(np.frombuffer(data, dtype=np.uint8), pos)
+    assert [int(v) for v in got] == values
+    assert np.broadcast_to(size, len(values)).tolist() == [len(e) for e in encoded]
+
+
 def test_ten_byte_varints_at_the_very_end_of_the_buffer() -> None:
     values = [2**64 - 1, 2**63, 2**56, 1 << 49, 300, 0]
     for value in values:
@@ -221,16 +243,28 @@ def test_every_joiner_lays_texts_out_as_slicing_one_by_one(
 
 
 @pytest.mark.parametrize("broken", [False, True])
-def test_strings_of_dense_spans_equal_slicing_one_by_one(broken: bool) -> None:
-    # Texts that cover most of the data, of very different lengths (args), between a few
-    # bytes of protobuf framing: the mask path. NULs and multi-byte characters inside texts
-    # are kept; one invalid byte makes it an error, as decoding it alone is.
+@pytest.mark.parametrize(
+    ("gaps", "path"),
+    [
+        ((1, 4), "region"),  # texts fill most of what they reach (args): sliced in place
+        ((60, 130), "mask"),  # a third of it, lengths far apart: gathered by a run mask
+    ],
+)
+def test_strings_of_spread_texts_equal_slicing_one_by_one(
+    gaps: tuple[int, int], path: str, broken: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Texts of very different lengths between bytes of protobuf framing. NULs and multi-byte
+    # characters inside texts are kept; one invalid byte makes it an error, as decoding it
+    # alone is.
     rng = np.random.default_rng(7)
     chars = list('ab{}:," \x00éß€\U0001f600')
-    texts = ["".join(rng.choice(chars, int(rng.integers(0, 120)))) for _ in range(3000)]
+    sizes = np.where(
+        rng.random(3000) < 0.05, rng.integers(500, 1500, 3000), rng.integers(0, 30, 3000)
+    )
+    texts = ["".join(rng.choice(chars, int(k))) for k in sizes]
     pieces, off, length, at = [], [], [], 0
     for text in texts:
-        frame = bytes(rng.integers(0x80, 0x100, int(rng.integers(1, 4))).astype(np.uint8))
+        frame = bytes(rng.integers(0x80, 0x100, int(rng.integers(*gaps))).astype(np.uint8))
         body = text.encode()
         pieces += [frame, body]
         off.append(at + len(frame))
@@ -240,11 +274,16 @@ def test_strings_of_dense_spans_equal_slicing_one_by_one(broken: bool) -> None:
     if broken:
         data[off[1500] + length[1500] // 2] = 0xFF  # never valid in UTF-8
     starts, lengths = np.array(off), np.array(length)
+    masked = []
+    monkeypatch.setattr(
+        texts_module, "_compress_spans", lambda *a: masked.append(1) or _compress_spans(*a)
+    )
     if broken:
         with pytest.raises(UnicodeDecodeError):
             span_strings(bytes(data), starts, lengths)
         return
     assert span_strings(bytes(data), starts, lengths).to_list() == texts
+    assert bool(masked) == (path == "mask")
 
 
 @pytest.mark.parametrize("per_owner", [3, 20])  # compared by lags, and by a sort

@@ -15,8 +15,9 @@ def span_strings(data: bytes, off: np.ndarray, length: np.ndarray) -> pl.Series:
     """UTF-8 texts at the given spans (strict, as protobuf's parser is), as a String Series.
 
     Short texts with few distinct values (kinds, categories) are decoded once per distinct
-    value. Otherwise the spans are gathered into one buffer (a byte between texts), which
-    Polars slices into the texts and checks as UTF-8 (`_joined_strings`)."""
+    value. Texts that fill at least half of the bytes they reach (args) are sliced from those
+    bytes as they lie; others are first gathered into one buffer (a byte between texts).
+    Polars slices the texts and checks them as UTF-8 (`_sliced_strings`)."""
     n = len(off)
     if n == 0:
         return pl.Series(values=[], dtype=pl.String)
@@ -37,13 +38,16 @@ def span_strings(data: bytes, off: np.ndarray, length: np.ndarray) -> pl.Series:
         if few is not None:
             return few
     total = int(length.sum()) + n - 1  # with the separators
+    lo, hi = int(off.min()), int((off + length).max())
+    if 2 * total >= hi - lo:  # texts fill most of the bytes they reach (args): no gather
+        return _sliced_strings(data, data[lo:hi], off - lo, off, length)
     if (widest + 1) * n <= 2 * total + (1 << 16) and int(off.max()) + widest <= len(raw):
         joined = _window_spans(raw, off, length, widest)
     elif _increasing_apart(off, length) and total * 4 > _reach(off, length):
         joined = _compress_spans(raw, off, length)
     else:
         joined = _gather_spans(raw, off, length, _joined_starts(length), total)
-    return _joined_strings(data, joined, off, length)
+    return _sliced_strings(data, joined.tobytes(), _joined_starts(length), off, length)
 
 
 def _increasing_apart(off: np.ndarray, length: np.ndarray) -> bool:
@@ -63,18 +67,19 @@ def _joined_starts(length: np.ndarray) -> np.ndarray:
     return start
 
 
-def _joined_strings(
-    data: bytes, joined: np.ndarray, off: np.ndarray, length: np.ndarray
+def _sliced_strings(
+    data: bytes, buffer: bytes, starts: np.ndarray, off: np.ndarray, length: np.ndarray
 ) -> pl.Series:
-    """The texts of the joined buffer (each after the previous one and a separator byte) as a
-    String Series: views into one Binary copy of the buffer, checked as UTF-8 by Polars in
-    one pass (no Python string of the whole, no split on separators). Invalid UTF-8: the
-    texts are decoded one by one, which raises Python's own UnicodeDecodeError."""
-    buffer = pl.Series(values=[joined.tobytes()], dtype=pl.Binary)
-    at = pl.DataFrame({"at": _joined_starts(length), "len": length})
+    """The texts buffer[starts[i] : starts[i] + length[i]] (the spans `off`, `length` of
+    `data`) as a String Series: views into one Binary copy of the buffer, checked as UTF-8 by
+    Polars in one pass (no Python string of the whole, no split on separators). The Series
+    keeps the whole buffer: callers pass one that the texts fill at least half of. Invalid
+    UTF-8: the texts are decoded one by one, which raises Python's own UnicodeDecodeError."""
+    whole = pl.Series(values=[buffer], dtype=pl.Binary)
+    at = pl.DataFrame({"at": starts, "len": length})
     try:
         return at.select(
-            pl.lit(buffer).first().bin.slice(pl.col("at"), pl.col("len")).cast(pl.String)
+            pl.lit(whole).first().bin.slice(pl.col("at"), pl.col("len")).cast(pl.String)
         ).to_series()
     except pl.exceptions.PolarsError:  # "invalid utf8"
         return pl.Series(
