@@ -9,14 +9,14 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 import moetrace.trace.formats.pftrace.texts as texts_module
 from moetrace.trace.formats.pftrace.annotations import repeated_pairs
 from moetrace.trace.formats.pftrace.arrays import unique
 from moetrace.trace.formats.pftrace.read_vectorised import _pair_slices, _Tracks
-from moetrace.trace.formats.pftrace.scan import Malformed, scan, varints
+from moetrace.trace.formats.pftrace.scan import Malformed, _Piece, _placements, scan, varints
 from moetrace.trace.formats.pftrace.texts import (
     _compress_spans,
     _gather_spans,
@@ -163,6 +163,38 @@ def test_varints_of_one_to_ten_bytes_equal_a_byte_by_byte_decode(
     got, size = varints(np.frombuffer(data, dtype=np.uint8), pos)
     assert [int(v) for v in got] == values
     assert np.broadcast_to(size, len(values)).tolist() == [len(e) for e in encoded]
+
+
+@given(
+    blocks=st.lists(
+        st.lists(st.lists(st.booleans(), min_size=12, max_size=12), min_size=1, max_size=4),
+        min_size=1,
+        max_size=4,
+    )
+)
+@example(blocks=[[[True] * 12] * 3, [[True, False] * 6] * 2 + [[False] * 12]])  # interleaved
+@settings(max_examples=200, deadline=None)
+def test_placements_order_rows_by_message_then_piece(blocks: list[list[list[bool]]]) -> None:
+    # Each block covers its own 12 messages and holds some pieces (steps), each with a row for
+    # some of those messages: rows must land ordered by message, then by piece (a stable sort).
+    pieces, keys = [], []
+    for b, steps in enumerate(blocks):
+        for has in steps:
+            msg = 12 * b + np.flatnonzero(has)
+            keys += [(int(m), len(pieces)) for m in msg]
+            pieces.append(_Piece(msg.astype(np.int32), 0))
+    # row r (pieces' rows one after the other) goes to the rank of its (message, piece)
+    ranked = sorted(range(len(keys)), key=lambda r: keys[r])
+    expected = np.empty(len(keys), dtype=np.int64)
+    expected[ranked] = np.arange(len(keys))
+    got = np.concatenate(
+        [
+            np.arange(len(keys))[place] if isinstance(place, slice) else place
+            for place in _placements(pieces)
+        ]
+        or [np.zeros(0, dtype=np.int64)]
+    )
+    assert got.tolist() == expected.tolist()
 
 
 def test_ten_byte_varints_at_the_very_end_of_the_buffer() -> None:

@@ -11,6 +11,7 @@ checked length cannot overflow), and only the fields asked for are kept, each as
 
 from __future__ import annotations
 
+import itertools
 from dataclasses import dataclass
 from typing import Any
 
@@ -164,19 +165,40 @@ def pick(column: np.ndarray, rows: np.ndarray) -> np.ndarray:
 
 
 def _placements(pieces: list[_Piece]) -> list[np.ndarray | slice]:
-    """Where each piece's rows go in message order (within a message, in step order): a
-    counting sort, as a message has at most one row per piece."""
-    if len(pieces) <= 1:
-        return [slice(None)] * len(pieces)
-    top = max((int(p.msg.max()) + 1 for p in pieces if len(p.msg)), default=0)
-    count = np.zeros(top, dtype=np.int64)
-    for piece in pieces:
-        count[piece.msg] += 1
-    start = np.cumsum(count) - count
+    """Where each piece's rows go in message order (within a message, in step order).
+
+    Pieces come in clusters: those of one scan block cover its messages only, and blocks
+    follow each other. The list is cut where every message before is below every message
+    after; a cluster of one piece is a slice, and the pieces of a cluster are placed by a
+    counting sort over the cluster's messages only (a message has at most one row per
+    piece), not over every message of the scan."""
+    first = [int(p.msg[0]) if len(p.msg) else 1 << 62 for p in pieces]  # rows are sorted
+    last = [int(p.msg[-1]) if len(p.msg) else -1 for p in pieces]
+    below_after = list(itertools.accumulate(reversed(first), min))[::-1]
     places: list[np.ndarray | slice] = []
-    for piece in pieces:
-        places.append(start[piece.msg])
-        start[piece.msg] += 1
+    base, i, top = 0, 0, -1
+    for j in range(1, len(pieces) + 1):
+        top = max(top, last[j - 1])
+        if j < len(pieces) and top >= below_after[j]:
+            continue  # pieces i..j-1 overlap what follows: not a cut
+        cluster = pieces[i:j]
+        if len(cluster) == 1:
+            places.append(slice(base, base + len(cluster[0].msg)))
+        elif all(np.array_equal(p.msg, cluster[0].msg) for p in cluster[1:]):
+            # the same messages in every piece (each event's k annotations): interleaved
+            k = len(cluster)
+            places += [slice(base + q, base + k * len(cluster[0].msg), k) for q in range(k)]
+        else:
+            lo = min(first[i:j])
+            count = np.zeros(max(top - lo + 1, 0), dtype=np.int64)
+            for piece in cluster:
+                count[piece.msg - lo] += 1
+            start = np.cumsum(count) - count + base
+            for piece in cluster:
+                places.append(start[piece.msg - lo])
+                start[piece.msg - lo] += 1
+        base += sum(len(p.msg) for p in cluster)
+        i, top = j, -1
     return places
 
 
