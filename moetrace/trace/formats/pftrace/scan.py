@@ -103,9 +103,16 @@ class Scan:
         """(value per message, present mask) of field `number` with wire type `wire`: the last
         occurrence wins, as in protobuf (the pieces are in step order: no sort needed)."""
         chosen = self._chosen(number, wire)
-        if len(chosen) == 1 and len(chosen[0].msg) == n_msgs and chosen[0].value is not None:
-            # every message has it once, at the same step: the rows are the messages in order
-            return chosen[0].value.astype(_U64, copy=False), _repeat(True, n_msgs, bool)
+        if (
+            sum(len(p.msg) for p in chosen) == n_msgs
+            and all(p.value is not None for p in chosen)
+            and _one_after_another(chosen)
+        ):
+            # every message has it once (a piece per scan block): the rows are the messages
+            # in order
+            values = [p.value for p in chosen if p.value is not None]
+            joined = values[0] if len(values) == 1 else np.concatenate(values)
+            return joined.astype(_U64, copy=False), _repeat(True, n_msgs, bool)
         out = np.full(n_msgs, default, dtype=_U64)
         present = np.zeros(n_msgs, dtype=bool)
         for piece in chosen:
@@ -162,6 +169,18 @@ def pick(column: np.ndarray, rows: np.ndarray) -> np.ndarray:
     if column.ndim == 1 and column.strides[0] == 0 and len(column):
         return np.broadcast_to(column[:1], (len(rows),))
     return np.asarray(column[rows])
+
+
+def _one_after_another(pieces: list[_Piece]) -> bool:
+    """Whether each piece's messages all follow the previous pieces' (then the rows, piece
+    after piece, are in message order)."""
+    top = -1
+    for piece in pieces:
+        if len(piece.msg):
+            if int(piece.msg[0]) <= top:
+                return False
+            top = int(piece.msg[-1])
+    return True
 
 
 def _placements(pieces: list[_Piece]) -> list[np.ndarray | slice]:
