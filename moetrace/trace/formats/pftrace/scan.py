@@ -104,7 +104,8 @@ class Scan:
         occurrence wins, as in protobuf (the pieces are in step order: no sort needed)."""
         chosen = self._chosen(number, wire)
         if (
-            sum(len(p.msg) for p in chosen) == n_msgs
+            chosen
+            and sum(len(p.msg) for p in chosen) == n_msgs
             and all(p.value is not None for p in chosen)
             and _one_after_another(chosen)
         ):
