@@ -4,7 +4,8 @@ and args from its annotations, decoded as columns (scanned in lock step, names c
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import numpy as np
@@ -138,6 +139,30 @@ def event_notes(
         """Mask of the annotations whose name is `text` (compared as codes, not strings)."""
         return np.asarray(code == (names.index(text) if text in names else -1))
 
+    # args: the "args" string (the biggest texts: decoded beside id, kind, flops and bytes,
+    # on the core the main thread leaves while it waits for these notes); else the other
+    # annotations as a JSON object.
+    is_args_text = named("args") & ((vfield == D_STRING) | (vfield == D_JSON))
+    text_rows = np.flatnonzero(is_args_text)
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        args_job = pool.submit(span_strings, data, vals.off[text_rows], vals.length[text_rows])
+        out = _scalar_notes(data, notes, vals, code, named, m)
+        args_texts = args_job.result()
+    out["args"] = _args(data, notes, vals, code, names, is_args_text, args_texts, m)
+    return out
+
+
+def _scalar_notes(
+    data: bytes,
+    notes: Fields,
+    vals: Fields,
+    code: np.ndarray,
+    named: Callable[[str], np.ndarray],
+    m: int,
+) -> dict[str, Any]:
+    """id, kind, flops and bytes of the `m` events from their annotations (`vals`: the value
+    of each, `code`: its name's code; `named(text)`: the mask of a name)."""
+    vfield = vals.field
     out: dict[str, Any] = {}
     # id: an integer value (uint, int, pointer) -> given id; anything else -> a new one.
     is_id = named("id")
@@ -177,10 +202,24 @@ def event_notes(
         series = pl.Series(name, column)
         missing = np.flatnonzero(~present)
         out[name] = series.scatter(missing, None) if missing.size else series
-    # args: the "args" string; else the other annotations as a JSON object.
-    is_args_text = named("args") & ((vfield == D_STRING) | (vfield == D_JSON))
+    return out
+
+
+def _args(
+    data: bytes,
+    notes: Fields,
+    vals: Fields,
+    code: np.ndarray,
+    names: list[str],
+    is_args_text: np.ndarray,
+    texts: pl.Series,
+    m: int,
+) -> pl.Series:
+    """args of the `m` events: the "args" string (`texts`, of the annotations
+    `is_args_text`); else the other annotations as a JSON object."""
+    k = len(notes.msg)
+    vfield, raw_value = vals.field, vals.value
     text_rows = np.flatnonzero(is_args_text)
-    texts = span_strings(data, vals.off[text_rows], vals.length[text_rows])
     extra = (
         np.flatnonzero(
             ~_one_of(code, [names.index(n) for n in _KNOWN_NOTES if n in names]) & ~is_args_text
@@ -208,8 +247,7 @@ def event_notes(
         args_series = args_series.scatter(
             owners, [json.dumps(extras[o], default=str) for o in owners]
         )
-    out["args"] = args_series
-    return out
+    return args_series
 
 
 def _one_of(values: np.ndarray, choices: Sequence[int]) -> np.ndarray:
