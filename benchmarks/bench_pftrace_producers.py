@@ -25,6 +25,7 @@ import subprocess
 import sys
 import tempfile
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_REAL = ROOT.parent / "shared" / "real_traces"
@@ -57,7 +58,7 @@ def trace_files(real: Path) -> list[Path]:
     )
 
 
-def convert(files: list[Path], real: Path, out: Path, min_events: int) -> list[dict]:
+def convert(files: list[Path], real: Path, out: Path, min_events: int) -> list[dict[str, Any]]:
     """Load each file and write it as .json and .pftrace into `out`; one row per trace loaded
     with at least `min_events` events (others are named as skipped, with why)."""
     from moetrace.trace.io import load, write_trace
@@ -81,7 +82,7 @@ def convert(files: list[Path], real: Path, out: Path, min_events: int) -> list[d
     return rows
 
 
-def timed(rows: list[dict], repeat: int, code: Path | None) -> dict:
+def timed(rows: list[dict[str, Any]], repeat: int, code: Path | None) -> dict[str, Any]:
     """Best times of every file from one fresh interpreter (with checkout `code`'s moetrace
     when given, else this one's)."""
     env = {**os.environ, "PYTHONPATH": str(code)} if code is not None else None
@@ -94,7 +95,8 @@ def timed(rows: list[dict], repeat: int, code: Path | None) -> dict:
         env=env,
         cwd=Path(rows[0]["pf"]).parent,  # not a checkout: `-c` puts the cwd first on sys.path
     )
-    return json.loads(out.stdout.strip().splitlines()[-1])
+    best: dict[str, Any] = json.loads(out.stdout.strip().splitlines()[-1])
+    return best
 
 
 def main() -> int:
@@ -117,8 +119,8 @@ def main() -> int:
         if not rows:
             print("no trace loaded")
             return 2
-        best: dict = {}
-        base: dict = {}
+        best: dict[str, Any] = {}
+        base: dict[str, Any] = {}
         for _ in range(max(opts.rounds, 1)):
             for side, code in ((best, None), (base, opts.base)):
                 if side is base and opts.base is None:
