@@ -5,6 +5,7 @@ the repeated-annotation check and the BEGIN/END pairing against a stack."""
 
 from __future__ import annotations
 
+import importlib
 from pathlib import Path
 
 import numpy as np
@@ -381,3 +382,36 @@ def test_scanning_in_small_blocks_reads_the_same_trace(
     blocks = read_vectorised(path, data)
     assert whole is not None and blocks is not None and whole.events.height > 100
     assert_trace_equal(blocks, whole, meta=True)
+
+
+def test_threads_read_the_same_trace(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """Big traces take worker threads (scan blocks, the annotations, their args texts); with
+    the thresholds at their lowest a small trace takes them too and must read the same."""
+    from moetrace.executor.run import simulate
+    from moetrace.testing.compare import assert_trace_equal
+    from moetrace.trace.formats.pftrace import read_vectorised as read_module
+    from moetrace.trace.formats.pftrace import scan as scan_module
+    from moetrace.trace.io import write_trace
+
+    # (the package's own `annotations` name is the __future__ feature, not the module)
+    notes_module = importlib.import_module("moetrace.trace.formats.pftrace.annotations")
+    started = []
+    monkeypatch.setattr(
+        notes_module.ThreadPoolExecutor,
+        "submit",
+        lambda self, *a, _submit=notes_module.ThreadPoolExecutor.submit: (
+            started.append(1) or _submit(self, *a)
+        ),
+    )
+
+    path = tmp_path / "sim.pftrace"
+    write_trace(simulate(ranks=2, tokens=128), path)
+    data = path.read_bytes()
+    alone = read_module.read_vectorised(path, data)
+    monkeypatch.setattr(notes_module, "THREAD_MIN", 1)
+    monkeypatch.setattr(read_module, "THREAD_MIN", 1)
+    monkeypatch.setattr(scan_module, "SCAN_SPLIT", 3)
+    threaded = read_module.read_vectorised(path, data)
+    assert alone is not None and threaded is not None and alone.events.height > 100
+    assert_trace_equal(threaded, alone, meta=True)
+    assert len(started) >= 3  # the annotations, their args texts, odd scan blocks

@@ -33,6 +33,10 @@ from moetrace.trace.formats.pftrace.texts import interned, literal_over, span_st
 
 _KNOWN_NOTES = ("id", "kind", "flops", "bytes")
 
+THREAD_MIN = 1 << 14
+"""Fewest annotations (or args texts) worth a thread of their own: below, starting and
+joining it costs more than the work it takes off the waiting thread."""
+
 
 _NOTE_FIELDS = {D_NAME_IID, D_NAME, *D_VALUES, *D_NESTED}
 
@@ -144,10 +148,14 @@ def event_notes(
     # annotations as a JSON object.
     is_args_text = named("args") & ((vfield == D_STRING) | (vfield == D_JSON))
     text_rows = np.flatnonzero(is_args_text)
-    with ThreadPoolExecutor(max_workers=1) as pool:
-        args_job = pool.submit(span_strings, data, vals.off[text_rows], vals.length[text_rows])
+    if len(text_rows) < THREAD_MIN:  # few: a thread would cost more than it saves
         out = _scalar_notes(data, notes, vals, code, named, m)
-        args_texts = args_job.result()
+        args_texts = span_strings(data, vals.off[text_rows], vals.length[text_rows])
+    else:
+        with ThreadPoolExecutor(max_workers=1) as pool:
+            args_job = pool.submit(span_strings, data, vals.off[text_rows], vals.length[text_rows])
+            out = _scalar_notes(data, notes, vals, code, named, m)
+            args_texts = args_job.result()
     out["args"] = _args(data, notes, vals, code, names, is_args_text, args_texts, m)
     return out
 

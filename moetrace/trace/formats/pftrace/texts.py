@@ -37,6 +37,8 @@ def span_strings(data: bytes, off: np.ndarray, length: np.ndarray) -> pl.Series:
         few = _few_short_strings(data, raw, off, length)
         if few is not None:
             return few
+    if n <= _ONE_BY_ONE:  # few texts: slicing them costs less than a Polars query
+        return _one_by_one(data, off, length)
     total = int(length.sum()) + n - 1  # with the separators
     lo, hi = int(off.min()), int((off + length).max())
     if 2 * total >= hi - lo:  # texts fill most of the bytes they reach (args): no gather
@@ -82,13 +84,22 @@ def _sliced_strings(
             pl.lit(whole).first().bin.slice(pl.col("at"), pl.col("len")).cast(pl.String)
         ).to_series()
     except pl.exceptions.PolarsError:  # "invalid utf8"
-        return pl.Series(
-            values=[
-                data[o : o + k].decode("utf-8")
-                for o, k in zip(off.tolist(), length.tolist(), strict=True)
-            ],
-            dtype=pl.String,
-        )
+        return _one_by_one(data, off, length)
+
+
+_ONE_BY_ONE = 256
+"""Most texts decoded one by one in Python (~0.3 µs each) rather than by a Polars query."""
+
+
+def _one_by_one(data: bytes, off: np.ndarray, length: np.ndarray) -> pl.Series:
+    """The texts decoded one by one (strict UTF-8: Python's own error on invalid bytes)."""
+    return pl.Series(
+        values=[
+            data[o : o + k].decode("utf-8")
+            for o, k in zip(off.tolist(), length.tolist(), strict=True)
+        ],
+        dtype=pl.String,
+    )
 
 
 _MAX_U64 = np.uint64(0xFFFFFFFFFFFFFFFF)
