@@ -5,12 +5,15 @@ JSON and .pftrace (made from them, so the stored `"moetrace"` tables get mutated
 the malformed test files. Each case mutates a seed (structured JSON edits with hostile values,
 byte edits, gzip wrapping/truncation) or picks bad command-line values, runs one command
 in-process (info, info --json, metrics --json, convert to .json/.json.gz/.pftrace with and
-without an existing output, run with bad numbers) and checks:
+without an existing output, run with bad numbers, and the table commands moe, collectives,
+query and compare) and checks:
 
 - exit status 0 or 2, never an exception (a traceback);
 - on exit 2, exactly one `moetrace: error: ...` line (warnings aside);
 - no file changed but the one asked for (inputs byte-identical, no temporary files left, an
-  existing output untouched without --force).
+  existing output untouched without --force);
+- no raw ESC byte in a table command's output (names are shown escaped, never act on the
+  terminal).
 
 The test suite runs a short fixed budget (tests/hostile/test_fuzz.py); this script runs a
 long one and prints the counts:
@@ -120,6 +123,7 @@ class Counts:
     bad_exit: int = 0
     multi_line_errors: int = 0
     files_damaged: int = 0
+    raw_escapes: int = 0  # table output with a raw ESC byte (a name acting on the terminal)
     by_command: Counter[str] = field(default_factory=Counter)
     by_exit: Counter[int] = field(default_factory=Counter)
     failures: list[str] = field(default_factory=list)
@@ -130,7 +134,11 @@ class Counts:
     @property
     def ok(self) -> bool:
         return not (
-            self.tracebacks or self.bad_exit or self.multi_line_errors or self.files_damaged
+            self.tracebacks
+            or self.bad_exit
+            or self.multi_line_errors
+            or self.files_damaged
+            or self.raw_escapes
         )
 
 
@@ -319,8 +327,12 @@ def _command(
     rng: random.Random, inputs: list[Path], case_dir: Path
 ) -> tuple[list[str], Path | None]:
     """Command line and the one file it may write (None: it must write nothing)."""
-    kind = rng.choice(["info", "info --json", "metrics", "convert", "convert", "run"])
+    kind = rng.choice(
+        ["info", "info --json", "metrics", "convert", "convert", "run", *TABLE_COMMANDS]
+    )
     args = [str(p) for p in inputs]
+    if kind in TABLE_COMMANDS:
+        return _table_command(kind, args, rng), None
     if kind == "info":
         return ["info", *args], None
     if kind == "info --json":
@@ -340,6 +352,26 @@ def _command(
     value = rng.choice(HW_BAD) if option == "--hw" else rng.choice(BAD_NUMBERS[option])
     out = case_dir / "run.json"
     return ["run", "--ranks", "4", "--tokens", "64", option, value, "-o", str(out)], out
+
+
+TABLE_COMMANDS = ("moe", "collectives", "query", "compare")
+"""Commands that print tables of names for people: their output must show no raw escape."""
+
+QUERIES = [
+    "SELECT name, count(*) AS n FROM events GROUP BY name ORDER BY n DESC",
+    "SELECT * FROM tracks",
+    "SELECT args FROM events WHERE args IS NOT NULL LIMIT 5",
+    "SELECT name FROM nope",
+    "SELEC name",
+]
+
+
+def _table_command(kind: str, args: list[str], rng: random.Random) -> list[str]:
+    if kind == "query":
+        return ["query", args[0], rng.choice(QUERIES), *(["--json"] if rng.random() < 0.2 else [])]
+    if kind == "compare":
+        return ["compare", args[0], args[-1]]
+    return [kind, *args]
 
 
 def run_case(rng: random.Random, seeds: list[Path], root: Path, counts: Counts) -> None:
@@ -392,6 +424,9 @@ def _check(
         at = f" at {Path(where.filename).name}:{where.lineno}" if where else ""
         counts.failures.append(f"traceback {type(exc).__name__}{at}: {str(exc)[:200]} <- {label}")
         return
+    if args[0] in TABLE_COMMANDS and "\x1b" in result.stdout:
+        counts.raw_escapes += 1
+        counts.failures.append(f"raw ESC in the output <- {label}")
     if result.exit_code not in (0, 2):
         counts.bad_exit += 1
         counts.failures.append(f"exit {result.exit_code} <- {label}")
@@ -450,6 +485,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"bad exit status  {counts.bad_exit}")
     print(f"multi-line error {counts.multi_line_errors}")
     print(f"files damaged    {counts.files_damaged}")
+    print(f"raw escapes      {counts.raw_escapes}")
     for seconds, label in counts.slowest:
         print(f"  slow case {seconds:.1f} s: {label}")
     for failure in counts.failures[:40]:

@@ -64,12 +64,13 @@ class Edges(NamedTuple):
 def _rows_of_ids(ids: np.ndarray, query: np.ndarray) -> np.ndarray:
     """Row position of each queried event id; -1 when the id does not exist."""
     n = len(ids)
-    if n and bool((ids == np.arange(n)).all()):  # the usual case: id == row
+    if n == 0:  # no events (e.g. every one dropped as damaged): no id exists
+        return np.full(len(query), -1, dtype=np.int64)
+    if bool((ids == np.arange(n)).all()):  # the usual case: id == row
         return np.where((query >= 0) & (query < n), query, -1)
     order = np.argsort(ids, kind="stable")
-    pos = np.clip(np.searchsorted(ids[order], query), 0, max(n - 1, 0))
-    found = ids[order][pos] == query if n else np.zeros(len(query), dtype=bool)
-    return np.where(found, order[pos], -1)
+    pos = np.clip(np.searchsorted(ids[order], query), 0, n - 1)
+    return np.where(ids[order][pos] == query, order[pos], -1)
 
 
 def track_predecessors(

@@ -138,12 +138,52 @@ def prepare_steps(
     tracks = _queues(trace.tracks)
     if ranks is not None:
         tracks = tracks.filter(pl.col("rank").is_in(list(ranks)))
-    has_device = tracks.filter(pl.col("unit").is_in(DEVICE_UNITS)).height > 0
-    cpu_mode = not has_device
+    cpu_mode = tracks.filter(pl.col("unit").is_in(DEVICE_UNITS)).height == 0
     if cpu_mode:
         warnings.append("no device tracks: host threads are the units (CPU-only analysis)")
     device_units = ("cpu",) if cpu_mode else DEVICE_UNITS
-    ev = trace.events.select(
+    ev = _classify(_with_tracks(trace.events, tracks, device_units), cpu_mode, comm_patterns)
+    rank_list = sorted(tracks["rank"].unique().to_list())
+    if mode == "trace":
+        markers = step_markers(ev.clear(), rank_list)
+    elif mode == "annotation":
+        full = window[len("annotation:") :]
+        if ann_instance is not None and not (ev["name"] == ann_name).any():
+            ann_name, ann_instance = full, None  # '#' is part of the name (ProfilerStep#3)
+        markers = annotation_spans(ev, rank_list, ann_name, ann_instance)
+        if markers.height == 0:
+            warnings.append(
+                f"no annotation named {ann_name!r}"
+                + (f" with instance #{ann_instance}" if ann_instance is not None else "")
+            )
+    else:
+        markers = step_markers(ev, rank_list)
+    # the step of each event: by containment of its start in a marker span ...
+    step_by_time = step_of(
+        ev["rank"].to_numpy().astype(np.int64), ev["ts"].to_numpy().astype(np.int64), markers
+    )
+    ev = ev.with_columns(step_by_time.alias("step"))
+    # ... but a device event takes the step of the host call that launched it
+    deps = _launch_deps(trace, ev, warnings)
+    if markers.height:
+        ev = _step_of_launch(ev, deps)
+    has_markers = set(markers["rank"].unique().to_list()) if markers.height else set()
+    if mode == "annotation":  # only the annotated spans are windows
+        has_markers = set(rank_list)
+    windows = _step_windows(ev, has_markers, window_span, mode, warnings)
+    # the analysis reports queues (a thread or stream), never the viewer's overflow lanes
+    device_tracks = tracks.filter(
+        pl.col("unit").is_in(device_units) & (pl.col("track") == pl.col("queue"))
+    ).select("track", "rank", "unit")
+    return Prepared(ev, windows, device_tracks, deps, cpu_mode, warnings)
+
+
+def _with_tracks(
+    events: pl.DataFrame, tracks: pl.DataFrame, device_units: Sequence[str]
+) -> pl.DataFrame:
+    """The analysed columns of `events` (end = ts + dur, ns) with the rank, unit and queue of
+    each event's track and `device` (its unit is analysed); events of other tracks go."""
+    ev = events.select(
         "id",
         "track",
         "name",
@@ -176,7 +216,13 @@ def prepare_steps(
     )
     if not found.all():
         ev = ev.filter(pl.Series(found))
-    ev = ev.with_columns(pl.col("unit").is_in(device_units).alias("device"))
+    return ev.with_columns(pl.col("unit").is_in(device_units).alias("device"))
+
+
+def _classify(ev: pl.DataFrame, cpu_mode: bool, comm_patterns: Sequence[str]) -> pl.DataFrame:
+    """Kinds as the analysis sees them (comm widened by name, annotations `marker`, CPU-only
+    traces: host spans that contain no comm are compute) and `work` (what makes a track busy:
+    never an annotation, never a device wait, at any depth); `idx` numbers the rows."""
     # comm by name: readers set kind, the analyzer widens it with the METRICS.md patterns
     if cpu_mode:
         comm_by_name = comm_name_expr([CPU_COMM_PATTERN, *comm_patterns])
@@ -208,7 +254,6 @@ def prepare_steps(
             .alias("kind")
         )
         ev = _mark_annotations(ev)
-    # work: what makes a track busy (never an annotation, never a device wait), at any depth
     ev = ev.with_columns(
         (
             pl.col("device")
@@ -221,30 +266,14 @@ def prepare_steps(
             )
         ).alias("work")
     )
-    ev = ev.with_row_index("idx")
-    rank_list = sorted(tracks["rank"].unique().to_list())
-    if mode == "trace":
-        markers = step_markers(ev.clear(), rank_list)
-    elif mode == "annotation":
-        full = window[len("annotation:") :]
-        if ann_instance is not None and not (ev["name"] == ann_name).any():
-            ann_name, ann_instance = full, None  # '#' is part of the name (ProfilerStep#3)
-        markers = annotation_spans(ev, rank_list, ann_name, ann_instance)
-        if markers.height == 0:
-            warnings.append(
-                f"no annotation named {ann_name!r}"
-                + (f" with instance #{ann_instance}" if ann_instance is not None else "")
-            )
-    else:
-        markers = step_markers(ev, rank_list)
-    # the step of each event: by containment of its start in a marker span ...
-    step_by_time = step_of(
-        ev["rank"].to_numpy().astype(np.int64), ev["ts"].to_numpy().astype(np.int64), markers
-    )
-    ev = ev.with_columns(step_by_time.alias("step"))
-    # ... but a device event takes the step of the host call that launched it
+    return ev.with_row_index("idx")
+
+
+def _launch_deps(trace: Trace, ev: pl.DataFrame, warnings: list[str]) -> pl.DataFrame:
+    """The trace's dependencies without self edges and launch edges whose call starts after
+    the work it launched (a flow bound to the wrong slice); Kineto: miscorrelated launch
+    flows relinked by correlation id, missing launch edges added."""
     deps = trace.deps.filter(pl.col("src") != pl.col("dst"))
-    # a launch call cannot start after the work it launched (a flow bound to the wrong slice)
     if deps.height and (deps["kind"] == "launch").any():
         start = ev.select(pl.col("id"), pl.col("ts"))
         late = (
@@ -273,28 +302,39 @@ def prepare_steps(
         extra = kineto_launch_edges(ev, deps)
         if extra is not None:
             deps = pl.concat([deps, extra.cast(deps.schema)])
+    return deps
+
+
+def _step_of_launch(ev: pl.DataFrame, deps: pl.DataFrame) -> pl.DataFrame:
+    """A device event launched by a host call takes that call's step (the earliest, when
+    several launch it)."""
     launch = deps.filter(pl.col("kind") == "launch").select("src", "dst")
-    if launch.height and markers.height:
-        src_step = ev.select(pl.col("id").alias("src"), pl.col("step").alias("launch_step"))
-        by_launch = (
-            launch.join(src_step, on="src", how="inner")
-            .drop_nulls("launch_step")
-            .group_by("dst")
-            .agg(pl.col("launch_step").min())
+    if not launch.height:
+        return ev
+    src_step = ev.select(pl.col("id").alias("src"), pl.col("step").alias("launch_step"))
+    by_launch = (
+        launch.join(src_step, on="src", how="inner")
+        .drop_nulls("launch_step")
+        .group_by("dst")
+        .agg(pl.col("launch_step").min())
+    )
+    return (
+        ev.join(by_launch, left_on="id", right_on="dst", how="left", maintain_order="left")
+        .with_columns(
+            pl.when(pl.col("device") & pl.col("launch_step").is_not_null())
+            .then(pl.col("launch_step"))
+            .otherwise(pl.col("step"))
+            .alias("step")
         )
-        ev = (
-            ev.join(by_launch, left_on="id", right_on="dst", how="left", maintain_order="left")
-            .with_columns(
-                pl.when(pl.col("device") & pl.col("launch_step").is_not_null())
-                .then(pl.col("launch_step"))
-                .otherwise(pl.col("step"))
-                .alias("step")
-            )
-            .drop("launch_step")
-        )
-    has_markers = set(markers["rank"].unique().to_list()) if markers.height else set()
-    if mode == "annotation":  # only the annotated spans are windows
-        has_markers = set(rank_list)
+        .drop("launch_step")
+    )
+
+
+def _step_windows(
+    ev: pl.DataFrame, has_markers: set[int], window_span: str, mode: str, warnings: list[str]
+) -> pl.DataFrame:
+    """The disjoint window [lo, hi) ns of every (rank, step) from its device work (ranks
+    without markers: one window, step null), with warnings for what falls outside."""
     work = pl.col("device") & pl.col("kind").is_in(["compute", "comm"])
     spans = pl.col("work") if window_span == "work" else work
     windows = (
@@ -318,8 +358,4 @@ def prepare_steps(
         warnings.append("no compute or communication events on device tracks")
     elif ev.filter(pl.col("device") & (pl.col("kind") == "comm")).height == 0:
         warnings.append("no communication events: comm, overlap and exposed ratios are empty")
-    # the analysis reports queues (a thread or stream), never the viewer's overflow lanes
-    device_tracks = tracks.filter(
-        pl.col("unit").is_in(device_units) & (pl.col("track") == pl.col("queue"))
-    ).select("track", "rank", "unit")
-    return Prepared(ev, windows, device_tracks, deps, cpu_mode, warnings)
+    return windows

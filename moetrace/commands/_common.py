@@ -135,7 +135,7 @@ class OneLineUsageError(click.UsageError):
 
     def show(self, file: Any = None) -> None:
         hint = f" (see '{self.ctx.command_path} --help')" if self.ctx is not None else ""
-        message = self.format_message().replace("\n", " ")
+        message = visible(self.format_message().replace("\n", " "))
         click.echo(f"moetrace: error: {message}{hint}", err=True)
 
 

@@ -8,7 +8,6 @@ command bodies so `moetrace --help` is fast.
 from __future__ import annotations
 
 import json
-import sys
 from typing import TYPE_CHECKING, Any
 
 import click
@@ -21,7 +20,15 @@ from moetrace.commands.job_loading import (
     job_files,
     load_job,
 )
-from moetrace.commands.report_tables import fmt_cell, frame_by, job_lines, print_table, wide_console
+from moetrace.commands.report_tables import (
+    cell,
+    fmt_cell,
+    frame_by,
+    job_lines,
+    print_table,
+    wide_console,
+    write_csv,
+)
 
 if TYPE_CHECKING:
     from moetrace.trace.options import LoadOptions
@@ -140,7 +147,7 @@ def metrics(
         return
     if as_csv:
         frames = [frame_by(r, by).with_columns(pl.lit(p).alias("trace")) for p, r in results]
-        sys.stdout.write(pl.concat(frames, how="diagonal_relaxed").write_csv())
+        write_csv(pl.concat(frames, how="diagonal_relaxed"))
         return
     for path, report in results:
         frame = frame_by(report, by, people=True)
@@ -208,24 +215,23 @@ def compare(
     if as_json:
         click.echo(json.dumps({"a": a, "b": b, "metrics": frame.to_dicts()}, indent=1))
     elif as_csv:
-        sys.stdout.write(frame.write_csv())
+        write_csv(frame)
     else:
         from rich.table import Table
-        from rich.text import Text
 
         console = wide_console()
-        console.print(Text(f"A = {a}"))
-        console.print(Text(f"B = {b}"))
+        console.print(cell(f"A = {a}"))
+        console.print(cell(f"B = {b}"))
         table = Table()
         for col in ("metric", "A", "B", "B/A"):
             table.add_column(col, justify="left" if col == "metric" else "right")
         for m, va, vb, ratio in frame.iter_rows():
             label = f"{m[:-3]} (ms)" if m.endswith("_ns") else m
             table.add_row(
-                Text(label),
-                Text(fmt_cell(va, m)),
-                Text(fmt_cell(vb, m)),
-                Text("-" if ratio is None else f"{ratio:.3f}x"),
+                cell(label),
+                cell(fmt_cell(va, m)),
+                cell(fmt_cell(vb, m)),
+                cell("-" if ratio is None else f"{ratio:.3f}x"),
             )
         console.print(table)
 
@@ -274,16 +280,16 @@ def query(
     if as_json:
         click.echo(frame.write_json())
     elif as_csv:
-        sys.stdout.write(frame.write_csv())
+        write_csv(frame)
     else:
         from rich.table import Table
         from rich.text import Text
 
         table = Table(caption=Text(f"{frame.height} rows"), caption_justify="left")
         for col in frame.columns:
-            table.add_column(Text(col))
+            table.add_column(cell(col))
         for row in frame.head(limit).iter_rows():
-            table.add_row(*[Text("null" if v is None else str(v)) for v in row])
+            table.add_row(*[cell("null" if v is None else v) for v in row])
         wide_console().print(table)
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import click
 
 from moetrace.commands._common import handle_errors
+from moetrace.text import visible
 
 
 @click.group("cache")
@@ -24,7 +25,7 @@ def info() -> None:
     from moetrace.trace.cache import cache_info
 
     found = cache_info()
-    click.echo(f"directory: {found['directory']}")
+    click.echo(f"directory: {visible(found['directory'])}")
     click.echo(f"entries:   {found['entries']}")
     click.echo(f"size:      {found['bytes'] / 1e6:.1f} MB")
 
@@ -36,7 +37,7 @@ def clear() -> None:
     from moetrace.trace.cache import cache_dir, clear_cache
 
     count, size = clear_cache()
-    click.echo(f"removed {count} entries ({size / 1e6:.1f} MB) from {cache_dir()}")
+    click.echo(f"removed {count} entries ({size / 1e6:.1f} MB) from {visible(cache_dir())}")
 
 
 COMMANDS = [cache]

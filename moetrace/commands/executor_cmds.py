@@ -25,6 +25,7 @@ from moetrace.commands.executor_common import (
     simulate_write_figures,
 )
 from moetrace.commands.numbers import check_seed
+from moetrace.text import visible
 
 if TYPE_CHECKING:
     pass
@@ -214,7 +215,7 @@ def run(
             f"MFU {_pct(sp['mfu']['min'])}..{_pct(sp['mfu']['max'])}"
         )
     if out is not None:
-        click.echo(f"  trace        {out}")
+        click.echo(f"  trace        {visible(out)}")
 
 
 def seed_spread(params: dict[str, Any], n: int) -> dict[str, Any]:
@@ -325,7 +326,7 @@ def sweep(
             table.write_parquet(tmp)
         else:
             table.write_csv(tmp)
-    click.echo(f"{len(rows)} runs -> {out}")
+    click.echo(f"{len(rows)} runs -> {visible(out)}")
 
 
 def _prepare_demo_dir(directory: Path, force: bool) -> None:
@@ -475,7 +476,7 @@ def validate(docs_path: str, print_only: bool, as_json: bool) -> None:
         click.echo(markdown)
         return
     update_docs(Path(docs_path), markdown)
-    click.echo(f"validation table written to {docs_path}")
+    click.echo(f"validation table written to {visible(docs_path)}")
 
 
 COMMANDS = [run, sweep, demo, validate]

@@ -7,13 +7,12 @@ tables of plain Text (names never act as markup); `--json` / `--csv` are stable 
 from __future__ import annotations
 
 import json
-import sys
 from typing import TYPE_CHECKING, Any
 
 import click
 
 from moetrace.commands._common import UserError, handle_errors, load_options, warn
-from moetrace.commands.report_tables import wide_console
+from moetrace.commands.report_tables import cell, wide_console, write_csv
 from moetrace.text import human_bytes
 
 if TYPE_CHECKING:
@@ -69,14 +68,13 @@ def _cell(value: Any, column: str) -> str:
 def _table(frame: pl.DataFrame, title: str) -> None:
     """A rich table: ns columns in ms; every cell plain Text."""
     from rich.table import Table
-    from rich.text import Text
 
     frame = _flat(frame)
-    table = Table(title=Text(title), title_justify="left")
+    table = Table(title=cell(title), title_justify="left")
     for col in frame.columns:
-        table.add_column(Text(col[:-3] + " ms" if col.endswith("_ns") else col), overflow="fold")
+        table.add_column(cell(col[:-3] + " ms" if col.endswith("_ns") else col), overflow="fold")
     for row in frame.iter_rows():
-        table.add_row(*[Text(_cell(v, c)) for v, c in zip(row, frame.columns, strict=True)])
+        table.add_row(*[cell(_cell(v, c)) for v, c in zip(row, frame.columns, strict=True)])
     wide_console().print(table)
 
 
@@ -144,7 +142,7 @@ def collectives(
         }
         click.echo(json.dumps(doc, indent=1))
     elif as_csv:
-        sys.stdout.write(_flat(inst).write_csv())
+        write_csv(_flat(inst))
     else:
         if inst.height == 0:
             raise UserError(f"{files[0]}: no collectives found")
@@ -228,7 +226,7 @@ def moe(
         click.echo(json.dumps(view.to_dict(), indent=1))
         return
     if as_csv:
-        sys.stdout.write(_flat(getattr(view, table)).write_csv())
+        write_csv(_flat(getattr(view, table)))
         return
     _table(_by_category(view.categories), "time per category (ms)")
     if view.experts.height:

@@ -1,5 +1,6 @@
-"""Printing the analysis for people: rich tables (ns as ms, ratios as %; every cell plain Text,
-so event names never act as markup) and the job's summary lines.
+"""Printing the analysis for people: rich tables (ns as ms, ratios as %; every cell plain Text
+with control characters shown as escapes, so event names act neither as markup nor on the
+terminal), CSV on stdout, and the job's summary lines.
 """
 
 from __future__ import annotations
@@ -8,9 +9,12 @@ import sys
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
+from moetrace.text import HIDDEN_CHARACTERS, escape, visible
+
 if TYPE_CHECKING:
     import polars as pl
     from rich.console import Console
+    from rich.text import Text
 
     from moetrace.analysis.report import Report
 
@@ -92,22 +96,42 @@ def fmt_cell(value: Any, column: str) -> str:
     return str(value)
 
 
+def cell(text: object) -> Text:
+    """A table cell for people: plain Text (never markup), control characters as escapes."""
+    from rich.text import Text
+
+    return Text(visible(text))
+
+
+def write_csv(frame: pl.DataFrame) -> None:
+    """`frame` as CSV on stdout. Piped, the data as it is (scripts get the names unchanged);
+    on a terminal, control characters in text cells are shown as escapes, as in tables."""
+    import polars as pl
+
+    if sys.stdout.isatty():
+        frame = frame.with_columns(
+            pl.col(pl.String).str.replace_many(
+                list(HIDDEN_CHARACTERS), [escape(c) for c in HIDDEN_CHARACTERS]
+            )
+        )
+    sys.stdout.write(frame.write_csv())
+
+
 def print_table(frame: pl.DataFrame, title: str) -> None:
     """A rich table of `frame`: ns columns in ms, ratios in %; cells are never markup."""
     import polars as pl
     from rich.table import Table
-    from rich.text import Text
 
-    table = Table(title=Text(title), title_justify="left")
+    table = Table(title=cell(title), title_justify="left")
     for col in frame.columns:
         header = col.replace("_ns", "")
         table.add_column(
-            Text(header),
+            cell(header),
             justify="left" if frame[col].dtype == pl.String else "right",
             overflow="fold",
         )
     for row in frame.iter_rows():
-        table.add_row(*[Text(fmt_cell(v, c)) for v, c in zip(row, frame.columns, strict=True)])
+        table.add_row(*[cell(fmt_cell(v, c)) for v, c in zip(row, frame.columns, strict=True)])
     wide_console().print(table)
 
 

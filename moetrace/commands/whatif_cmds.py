@@ -16,6 +16,7 @@ from typing import Any, TypeVar
 import click
 
 from moetrace.commands._common import UserError, check_output_path, handle_errors
+from moetrace.text import visible
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -108,7 +109,7 @@ def calibrate_cmd(
     if as_json:
         click.echo(json.dumps(cal.to_dict(), indent=2, sort_keys=True))
         return
-    click.echo(f"{name}: calibrated {cal.hardware.name} (base {cal.base.name})")
+    click.echo(visible(f"{name}: calibrated {cal.hardware.name} (base {cal.base.name})"))
     for fit in cal.to_dict()["fits"]:
         if not fit["how"].startswith("derived"):
             click.echo(fit_line(fit))
@@ -117,7 +118,7 @@ def calibrate_cmd(
     for note in cal.notes:
         click.echo(f"  note: {note}")
     if out is not None:
-        click.echo(f"  written {out}  (use: moetrace whatif TRACE --hardware {out} …)")
+        click.echo(visible(f"  written {out}  (use: moetrace whatif TRACE --hardware {out} …)"))
 
 
 @click.command("whatif")

@@ -31,6 +31,7 @@ import polars as pl
 
 from moetrace.errors import OutputError
 from moetrace.trace.atomic import atomic_write
+from moetrace.trace.formats.chrome.deep import TooDeep, call_deep
 from moetrace.trace.model import SCHEMAS, Trace
 
 CACHE_FORMAT_VERSION = 1
@@ -115,9 +116,9 @@ def _decode(data: bytes, identity: dict[str, Any]) -> Trace | None:
     header_bytes = data[start : start + header_len]
     if len(header_bytes) != header_len or zlib.crc32(header_bytes) != header_crc:
         return None
-    try:
-        header = msgspec.json.decode(header_bytes)
-    except msgspec.DecodeError:
+    try:  # meta may hold a deeply nested top-level JSON value of the source
+        header = call_deep(lambda: msgspec.json.decode(header_bytes))
+    except (msgspec.DecodeError, TooDeep):
         return None
     if not isinstance(header, dict) or header.get("identity") != identity:
         return None
@@ -154,10 +155,10 @@ def write_cached(source: Path, flavor: str | None, trace: Trace, before: os.stat
             return False
         if time.time_ns() - identity["mtime_ns"] < RACY_WINDOW_NS:
             return False
-        meta_json = msgspec.json.encode(trace.meta)
-        if msgspec.json.decode(meta_json) != trace.meta:
+        meta_json = call_deep(lambda: msgspec.json.encode(trace.meta))  # deep JSON in meta
+        if not call_deep(lambda: msgspec.json.decode(meta_json) == trace.meta):
             return False
-    except (OSError, TypeError, ValueError, msgspec.EncodeError):
+    except (OSError, TypeError, ValueError, msgspec.EncodeError, TooDeep):
         return False
     blobs = []
     for table in SCHEMAS:

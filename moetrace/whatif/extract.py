@@ -275,17 +275,58 @@ def extract_torch(
     win = windows.filter(pl.col("step") == chosen)
     ranks = sorted(win["rank"].to_list())
     inside = in_windows(ev, win)
-    sets = sets or {}
+    need = _Needs(sets or {})
+    mm = inside.filter(pl.col("name") == "aten::mm")
+    tokens, hidden, experts = _gate_shape(mm, need)
+    expert_mm = mm.filter(pl.col("category") == "expert_gemm")
+    intermediate = _ffn_size(expert_mm, hidden, need)
+    top_k = _top_k(inside, tokens * len(ranks), need)
+    rows, rank_of, unseen = _expert_rows(inside, expert_mm, experts, len(ranks))
+    # the layer's time: the mean over ranks and steps of its span on each rank (ranks enter
+    # the layer at different times on a shared host, the executor starts them together; the
+    # calibration fits every step, so the measurement is every step's too)
+    span = int(num((windows["end"] - windows["start"]).mean()))
+    schedule = (
+        "chunked" if inside.filter(pl.col("name").str.contains("_c1$")).height else "sequential"
+    )
+    return LayerWorkload(
+        ranks=len(ranks),
+        tokens=int(tokens),
+        hidden=int(hidden),
+        intermediate=intermediate,
+        experts=int(experts),
+        top_k=top_k,
+        dispatch_dtype="bf16",
+        expert_rows=rows.tolist(),
+        expert_rank=rank_of.tolist(),
+        schedule=schedule,
+        chunks=2 if schedule == "chunked" else 1,
+        tile_rows=128,
+        n_tile=512,
+        shared_expert=False,
+        measured_ns=span,
+        kind="torch",
+        sources=_torch_sources(schedule, unseen),
+    )
 
-    def need(key: str, value: int | None, what: str) -> int:
-        """The measured value, else the user's --set value, else one line naming both."""
+
+class _Needs:
+    """A value read from the trace, else the user's `--set` value, else one line naming both."""
+
+    def __init__(self, sets: dict[str, Any]) -> None:
+        self.sets = sets
+
+    def __call__(self, key: str, value: int | None, what: str) -> int:
         if value is not None:
             return int(value)
-        if key in sets:
-            return int(sets[key])
+        if key in self.sets:
+            return int(self.sets[key])
         raise WhatIfInputError(f"cannot read {key} from the trace ({what}): give --set {key}=…")
 
-    mm = inside.filter(pl.col("name") == "aten::mm")
+
+def _gate_shape(mm: pl.DataFrame, need: _Needs) -> tuple[int, int, int]:
+    """(tokens, hidden, experts) from the gate GEMM's Input Dims [tokens, hidden] x
+    [hidden, experts]."""
     gate = mm.filter(pl.col("category") == "router")
     gdims = _dims(gate["args"][0]) if gate.height else []
     ok = len(gdims) == 2 and len(gdims[0]) == 2 and len(gdims[1]) == 2
@@ -293,32 +334,46 @@ def extract_torch(
     tokens = need("tokens", gdims[0][0] if ok else None, gate_what)
     hidden = need("hidden", gdims[0][1] if ok else None, gate_what)
     experts = need("experts", gdims[1][1] if ok else None, gate_what)
-    expert_mm = mm.filter(pl.col("category") == "expert_gemm")
+    return tokens, hidden, experts
+
+
+def _ffn_size(expert_mm: pl.DataFrame, hidden: int, need: _Needs) -> int:
+    """The FFN size: the down projection [rows, ffn] x [ffn, hidden] names it (the up
+    projection may be fused gate|up: [hidden, 2 ffn]); the median over the expert GEMMs."""
     dims = [_dims(a) for a in expert_mm["args"].to_list()]
-    # the down projection [rows, ffn] x [ffn, hidden] names the FFN size (the up projection
-    # may be fused gate|up: [hidden, 2 ffn])
     ffn_sizes = [
         d[1][0]
         for d in dims
         if len(d) == 2 and len(d[1]) == 2 and d[1][1] == hidden and d[1][0] != hidden
     ]
-    intermediate = need(
+    return need(
         "intermediate",
         int(np.median(ffn_sizes)) if ffn_sizes else None,
         "no expert GEMM with Input Dims [rows, ffn] x [ffn, hidden]",
     )
+
+
+def _top_k(inside: pl.DataFrame, tokens: int, need: _Needs) -> int:
+    """Rows routed by the dispatch all-to-alls (their split sizes) per token of all ranks."""
     a2a = inside.filter((pl.col("name") == "AllToAll") & (pl.col("category") == "dispatch"))
     routed = 0
     for args in a2a["args"].to_list():
         conc = _concrete(args)
         if len(conc) >= 2:
             routed += sum(_int_list(conc[2] if len(conc) > 2 and conc[2] else conc[1]))
-    top_k = need(
+    return need(
         "top_k",
-        max(1, round(routed / (tokens * len(ranks)))) if routed else None,
+        max(1, round(routed / tokens)) if routed else None,
         "no dispatch all-to-all with split sizes (Concrete Inputs)",
     )
-    # rows per expert: the first dimension of each expert's first GEMM; placement: its rank
+
+
+def _expert_rows(
+    inside: pl.DataFrame, expert_mm: pl.DataFrame, experts: int, ranks: int
+) -> tuple[np.ndarray, np.ndarray, int]:
+    """(rows per expert, rank of each expert, experts unseen): the first dimension of each
+    `moe/expert<g>` range's first GEMM (summed over its ranges: one per chunk) and the rank
+    running it; unseen experts are placed round-robin."""
     expert_of = inside.select(
         pl.col("name").str.extract(r"moe/expert(\d+)$").cast(pl.Int64).alias("e"),
         "rank",
@@ -338,14 +393,12 @@ def extract_torch(
                     rows[e] += d[0][0]  # one range per chunk: sum them
                 break
     missing = np.flatnonzero(rank_of < 0)
-    rank_of[missing] = missing % len(ranks)
-    # the layer's time: the mean over ranks and steps of its span on each rank (ranks enter
-    # the layer at different times on a shared host, the executor starts them together; the
-    # calibration fits every step, so the measurement is every step's too)
-    span = int(num((windows["end"] - windows["start"]).mean()))
-    schedule = (
-        "chunked" if inside.filter(pl.col("name").str.contains("_c1$")).height else "sequential"
-    )
+    rank_of[missing] = missing % ranks
+    return rows, rank_of, int(missing.size)
+
+
+def _torch_sources(schedule: str, unseen: int) -> dict[str, str]:
+    """Where each workload field of a PyTorch trace comes from (measured or assumed)."""
     src = "measured: record_shapes"
     sources = {
         "ranks": "measured: ranks with a moe/gate range",
@@ -364,24 +417,6 @@ def extract_torch(
         "tile_rows": "assumed: 128 rows per tile (executor default)",
         "n_tile": "assumed: 512 columns per tile (executor default)",
     }
-    if missing.size:
-        sources["expert_rank"] = f"assumed: {missing.size} experts unseen: round-robin"
-    return LayerWorkload(
-        ranks=len(ranks),
-        tokens=int(tokens),
-        hidden=int(hidden),
-        intermediate=intermediate,
-        experts=int(experts),
-        top_k=top_k,
-        dispatch_dtype="bf16",
-        expert_rows=rows.tolist(),
-        expert_rank=rank_of.tolist(),
-        schedule=schedule,
-        chunks=2 if schedule == "chunked" else 1,
-        tile_rows=128,
-        n_tile=512,
-        shared_expert=False,
-        measured_ns=span,
-        kind="torch",
-        sources=sources,
-    )
+    if unseen:
+        sources["expert_rank"] = f"assumed: {unseen} experts unseen: round-robin"
+    return sources

@@ -4,6 +4,7 @@ times, huge ranks, long file names, and `convert` reporting what it dropped."""
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 from typing import Any
 
@@ -226,3 +227,96 @@ def test_convert_refuses_an_unknown_output_format_before_reading(tmp_path: Path)
     missing = tmp_path / "not_read.json"  # never opened: the format is checked first
     code, _, err = _cli(["convert", str(missing), "-o", str(tmp_path / "out.txt")])
     assert code == 2 and "unknown output format" in _one_error_line(err)
+
+
+def _levels(value: Any) -> int:
+    """Nesting of `[[[...]]]` (iteratively: == on it would hit the recursion limit)."""
+    levels = 0
+    while isinstance(value, list) and value:
+        value, levels = value[0], levels + 1
+    assert value == []
+    return levels
+
+
+def test_deeply_nested_top_level_value_survives_the_cache_and_pftrace(tmp_path: Path) -> None:
+    """Found by the fuzzing campaign (seed 20261202): a top-level value nested 3,000 deep read
+    fine but crashed the cache write (and the .pftrace writer) with a RecursionError."""
+    depth = 3000
+    src = tmp_path / "deep.json"
+    src.write_text(
+        '{"deep":' + "[" * depth + "]" * depth + ',"traceEvents":' + json.dumps([_x("k", 1)]) + "}"
+    )
+    old = src.stat().st_mtime_ns - 10**10  # outside the cache's racy window
+    os.utime(src, ns=(old, old))
+    for trace in (load(src), load(src)):  # read and cached, then read from the cache
+        assert _levels(trace.meta["top"]["deep"]) == depth - 1
+        assert trace.events["name"].to_list() == ["k"]
+    code, _, err = _cli(["convert", str(src), "-o", str(tmp_path / "deep.pftrace")])
+    assert code == 0, err
+    assert _levels(load(tmp_path / "deep.pftrace").meta["top"]["deep"]) == depth - 1
+    for command in (["info", str(src)], ["metrics", "--json", str(src)]):
+        assert _cli(command)[0] == 0
+
+
+def test_pftrace_with_a_corrupt_nested_message_is_one_error_line(tmp_path: Path) -> None:
+    """Found by the fuzzing campaign (seed 777): a packet whose own fields frame correctly but
+    whose track descriptor (field 60) holds corrupt bytes passed the vectorised scan and then
+    raised protobuf's DecodeError out of `moetrace info`."""
+    packet = b"\xe2\x03\x02\xff\xff"  # field 60, length 2, an unterminated varint
+    src = tmp_path / "corrupt.pftrace"
+    src.write_bytes(b"\x0a" + bytes([len(packet)]) + packet)
+    code, _, err = _cli(["info", "--no-cache", str(src)])
+    assert code == 2
+    assert "corrupt.pftrace" in _one_error_line(err)
+
+
+def _stored_table(n_tracks: int) -> dict[str, Any]:
+    """The `moetrace` table moetrace writes for `n_tracks` streams of pid 0 (tid = track)."""
+    ids = list(range(n_tracks))
+    return {
+        "version": 1,
+        "tracks": {
+            "track": ids,
+            "rank": [0] * n_tracks,
+            "pid": ["0"] * n_tracks,
+            "tid": [str(i) for i in ids],
+            "unit": ["stream"] * n_tracks,
+            "sort_index": ids,
+        },
+        "lanes": {"pid": ["0"] * n_tracks, "tid": [str(i) for i in ids], "track": ids},
+        "deps": {"src": [0], "dst": [1], "kind": ["launch"]},
+    }
+
+
+@pytest.mark.parametrize(
+    "damage",
+    [
+        ("tracks", "tid", lambda cells: cells[:-1]),  # one cell short
+        ("lanes", "track", lambda cells: ["x", *cells[1:]]),  # not a number
+        ("deps", "src", lambda cells: [-1]),  # outside UInt32
+    ],
+)
+def test_damaged_stored_track_table_lays_the_tracks_out_instead(
+    tmp_path: Path, damage: tuple[str, str, Any]
+) -> None:
+    """Found by the fuzzing campaign (seed 777): a moetrace file whose stored tables were
+    edited (a column one cell short) raised Polars' ShapeError out of every command."""
+    table, column, edit = damage
+    stored = _stored_table(2)
+    stored[table][column] = edit(stored[table][column])
+    events = [_x("a", 1, pid=0, tid=0), _x("b", 5, pid=0, tid=1)]
+    src = _write(tmp_path / "damaged.json", events, moetrace=stored)
+    trace = load(src, cache=False)
+    assert sorted(trace.events["name"].to_list()) == ["a", "b"]
+    assert trace.tracks.height == 2
+    assert any("moetrace track table is damaged" in w for w in trace.meta["warnings"])
+    assert _cli(["metrics", "--json", "--no-cache", str(src)])[0] == 0
+
+
+def test_stored_deps_without_events_are_one_error_line(tmp_path: Path) -> None:
+    """Found by the fuzzing campaign (seed 777): a moetrace file whose deps name events it
+    does not have (all of them cut off) raised an IndexError from the critical path."""
+    src = _write(tmp_path / "no_events.json", [], moetrace=_stored_table(2))
+    code, _, err = _cli(["metrics", "--json", "--no-cache", str(src)])
+    assert code == 2
+    assert "nothing to analyze" in _one_error_line(err)

@@ -45,19 +45,38 @@ def restored_trace(built: Built, meta: dict[str, Any]) -> Trace:
     return assemble(built, built.tracks, events, stored_deps(built), merged, mark_steps=False)
 
 
+_DAMAGED = (pl.exceptions.PolarsError, TypeError, ValueError, OverflowError, KeyError)
+"""What building a frame from a hand-edited or damaged stored table can raise."""
+
+
 def restore_moetrace_tracks(
     slices: pl.DataFrame, counters: pl.DataFrame, stored: dict[str, Any], warnings: list[str]
-) -> Built:
+) -> Built | None:
     """Files written by moetrace carry their tracks table, overflow lanes, event ids and deps:
-    restore them exactly instead of re-deriving them (the round trip is lossless)."""
-    tracks = pl.DataFrame(stored["tracks"]).with_columns(
-        [pl.col(c).cast(t, strict=False) for c, t in TRACK_SCHEMA.items() if c in stored["tracks"]]
-    )
-    if isinstance(stored.get("lanes"), dict):
-        schema = {"pid": pl.String, "tid": pl.String, "track": pl.UInt32}
-        lookup = pl.DataFrame(stored["lanes"], schema=schema)
-    else:
-        lookup = tracks.select("pid", "tid", pl.col("track").cast(pl.UInt32))
+    restore them exactly instead of re-deriving them (the round trip is lossless). None, with
+    a warning, when those tables are damaged (columns of different lengths, wrong types): the
+    events are then laid out as any Chrome JSON's."""
+    try:
+        tracks = pl.DataFrame(stored["tracks"]).with_columns(
+            [
+                pl.col(c).cast(t, strict=False)
+                for c, t in TRACK_SCHEMA.items()
+                if c in stored["tracks"]
+            ]
+        )
+        if isinstance(stored.get("lanes"), dict):
+            schema = {"pid": pl.String, "tid": pl.String, "track": pl.UInt32}
+            lookup = pl.DataFrame(stored["lanes"], schema=schema)
+        else:
+            lookup = tracks.select("pid", "tid", pl.col("track").cast(pl.UInt32))
+        stored_deps_frame(stored)  # checked now: restored_trace reads it later
+    except _DAMAGED as exc:
+        reason = (str(exc).strip().splitlines() or [""])[0][:120]
+        warnings.append(
+            f"the file's moetrace track table is damaged ({type(exc).__name__}: {reason}): "
+            "tracks laid out from the events instead"
+        )
+        return None
     lookup = lookup.unique(["pid", "tid"], keep="first")
     slices = slices.join(lookup, on=["pid", "tid"], how="left", maintain_order="left")
     counters = counters.join(lookup, on=["pid", "tid"], how="left", maintain_order="left")
@@ -84,7 +103,12 @@ def restore_moetrace_tracks(
 
 def stored_deps(built: Built) -> pl.DataFrame:
     """The deps the file stores (src, dst, kind)."""
-    deps = built.stored.get("deps") or {"src": [], "dst": [], "kind": []}
+    return stored_deps_frame(built.stored)
+
+
+def stored_deps_frame(stored: dict[str, Any]) -> pl.DataFrame:
+    """The deps of a stored `moetrace` table (src, dst, kind); raises on a damaged one."""
+    deps = stored.get("deps") or {"src": [], "dst": [], "kind": []}
     return pl.DataFrame(deps, schema={"src": pl.UInt32, "dst": pl.UInt32, "kind": pl.String})
 
 

@@ -50,7 +50,9 @@ class Built:
     stored: dict[str, Any] = field(default_factory=dict)  # moetrace's own tables, if present
 
 
-RestoreTracks = Callable[[pl.DataFrame, pl.DataFrame, dict[str, Any], list[str]], Built]
+RestoreTracks = Callable[[pl.DataFrame, pl.DataFrame, dict[str, Any], list[str]], Built | None]
+"""A flavor's rebuild of the tracks from a table stored in the file; None (with a warning)
+when the table is damaged: the tracks are then laid out from the events."""
 """(slices, counters, the stored `moetrace` table, warnings) -> Built: a flavor's way to
 restore tracks a file stores exactly, instead of laying them out from (pid, tid)."""
 
@@ -261,7 +263,9 @@ def build(
     )
     stored = top.get("moetrace") if restore and isinstance(top.get("moetrace"), dict) else None
     if restore is not None and stored and isinstance(stored.get("tracks"), dict):
-        return restore(slices, counters, stored, warnings)
+        restored = restore(slices, counters, stored, warnings)
+        if restored is not None:
+            return restored
     # Lay out tracks: one per (pid, tid), overflow lanes for partially overlapping slices.
     # Threads are numbered from dictionary codes of pid and tid (no 1M-row string keys,
     # concat or join); only the small per-thread table is joined to the metadata.

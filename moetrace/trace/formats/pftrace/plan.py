@@ -22,6 +22,7 @@ import numpy as np
 import polars as pl
 from perfetto.protos.perfetto.trace import perfetto_trace_pb2 as pb
 
+from moetrace.trace.formats.chrome.deep import call_deep
 from moetrace.trace.formats.pftrace.layout import (
     BEGIN,
     COUNTER,
@@ -99,7 +100,9 @@ def _meta_packet(trace: Trace, t0: int) -> pb.TracePacket:
     entry = packet.chrome_events.metadata.add()
     entry.name = META_NAME
     payload = {"writer": "moetrace", "version": FORMAT_VERSION, "meta": trace.meta}
-    entry.json_value = json.dumps(payload, default=str, ensure_ascii=False, skipkeys=True)
+    entry.json_value = call_deep(  # meta may hold a deeply nested top-level JSON value
+        lambda: json.dumps(payload, default=str, ensure_ascii=False, skipkeys=True)
+    )
     return packet
 
 

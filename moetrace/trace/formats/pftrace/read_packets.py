@@ -10,6 +10,7 @@ their descriptors, kind "other", flows chained by time.
 
 from __future__ import annotations
 
+import functools
 import itertools
 import json
 from collections import defaultdict
@@ -21,6 +22,7 @@ import polars as pl
 from google.protobuf.message import DecodeError
 from perfetto.protos.perfetto.trace import perfetto_trace_pb2 as pb
 
+from moetrace.trace.formats.chrome.deep import call_deep
 from moetrace.trace.formats.pftrace.plan import FLOW_KIND_BITS, META_NAME
 from moetrace.trace.model import DEP_KINDS, Trace, TraceFormatError
 
@@ -137,7 +139,8 @@ class PacketReader:
         elif which == "chrome_events":
             for entry in packet.chrome_events.metadata:
                 if entry.name == META_NAME and entry.HasField("json_value"):
-                    self.payload = json.loads(entry.json_value)
+                    # moetrace's meta: may nest deep (see plan.py)
+                    self.payload = call_deep(functools.partial(json.loads, entry.json_value))
 
     def run(self, message: pb.Trace) -> None:
         for packet in message.packet:

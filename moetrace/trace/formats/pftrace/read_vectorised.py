@@ -21,6 +21,7 @@ from typing import Any
 
 import numpy as np
 import polars as pl
+from google.protobuf.message import DecodeError
 from perfetto.protos.perfetto.trace import perfetto_trace_pb2 as pb
 
 from moetrace.trace.formats.pftrace.annotations import THREAD_MIN, event_notes
@@ -92,8 +93,8 @@ def read_vectorised(path: Path, data: bytes) -> Trace | None:
     """The `Trace` of a .pftrace file, or None when it needs the per-packet reader."""
     try:
         return _read(path, data)
-    except (Unsupported, Malformed, UnicodeDecodeError):
-        return None
+    except (Unsupported, Malformed, UnicodeDecodeError, DecodeError):
+        return None  # the per-packet reader names what is wrong and where
 
 
 def _read(path: Path, data: bytes) -> Trace:
