@@ -5,18 +5,26 @@ the repeated-annotation check and the BEGIN/END pairing against a stack."""
 
 from __future__ import annotations
 
+import importlib
 from pathlib import Path
 
 import numpy as np
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
+import moetrace.trace.formats.pftrace.texts as texts_module
 from moetrace.trace.formats.pftrace.annotations import repeated_pairs
 from moetrace.trace.formats.pftrace.arrays import unique
 from moetrace.trace.formats.pftrace.read_vectorised import _pair_slices, _Tracks
-from moetrace.trace.formats.pftrace.scan import Malformed, scan, varints
-from moetrace.trace.formats.pftrace.texts import span_strings
+from moetrace.trace.formats.pftrace.scan import Malformed, _Piece, _placements, scan, varints
+from moetrace.trace.formats.pftrace.texts import (
+    _compress_spans,
+    _gather_spans,
+    _joined_starts,
+    _window_spans,
+    span_strings,
+)
 
 
 def _varint(value: int) -> bytes:
@@ -137,6 +145,59 @@ def test_damaged_bytes_are_malformed_not_index_errors(raw: bytes) -> None:
         scan(np.frombuffer(raw, dtype=np.uint8), np.array([0]), np.array([len(raw)]))
 
 
+@given(
+    values=st.lists(st.integers(0, 2**14 - 1) | st.integers(0, 2**64 - 1), min_size=1, max_size=40),
+    cut=st.booleans(),
+)
+@settings(max_examples=200, deadline=None)
+def test_varints_of_one_to_ten_bytes_equal_a_byte_by_byte_decode(
+    values: list[int], cut: bool
+) -> None:
+    # Mostly one- and two-byte varints (texts' lengths, iids: the two-byte path), with longer
+    # ones mixed in (the word path), the last one possibly cut at the end of the buffer.
+    encoded = [_varint(v) for v in values]
+    pos = np.cumsum([0] + [len(e) for e in encoded[:-1]]).astype(np.int32)
+    data = b"".join(encoded)
+    if cut and len(encoded[-1]) > 1:
+        data = data[:-1]  # the last varint loses its final byte: read as if a 0 followed
+        values[-1] &= (1 << (7 * (len(encoded[-1]) - 1))) - 1
+    got, size = varints(np.frombuffer(data, dtype=np.uint8), pos)
+    assert [int(v) for v in got] == values
+    assert np.broadcast_to(size, len(values)).tolist() == [len(e) for e in encoded]
+
+
+@given(
+    blocks=st.lists(
+        st.lists(st.lists(st.booleans(), min_size=12, max_size=12), min_size=1, max_size=4),
+        min_size=1,
+        max_size=4,
+    )
+)
+@example(blocks=[[[True] * 12] * 3, [[True, False] * 6] * 2 + [[False] * 12]])  # interleaved
+@settings(max_examples=200, deadline=None)
+def test_placements_order_rows_by_message_then_piece(blocks: list[list[list[bool]]]) -> None:
+    # Each block covers its own 12 messages and holds some pieces (steps), each with a row for
+    # some of those messages: rows must land ordered by message, then by piece (a stable sort).
+    pieces, keys = [], []
+    for b, steps in enumerate(blocks):
+        for has in steps:
+            msg = 12 * b + np.flatnonzero(has)
+            keys += [(int(m), len(pieces)) for m in msg]
+            pieces.append(_Piece(msg.astype(np.int32), 0))
+    # row r (pieces' rows one after the other) goes to the rank of its (message, piece)
+    ranked = sorted(range(len(keys)), key=lambda r: keys[r])
+    expected = np.empty(len(keys), dtype=np.int64)
+    expected[ranked] = np.arange(len(keys))
+    got = np.concatenate(
+        [
+            np.arange(len(keys))[place] if isinstance(place, slice) else place
+            for place in _placements(pieces)
+        ]
+        or [np.zeros(0, dtype=np.int64)]
+    )
+    assert got.tolist() == expected.tolist()
+
+
 def test_ten_byte_varints_at_the_very_end_of_the_buffer() -> None:
     values = [2**64 - 1, 2**63, 2**56, 1 << 49, 300, 0]
     for value in values:
@@ -181,6 +242,81 @@ def test_strings_on_every_path_equal_slicing_one_by_one(
     # the same spans in a shuffled order (overlapping allowed for the gather path)
     order = rng.permutation(n)
     assert span_strings(data, off[order], length[order]).to_list() == [expected[i] for i in order]
+
+
+@given(
+    gaps=st.lists(st.integers(1, 6), min_size=2, max_size=60),
+    lengths=st.lists(st.integers(0, 40), min_size=60, max_size=60),
+    seed=st.integers(0, 2**32 - 1),
+)
+@settings(max_examples=150, deadline=None)
+def test_every_joiner_lays_texts_out_as_slicing_one_by_one(
+    gaps: list[int], lengths: list[int], seed: int
+) -> None:
+    # Spans in increasing order with a gap of >= 1 byte (as protobuf payloads are): each
+    # joiner must put text i at _joined_starts(length)[i], one byte after the previous one.
+    length = np.array(lengths[: len(gaps)], dtype=np.int64)
+    off = np.cumsum(np.array(gaps, dtype=np.int64) + np.concatenate([[0], length[:-1]]))
+    size = int(off[-1] + length[-1]) + int(np.random.default_rng(seed).integers(0, 50))
+    raw = np.random.default_rng(seed).integers(0, 256, size).astype(np.uint8)
+    data = raw.tobytes()
+    start = _joined_starts(length)
+    total = int(length.sum()) + len(length) - 1
+    expected = [data[o : o + k] for o, k in zip(off.tolist(), length.tolist(), strict=True)]
+    joined = [
+        _compress_spans(raw, off, length),
+        _gather_spans(raw, off, length, start, total),
+    ]
+    if int(off.max()) + int(length.max()) <= size:
+        joined.append(_window_spans(raw, off, length, int(length.max())))
+    for out in joined:
+        assert len(out) == total
+        got = [out[s : s + k].tobytes() for s, k in zip(start, length, strict=True)]
+        assert got == expected
+
+
+@pytest.mark.parametrize("broken", [False, True])
+@pytest.mark.parametrize(
+    ("gaps", "path"),
+    [
+        ((1, 4), "region"),  # texts fill most of what they reach (args): sliced in place
+        ((60, 130), "mask"),  # a third of it, lengths far apart: gathered by a run mask
+    ],
+)
+def test_strings_of_spread_texts_equal_slicing_one_by_one(
+    gaps: tuple[int, int], path: str, broken: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Texts of very different lengths between bytes of protobuf framing. NULs and multi-byte
+    # characters inside texts are kept; one invalid byte makes it an error, as decoding it
+    # alone is.
+    rng = np.random.default_rng(7)
+    chars = list('ab{}:," \x00éß€\U0001f600')
+    sizes = np.where(
+        rng.random(3000) < 0.05, rng.integers(500, 1500, 3000), rng.integers(0, 30, 3000)
+    )
+    texts = ["".join(rng.choice(chars, int(k))) for k in sizes]
+    pieces, off, length, at = [], [], [], 0
+    for text in texts:
+        frame = bytes(rng.integers(0x80, 0x100, int(rng.integers(*gaps))).astype(np.uint8))
+        body = text.encode()
+        pieces += [frame, body]
+        off.append(at + len(frame))
+        length.append(len(body))
+        at += len(frame) + len(body)
+    data = bytearray(b"".join(pieces))
+    if broken:
+        data[off[1500] + length[1500] // 2] = 0xFF  # never valid in UTF-8
+    starts, lengths = np.array(off), np.array(length)
+    masked = []
+    monkeypatch.setattr(
+        texts_module, "_compress_spans", lambda *a: masked.append(1) or _compress_spans(*a)
+    )
+    if broken:
+        with pytest.raises(UnicodeDecodeError):
+            span_strings(bytes(data), starts, lengths)
+        return
+    assert span_strings(bytes(data), starts, lengths).to_list() == texts
+    assert bool(masked) == (path == "mask")
 
 
 @pytest.mark.parametrize("per_owner", [3, 20])  # compared by lags, and by a sort
@@ -246,3 +382,36 @@ def test_scanning_in_small_blocks_reads_the_same_trace(
     blocks = read_vectorised(path, data)
     assert whole is not None and blocks is not None and whole.events.height > 100
     assert_trace_equal(blocks, whole, meta=True)
+
+
+def test_threads_read_the_same_trace(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """Big traces take worker threads (scan blocks, the annotations, their args texts); with
+    the thresholds at their lowest a small trace takes them too and must read the same."""
+    from moetrace.executor.run import simulate
+    from moetrace.testing.compare import assert_trace_equal
+    from moetrace.trace.formats.pftrace import read_vectorised as read_module
+    from moetrace.trace.formats.pftrace import scan as scan_module
+    from moetrace.trace.io import write_trace
+
+    # (the package's own `annotations` name is the __future__ feature, not the module)
+    notes_module = importlib.import_module("moetrace.trace.formats.pftrace.annotations")
+    started = []
+    monkeypatch.setattr(
+        notes_module.ThreadPoolExecutor,
+        "submit",
+        lambda self, *a, _submit=notes_module.ThreadPoolExecutor.submit: (
+            started.append(1) or _submit(self, *a)
+        ),
+    )
+
+    path = tmp_path / "sim.pftrace"
+    write_trace(simulate(ranks=2, tokens=128), path)
+    data = path.read_bytes()
+    alone = read_module.read_vectorised(path, data)
+    monkeypatch.setattr(notes_module, "THREAD_MIN", 1)
+    monkeypatch.setattr(read_module, "THREAD_MIN", 1)
+    monkeypatch.setattr(scan_module, "SCAN_SPLIT", 3)
+    threaded = read_module.read_vectorised(path, data)
+    assert alone is not None and threaded is not None and alone.events.height > 100
+    assert_trace_equal(threaded, alone, meta=True)
+    assert len(started) >= 3  # the annotations, their args texts, odd scan blocks

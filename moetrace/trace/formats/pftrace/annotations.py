@@ -4,7 +4,8 @@ and args from its annotations, decoded as columns (scanned in lock step, names c
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import numpy as np
@@ -31,6 +32,10 @@ from moetrace.trace.formats.pftrace.scan import Fields, Scan, Unsupported, scan
 from moetrace.trace.formats.pftrace.texts import interned, literal_over, span_strings
 
 _KNOWN_NOTES = ("id", "kind", "flops", "bytes")
+
+THREAD_MIN = 1 << 14
+"""Fewest annotations (or args texts) worth a thread of their own: below, starting and
+joining it costs more than the work it takes off the waiting thread."""
 
 
 _NOTE_FIELDS = {D_NAME_IID, D_NAME, *D_VALUES, *D_NESTED}
@@ -138,6 +143,34 @@ def event_notes(
         """Mask of the annotations whose name is `text` (compared as codes, not strings)."""
         return np.asarray(code == (names.index(text) if text in names else -1))
 
+    # args: the "args" string (the biggest texts: decoded beside id, kind, flops and bytes,
+    # on the core the main thread leaves while it waits for these notes); else the other
+    # annotations as a JSON object.
+    is_args_text = named("args") & ((vfield == D_STRING) | (vfield == D_JSON))
+    text_rows = np.flatnonzero(is_args_text)
+    if len(text_rows) < THREAD_MIN:  # few: a thread would cost more than it saves
+        out = _scalar_notes(data, notes, vals, code, named, m)
+        args_texts = span_strings(data, vals.off[text_rows], vals.length[text_rows])
+    else:
+        with ThreadPoolExecutor(max_workers=1) as pool:
+            args_job = pool.submit(span_strings, data, vals.off[text_rows], vals.length[text_rows])
+            out = _scalar_notes(data, notes, vals, code, named, m)
+            args_texts = args_job.result()
+    out["args"] = _args(data, notes, vals, code, names, is_args_text, args_texts, m)
+    return out
+
+
+def _scalar_notes(
+    data: bytes,
+    notes: Fields,
+    vals: Fields,
+    code: np.ndarray,
+    named: Callable[[str], np.ndarray],
+    m: int,
+) -> dict[str, Any]:
+    """id, kind, flops and bytes of the `m` events from their annotations (`vals`: the value
+    of each, `code`: its name's code; `named(text)`: the mask of a name)."""
+    vfield = vals.field
     out: dict[str, Any] = {}
     # id: an integer value (uint, int, pointer) -> given id; anything else -> a new one.
     is_id = named("id")
@@ -177,10 +210,24 @@ def event_notes(
         series = pl.Series(name, column)
         missing = np.flatnonzero(~present)
         out[name] = series.scatter(missing, None) if missing.size else series
-    # args: the "args" string; else the other annotations as a JSON object.
-    is_args_text = named("args") & ((vfield == D_STRING) | (vfield == D_JSON))
+    return out
+
+
+def _args(
+    data: bytes,
+    notes: Fields,
+    vals: Fields,
+    code: np.ndarray,
+    names: list[str],
+    is_args_text: np.ndarray,
+    texts: pl.Series,
+    m: int,
+) -> pl.Series:
+    """args of the `m` events: the "args" string (`texts`, of the annotations
+    `is_args_text`); else the other annotations as a JSON object."""
+    k = len(notes.msg)
+    vfield, raw_value = vals.field, vals.value
     text_rows = np.flatnonzero(is_args_text)
-    texts = span_strings(data, vals.off[text_rows], vals.length[text_rows])
     extra = (
         np.flatnonzero(
             ~_one_of(code, [names.index(n) for n in _KNOWN_NOTES if n in names]) & ~is_args_text
@@ -208,8 +255,7 @@ def event_notes(
         args_series = args_series.scatter(
             owners, [json.dumps(extras[o], default=str) for o in owners]
         )
-    out["args"] = args_series
-    return out
+    return args_series
 
 
 def _one_of(values: np.ndarray, choices: Sequence[int]) -> np.ndarray:
@@ -221,11 +267,15 @@ def _one_of(values: np.ndarray, choices: Sequence[int]) -> np.ndarray:
 
 
 def _per_event(texts: pl.Series, owners: np.ndarray, m: int, default: str | None) -> pl.Series:
-    """A column of the `m` events: `texts[i]` at event `owners[i]`, `default` elsewhere."""
+    """A column of the `m` events: `texts[i]` at event `owners[i]` (distinct), `default`
+    elsewhere. A gather of `texts` and the default copies 16-byte string views, not the
+    texts (a scatter into a column of defaults copies every text: ~30 ms per 150k args)."""
     if len(owners) == m and bool((owners == np.arange(m)).all()):
         return texts  # every event has one, in order (moetrace's files)
-    column = pl.Series(texts.name, [default] * m, dtype=pl.String)
-    return column.scatter(owners, texts) if len(owners) else column
+    index = np.full(m, len(texts), dtype=np.int64)  # the default, after the texts
+    index[owners] = np.arange(len(owners))
+    padded = pl.concat([texts, pl.Series(texts.name, [default], dtype=pl.String)])
+    return padded.gather(index)
 
 
 def _scalar(data: bytes, field: int, raw: int, off: int, length: int) -> Any:

@@ -14,7 +14,8 @@ returns None, and the caller uses the per-packet reader: same result, just slowe
 
 from __future__ import annotations
 
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -23,7 +24,7 @@ import polars as pl
 from google.protobuf.message import DecodeError
 from perfetto.protos.perfetto.trace import perfetto_trace_pb2 as pb
 
-from moetrace.trace.formats.pftrace.annotations import event_notes
+from moetrace.trace.formats.pftrace.annotations import THREAD_MIN, event_notes
 from moetrace.trace.formats.pftrace.arrays import stable_order, unique
 from moetrace.trace.formats.pftrace.plan import FLOW_KIND_BITS
 from moetrace.trace.formats.pftrace.protocol import (
@@ -140,7 +141,8 @@ def _read(path: Path, data: bytes) -> Trace:
     del seq
     annotations = _of_rows(fields.select(E_NOTES, WIRE_LEN), position)
     fields.drop(E_NOTES)
-    with ThreadPoolExecutor(max_workers=1) as pool:
+    threads = 1 if len(annotations.msg) >= THREAD_MIN else 0  # 0: run in this thread
+    with ThreadPoolExecutor(max_workers=threads) if threads else _InPlace() as pool:
         # The annotations (id, kind, flops, bytes, args: a third of the work) are decoded
         # beside the rest: numpy and Polars let go of the GIL in their loops.
         notes_job = pool.submit(event_notes, data, buf, annotations, reader, ev_seq, len(rows))
@@ -179,6 +181,26 @@ def _read(path: Path, data: bytes) -> Trace:
     counters = _counters(counter_rows, counter_values, tracks_of, ts, reader, tracks)
     del ts, rows, tracks_of
     return finish(path, reader, tracks, events, deps, counters)
+
+
+class _InPlace:
+    """A pool that runs each job at once in the calling thread (small traces: a thread would
+    cost more than the work it overlaps)."""
+
+    def __enter__(self) -> _InPlace:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        return None
+
+    def submit(self, job: Callable[..., Any], *args: Any) -> Future[Any]:
+        """`job(*args)` done now, as a finished future (its exception inside, if it raised)."""
+        done: Future[Any] = Future()
+        try:
+            done.set_result(job(*args))
+        except Exception as exc:  # the caller's .result() raises it, as a pool's would
+            done.set_exception(exc)
+        return done
 
 
 class _Tracks:

@@ -11,6 +11,8 @@ checked length cannot overflow), and only the fields asked for are kept, each as
 
 from __future__ import annotations
 
+import itertools
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
@@ -102,9 +104,17 @@ class Scan:
         """(value per message, present mask) of field `number` with wire type `wire`: the last
         occurrence wins, as in protobuf (the pieces are in step order: no sort needed)."""
         chosen = self._chosen(number, wire)
-        if len(chosen) == 1 and len(chosen[0].msg) == n_msgs and chosen[0].value is not None:
-            # every message has it once, at the same step: the rows are the messages in order
-            return chosen[0].value.astype(_U64, copy=False), _repeat(True, n_msgs, bool)
+        if (
+            chosen
+            and sum(len(p.msg) for p in chosen) == n_msgs
+            and all(p.value is not None for p in chosen)
+            and _one_after_another(chosen)
+        ):
+            # every message has it once (a piece per scan block): the rows are the messages
+            # in order
+            values = [p.value for p in chosen if p.value is not None]
+            joined = values[0] if len(values) == 1 else np.concatenate(values)
+            return joined.astype(_U64, copy=False), _repeat(True, n_msgs, bool)
         out = np.full(n_msgs, default, dtype=_U64)
         present = np.zeros(n_msgs, dtype=bool)
         for piece in chosen:
@@ -163,20 +173,53 @@ def pick(column: np.ndarray, rows: np.ndarray) -> np.ndarray:
     return np.asarray(column[rows])
 
 
+def _one_after_another(pieces: list[_Piece]) -> bool:
+    """Whether each piece's messages all follow the previous pieces' (then the rows, piece
+    after piece, are in message order)."""
+    top = -1
+    for piece in pieces:
+        if len(piece.msg):
+            if int(piece.msg[0]) <= top:
+                return False
+            top = int(piece.msg[-1])
+    return True
+
+
 def _placements(pieces: list[_Piece]) -> list[np.ndarray | slice]:
-    """Where each piece's rows go in message order (within a message, in step order): a
-    counting sort, as a message has at most one row per piece."""
-    if len(pieces) <= 1:
-        return [slice(None)] * len(pieces)
-    top = max((int(p.msg.max()) + 1 for p in pieces if len(p.msg)), default=0)
-    count = np.zeros(top, dtype=np.int64)
-    for piece in pieces:
-        count[piece.msg] += 1
-    start = np.cumsum(count) - count
+    """Where each piece's rows go in message order (within a message, in step order).
+
+    Pieces come in clusters: those of one scan block cover its messages only, and blocks
+    follow each other. The list is cut where every message before is below every message
+    after; a cluster of one piece is a slice, and the pieces of a cluster are placed by a
+    counting sort over the cluster's messages only (a message has at most one row per
+    piece), not over every message of the scan."""
+    first = [int(p.msg[0]) if len(p.msg) else 1 << 62 for p in pieces]  # rows are sorted
+    last = [int(p.msg[-1]) if len(p.msg) else -1 for p in pieces]
+    below_after = list(itertools.accumulate(reversed(first), min))[::-1]
     places: list[np.ndarray | slice] = []
-    for piece in pieces:
-        places.append(start[piece.msg])
-        start[piece.msg] += 1
+    base, i, top = 0, 0, -1
+    for j in range(1, len(pieces) + 1):
+        top = max(top, last[j - 1])
+        if j < len(pieces) and top >= below_after[j]:
+            continue  # pieces i..j-1 overlap what follows: not a cut
+        cluster = pieces[i:j]
+        if len(cluster) == 1:
+            places.append(slice(base, base + len(cluster[0].msg)))
+        elif all(np.array_equal(p.msg, cluster[0].msg) for p in cluster[1:]):
+            # the same messages in every piece (each event's k annotations): interleaved
+            k = len(cluster)
+            places += [slice(base + q, base + k * len(cluster[0].msg), k) for q in range(k)]
+        else:
+            lo = min(first[i:j])
+            count = np.zeros(max(top - lo + 1, 0), dtype=np.int64)
+            for piece in cluster:
+                count[piece.msg - lo] += 1
+            start = np.cumsum(count) - count + base
+            for piece in cluster:
+                places.append(start[piece.msg - lo])
+                start[piece.msg - lo] += 1
+        base += sum(len(p.msg) for p in cluster)
+        i, top = j, -1
     return places
 
 
@@ -216,6 +259,9 @@ def varints(
         raise Malformed("a read past the end of the data") from None
     if len(byte) == 0 or int(byte.max()) < 0x80:  # all one byte: tags, lengths, small ints
         return byte, 1
+    short = _two_byte_varints(buf, pos, byte)
+    if short is not None:
+        return short
     word = words_at(buf, pos)
     stop = ~word & _STOPS  # the high bit of each byte that ends a varint
     first = stop & (~stop + _U64(1))  # the lowest one: 2**(8 * size - 1); 0 if size > 8
@@ -236,6 +282,24 @@ def varints(
         value[rows] |= np.where(ten, (b9 & _U64(1)) << _U64(63), _U64(0))
         size[rows] = 9 + ten
     return value, size
+
+
+def _two_byte_varints(
+    buf: np.ndarray, pos: np.ndarray, byte: np.ndarray
+) -> tuple[np.ndarray, np.ndarray] | None:
+    """`varints` when each is at most two bytes (lengths of texts, iids and ids under 16384:
+    two byte gathers, half the work of the 8-byte word path), else None. `byte`: buf[pos]."""
+    last = len(buf) - 1
+    more = byte >= 0x80
+    if int(pos.max()) < last:
+        second = buf[pos + 1]
+    else:  # a byte past the end reads as 0, as in `words_at` (the caller finds the overrun)
+        second = np.where(pos < last, buf[np.minimum(pos + 1, last)], np.uint8(0))
+    if bool((more & (second >= 0x80)).any()):
+        return None
+    value = (byte & np.uint8(0x7F)).astype(_U64)
+    value |= np.where(more, second.astype(_U64) << _U64(7), _U64(0))
+    return value, more.astype(pos.dtype) + 1
 
 
 def _groups(word: np.ndarray, count: int) -> np.ndarray:
@@ -286,13 +350,39 @@ def scan(
     found = Scan(offset_dtype(len(buf)))
     opened = np.flatnonzero(ends > starts)
     opened = opened.astype(np.int32 if len(starts) < 1 << 31 else np.int64, copy=False)
-    for lo in range(0, len(opened), SCAN_BLOCK):
-        _scan_block(found, buf, opened[lo : lo + SCAN_BLOCK], starts, ends, wanted, spans)
+    size = SCAN_BLOCK
+    if len(opened) >= 2 * SCAN_SPLIT:  # at least two blocks: one for each of two threads
+        size = min(size, -(-len(opened) // 2))
+    blocks = [opened[lo : lo + size] for lo in range(0, len(opened), size)]
+    if len(blocks) <= 1:
+        for block in blocks:
+            _scan_block(found, buf, block, starts, ends, wanted, spans)
+        return found
+    # Blocks of messages are independent: this thread scans the even ones while a worker
+    # scans the odd ones (numpy lets go of the GIL in its loops), each into its own Scan;
+    # their pieces are then joined in block order, as one thread would have found them.
+    parts = [Scan(found.offsets) for _ in blocks]
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        odd = [
+            pool.submit(_scan_block, parts[i], buf, blocks[i], starts, ends, wanted, spans)
+            for i in range(1, len(blocks), 2)
+        ]
+        for i in range(0, len(blocks), 2):
+            _scan_block(parts[i], buf, blocks[i], starts, ends, wanted, spans)
+        for job in odd:
+            job.result()
+    for part in parts:
+        for number, pieces in part.pieces.items():
+            found.pieces.setdefault(number, []).extend(pieces)
     return found
 
 
 SCAN_BLOCK = 1 << 19
 """Messages scanned together: the lock step's work arrays stay ~2 MB each, whatever the file."""
+
+SCAN_SPLIT = 1 << 15
+"""Fewest messages per block when a scan is split in two for two threads (below, one
+thread: the lock step's Python overhead per step would outweigh the numpy work)."""
 
 
 def _scan_block(
