@@ -53,3 +53,67 @@ def test_unsorted_input_sorted_input_same_depths() -> None:
     keys = list(zip(track.tolist(), ts.tolist(), dur.tolist(), strict=True))
     unique = np.array([keys.count(k) == 1 for k in keys])
     assert np.array_equal(depth_p[np.argsort(perm)][unique], depth[unique])
+
+
+@pytest.mark.parametrize("limit", [1, 3, 8, 25])
+def test_blocks_of_tracks_give_the_definition(limit: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Run over blocks of whole tracks (as at 1M events, to bound memory), depths and lanes
+    still equal the definition; every block holds whole tracks in input order."""
+    from moetrace.trace import nesting
+
+    monkeypatch.setattr(nesting, "BLOCK_EVENTS", limit)
+    rng = np.random.default_rng(17)
+    blocked = 0
+    for case in range(120):
+        n = int(rng.integers(1, 60))
+        track = rng.integers(0, int(rng.integers(1, 9)), n).astype(np.int64)
+        if case % 5 == 0:  # track ids beyond uint16: the general argsort
+            track = track * 70_000 + 3
+        ts = rng.integers(0, 25, n).astype(np.int64)
+        dur = rng.integers(0, 9, n).astype(np.int64)
+        blocks = nesting.track_blocks(track)
+        if blocks is not None:
+            blocked += 1
+            assert sorted(np.concatenate(blocks).tolist()) == list(range(n))
+            owner: dict[int, int] = {}
+            for b, rows in enumerate(blocks):
+                for t in set(track[rows].tolist()):
+                    assert owner.setdefault(t, b) == b, case  # a track is never split
+                same = track[rows][1:] == track[rows][:-1]
+                assert (np.diff(rows)[same] > 0).all(), case  # input order within a track
+        tl, sl, dl = track.tolist(), ts.tolist(), dur.tolist()
+        depth, bad = nesting_depth(track, ts, dur)
+        ref_depth, ref_bad = definition_depth(tl, sl, dl)
+        assert depth.tolist() == ref_depth and bad.tolist() == ref_bad, case
+        lane, lane_depth = overflow_lanes(track, ts, dur, MAX_OVERFLOW_LANE)
+        ref_lane, ref_lane_depth = definition_lanes(tl, sl, dl)
+        assert lane.tolist() == ref_lane and lane_depth.tolist() == ref_lane_depth, case
+    assert blocked > 30  # the blocked path really ran
+
+
+def test_flow_binding_by_blocks_equals_one_pass(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The Chrome reader's enclosing/next slice lookups give the same ids over blocks of
+    whole tracks as in one pass over every slice."""
+    from moetrace.trace import nesting
+    from moetrace.trace.formats.chrome import phases
+
+    rng = np.random.default_rng(23)
+    for case in range(80):
+        n, m = int(rng.integers(1, 50)), int(rng.integers(1, 30))
+        s_track = rng.integers(0, 6, n).astype(np.uint32)
+        s_ts = rng.integers(0, 40, n).astype(np.int64)
+        s_dur = rng.integers(0, 12, n).astype(np.int64)
+        s_depth, _ = nesting_depth(s_track.astype(np.int64), s_ts, s_dur)
+        s_id = rng.permutation(n).astype(np.uint32)
+        q_track = rng.integers(0, 8, m).astype(np.int64)  # tracks 6, 7: no slices
+        q_ts = rng.integers(-2, 55, m).astype(np.int64)
+        for find, columns in (
+            (phases.enclosing_slice, [s_ts, s_dur, s_depth, s_id]),
+            (phases.next_slice, [s_ts, s_dur, s_id]),
+        ):
+            whole = phases._by_track_blocks(find, None, s_track, columns, q_track, q_ts)
+            monkeypatch.setattr(nesting, "BLOCK_EVENTS", int(rng.integers(1, 10)))
+            blocks = nesting.track_blocks(s_track)
+            monkeypatch.undo()
+            parts = phases._by_track_blocks(find, blocks, s_track, columns, q_track, q_ts)
+            assert parts.tolist() == whole.tolist(), (case, find.__name__)
