@@ -256,10 +256,6 @@ def build(
     del frame
     slices = collect_slices(holder, warnings)  # empties holder: the frame goes column-wise
     holder.clear()
-    # ts and dur in one chunk each (they come in the decoder's batches): numpy then views
-    # them where it would copy them (2 x 8 MB at 1M events, twice: lanes and flows).
-    for name in ("ts", "dur"):
-        slices.replace_column(slices.get_column_index(name), slices[name].rechunk())
     slices.insert_column(  # in place (see the end of this function)
         slices.width, pl.int_range(slices.height, dtype=pl.UInt32, eager=True).alias("id")
     )
@@ -285,8 +281,12 @@ def build(
             f"moved to overflow tracks (as Perfetto does)"
         )
     width = int(max(lane.max() if len(lane) else 0, 0)) + 1
+    # (thread, lane) code of every slice, in place (each 1M-row temporary is 8 MB).
+    thread_lane = base * width
+    thread_lane += lane
+    del base, lane
     seen = np.zeros(n_threads * width, dtype=bool)  # the (thread, lane) pairs in use
-    seen[base * width + lane] = True
+    seen[thread_lane] = True
     seen[c_base * width] = True
     used_codes = np.flatnonzero(seen)
     used = pl.DataFrame({"base": used_codes // width, "lane": used_codes % width})
@@ -319,12 +319,13 @@ def build(
     ).with_columns(pl.int_range(pl.len(), dtype=pl.UInt32).alias("track"))
     tracks = tracks.with_columns(pl.col("track").cast(pl.Int32).alias("sort_index"))
     # (base, lane) -> track id through a small lookup table.
-    table = np.zeros(n_threads * width, dtype=np.int64)
+    table = np.zeros(n_threads * width, dtype=np.uint32)
     codes = tracks["base"].to_numpy() * width + tracks["lane"].to_numpy()
     table[codes] = tracks["track"].to_numpy()
     # In place: an eager with_columns copies the many-chunk columns (~100 MB at 1M events).
     slices.insert_column(slices.width, pl.Series("depth", depth, dtype=pl.UInt16))
-    track = pl.Series("track", table[base * width + lane], dtype=pl.UInt32)
+    track = pl.Series("track", table[thread_lane], dtype=pl.UInt32)
+    del thread_lane
     slices.insert_column(slices.width, track)
     counters = counters.with_columns(pl.Series("track", table[c_base * width], dtype=pl.UInt32))
     tracks = tracks.drop("base")
@@ -342,14 +343,16 @@ def _thread_codes(
     n = slices.height
     pids = pl.concat([slices["pid"], counters["pid"]], rechunk=False)
     tids = pl.concat([slices["tid"], counters["tid"]], rechunk=False)
-    p = pids.cast(pl.Categorical).to_physical().to_numpy().astype(np.int64)
-    t = tids.cast(pl.Categorical).to_physical().to_numpy().astype(np.int64)
-    if len(p) == 0:
+    if len(pids) == 0:
         keys = pl.DataFrame(schema={"pid": pl.String, "tid": pl.String, "base": pl.Int64})
         empty = np.zeros(0, dtype=np.int64)
         return empty, empty, keys, 1
-    pair = p * (int(t.max()) + 1) + t
-    del p, t
+    # In place, from 4-byte codes: each 1M-row int64 temporary is 8 MB, near the load's peak.
+    t = tids.cast(pl.Categorical).to_physical().to_numpy()
+    pair = pids.cast(pl.Categorical).to_physical().to_numpy().astype(np.int64)
+    pair *= int(t.max()) + 1
+    pair += t
+    del t
     span = int(pair.max()) + 1
     if span <= 4 * len(pair) + 4096:
         seen = np.zeros(span, dtype=bool)
