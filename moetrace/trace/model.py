@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from itertools import pairwise
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -138,11 +139,12 @@ def _align_chunks(frame: pl.DataFrame) -> pl.DataFrame:
     if len(set(layouts)) < 2 or frame.height == 0:
         return frame
     bounds = sorted({int(end) for layout in set(layouts) for end in np.cumsum(layout)} | {0})
-    target = tuple(b - a for a, b in zip(bounds[:-1], bounds[1:], strict=True))
+    pieces = list(pairwise(bounds))
+    target = tuple(b - a for a, b in pieces)
     for i, (name, layout) in enumerate(zip(frame.columns, layouts, strict=True)):
         if layout != target:
             column = frame[name]
-            parts = [column.slice(a, b - a) for a, b in zip(bounds[:-1], bounds[1:], strict=True)]
+            parts = [column.slice(a, b - a) for a, b in pieces]
             frame.replace_column(i, pl.concat(parts, rechunk=False))
     return frame
 
