@@ -56,19 +56,38 @@ def track_blocks(track: np.ndarray, limit: int | None = None) -> list[np.ndarray
     return np.split(order, cuts)
 
 
+Column = np.ndarray | pl.Series
+"""A per-event column: numpy, or a Polars Series that is read block by block (a many-chunk
+Series as a whole numpy array would be an 8 MB copy per 1M events)."""
+
+
+def block_rows(column: Column, rows: np.ndarray) -> np.ndarray:
+    """The values of `column` at `rows`, as numpy."""
+    if isinstance(column, pl.Series):
+        return column.gather(rows).to_numpy()
+    picked: np.ndarray = column[rows]
+    return picked
+
+
+def as_array(column: Column, dtype: type = np.int64) -> np.ndarray:
+    """The whole column as numpy of `dtype` (no copy when it already is one)."""
+    values = column.to_numpy() if isinstance(column, pl.Series) else column
+    return np.asarray(values, dtype=dtype)
+
+
 def _blockwise(
     func: Callable[..., tuple[np.ndarray, np.ndarray]],
     blocks: list[np.ndarray],
     dtypes: tuple[type, type],
     n: int,
-    *columns: np.ndarray,
+    *columns: Column,
 ) -> tuple[np.ndarray, np.ndarray]:
     """`func(*columns)` (two per-event outputs) computed block by block on the blocks' rows:
     the same result for per-track functions, with temporaries bounded by a block."""
     first: np.ndarray = np.empty(n, dtype=dtypes[0])
     second: np.ndarray = np.empty(n, dtype=dtypes[1])
     for rows in blocks:
-        a, b = func(*(column[rows] for column in columns))
+        a, b = func(*(as_array(block_rows(column, rows)) for column in columns))
         first[rows] = a
         second[rows] = b
     return first, second
@@ -237,7 +256,7 @@ def _badly_nested(d_sorted: np.ndarray, t_s: np.ndarray, e_s: np.ndarray) -> np.
 
 
 def overflow_lanes(
-    track: np.ndarray, ts: np.ndarray, dur: np.ndarray, max_lane: int
+    track: np.ndarray, ts: Column, dur: Column, max_lane: int
 ) -> tuple[np.ndarray, np.ndarray]:
     """Lane per event (0 = its own track) so no lane holds partially overlapping slices, and
     the nesting depth of every event on its (track, lane).
@@ -246,15 +265,15 @@ def overflow_lanes(
     without nesting inside it moves to lane 1, then 2... (one round per lane, at most
     `max_lane` rounds, so no lane is above `max_lane`). Each round re-nests only the tracks
     where a slice moved. Both writers and the Chrome reader use this one function. Runs
-    over blocks of whole tracks (`BLOCK_EVENTS`) to bound its temporaries.
+    over blocks of whole tracks (`BLOCK_EVENTS`) to bound its temporaries; `ts` and `dur`
+    may be Polars Series, read block by block.
     """
     track = np.asarray(track, dtype=np.int64)
-    ts, dur = np.asarray(ts, dtype=np.int64), np.asarray(dur, dtype=np.int64)
     blocks = track_blocks(track)
     if blocks is not None:
         lanes = partial(_overflow_lanes, max_lane=max_lane)
-        return _blockwise(lanes, blocks, (np.int64, np.uint16), len(ts), track, ts, dur)
-    return _overflow_lanes(track, ts, dur, max_lane)
+        return _blockwise(lanes, blocks, (np.int64, np.uint16), len(track), track, ts, dur)
+    return _overflow_lanes(track, as_array(ts), as_array(dur), max_lane)
 
 
 def _overflow_lanes(

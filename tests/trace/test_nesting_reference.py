@@ -4,6 +4,7 @@ obvious way, on arbitrary (overlapping, tied, zero-length) slices, narrow and wi
 from __future__ import annotations
 
 import numpy as np
+import polars as pl
 import pytest
 
 from moetrace.testing.nesting import definition_depth, definition_lanes
@@ -88,7 +89,16 @@ def test_blocks_of_tracks_give_the_definition(limit: int, monkeypatch: pytest.Mo
         lane, lane_depth = overflow_lanes(track, ts, dur, MAX_OVERFLOW_LANE)
         ref_lane, ref_lane_depth = definition_lanes(tl, sl, dl)
         assert lane.tolist() == ref_lane and lane_depth.tolist() == ref_lane_depth, case
+        # ts/dur as many-chunk Polars Series (as the Chrome reader passes them)
+        lane, lane_depth = overflow_lanes(track, _chunked(ts), _chunked(dur), MAX_OVERFLOW_LANE)
+        assert lane.tolist() == ref_lane and lane_depth.tolist() == ref_lane_depth, case
     assert blocked > 30  # the blocked path really ran
+
+
+def _chunked(values: np.ndarray) -> pl.Series:
+    """`values` as an Int64 Series in chunks of 7 rows."""
+    parts = [pl.Series(values[i : i + 7], dtype=pl.Int64) for i in range(0, len(values), 7)]
+    return pl.concat(parts, rechunk=False)
 
 
 def test_flow_binding_by_blocks_equals_one_pass(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -107,13 +117,15 @@ def test_flow_binding_by_blocks_equals_one_pass(monkeypatch: pytest.MonkeyPatch)
         s_id = rng.permutation(n).astype(np.uint32)
         q_track = rng.integers(0, 8, m).astype(np.int64)  # tracks 6, 7: no slices
         q_ts = rng.integers(-2, 55, m).astype(np.int64)
-        for find, columns in (
-            (phases.enclosing_slice, [s_ts, s_dur, s_depth, s_id]),
-            (phases.next_slice, [s_ts, s_dur, s_id]),
+        ts_s, dur_s = _chunked(s_ts), _chunked(s_dur)  # as the reader passes them
+        for find, columns, as_series in (
+            (phases.enclosing_slice, [s_ts, s_dur, s_depth, s_id], [ts_s, dur_s, s_depth, s_id]),
+            (phases.next_slice, [s_ts, s_dur, s_id], [ts_s, dur_s, s_id]),
         ):
             whole = phases._by_track_blocks(find, None, s_track, columns, q_track, q_ts)
             monkeypatch.setattr(nesting, "BLOCK_EVENTS", int(rng.integers(1, 10)))
             blocks = nesting.track_blocks(s_track)
             monkeypatch.undo()
-            parts = phases._by_track_blocks(find, blocks, s_track, columns, q_track, q_ts)
-            assert parts.tolist() == whole.tolist(), (case, find.__name__)
+            for given in (columns, as_series):
+                parts = phases._by_track_blocks(find, blocks, s_track, given, q_track, q_ts)
+                assert parts.tolist() == whole.tolist(), (case, find.__name__)

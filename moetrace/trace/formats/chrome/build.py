@@ -278,9 +278,8 @@ def build(
     # string views at 1M events). In place: a drop() copies many-chunk columns.
     for column in ("pid", "tid", "ph"):
         slices.drop_in_place(column)
-    lane, depth = overflow_lanes(
-        base, slices["ts"].to_numpy(), slices["dur"].to_numpy(), MAX_OVERFLOW_LANE
-    )
+    # ts/dur as Series: the lanes read them a block at a time (no whole-column numpy copies).
+    lane, depth = overflow_lanes(base, slices["ts"], slices["dur"], MAX_OVERFLOW_LANE)
     n_moved = int((lane > 0).sum())
     if n_moved:
         warnings.append(

@@ -10,7 +10,7 @@ from collections.abc import Callable
 import numpy as np
 import polars as pl
 
-from moetrace.trace.nesting import track_blocks
+from moetrace.trace.nesting import Column, as_array, block_rows, track_blocks
 
 
 def match_begin_end(
@@ -161,30 +161,29 @@ def _by_track_blocks(
     find: Callable[..., np.ndarray],
     blocks: list[np.ndarray] | None,
     s_track: np.ndarray,
-    slice_columns: list[np.ndarray],
+    slice_columns: list[Column],
     q_track: np.ndarray,
     q_ts: np.ndarray,
 ) -> np.ndarray:
     """`find(s_track, *slice_columns, q_track, q_ts)` (one slice id per query, -1 for none,
     looking only at slices of the query's track) computed per block of whole tracks
-    (`nesting.track_blocks`): the same ids, with temporaries bounded by a block's size."""
+    (`nesting.track_blocks`): the same ids, with temporaries bounded by a block's size.
+    Slice columns are numpy or Polars Series (read a block at a time), as int64."""
     if blocks is None:
-        columns = [c.astype(np.int64) if c.dtype == np.uint32 else c for c in slice_columns]
-        return find(s_track.astype(np.int64), *columns, q_track, q_ts)
+        columns = [as_array(c) for c in slice_columns]
+        return find(as_array(s_track), *columns, q_track, q_ts)
     out = np.full(len(q_ts), -1, dtype=np.int64)
     q_order = np.argsort(q_track, kind="stable")
     q_sorted = q_track[q_order]
     for rows in blocks:
-        b_track = s_track[rows].astype(np.int64)
+        b_track = as_array(s_track[rows])
         # A block holds every track between its smallest and largest (tracks sorted).
         lo = np.searchsorted(q_sorted, b_track.min(), side="left")
         hi = np.searchsorted(q_sorted, b_track.max(), side="right")
         if lo == hi:
             continue
         q_rows = q_order[lo:hi]
-        columns = [
-            c[rows].astype(np.int64) if c.dtype == np.uint32 else c[rows] for c in slice_columns
-        ]
+        columns = [as_array(block_rows(c, rows)) for c in slice_columns]
         out[q_rows] = find(b_track, *columns, q_track[q_rows], q_ts[q_rows])
     return out
 
@@ -197,10 +196,11 @@ def bind_flows(points: pl.DataFrame, slices: pl.DataFrame, tracks: pl.DataFrame)
     pts = points
     edges = [empty]
     if pts.height and slices.height:
-        # Per-slice columns stay in their own dtypes (uint32 track and id: views of the
-        # frame's buffers); each block converts its share (see _by_track_blocks).
+        # Per-slice columns stay as they are (uint32 track and id: views of the frame's
+        # buffers; ts and dur: Series, many chunks) and each block reads and converts its
+        # share (see _by_track_blocks): no whole-column int64 copies.
         s_track = slices["track"].to_numpy()
-        s_ts, s_dur = slices["ts"].to_numpy(), slices["dur"].to_numpy()
+        s_ts, s_dur = slices["ts"], slices["dur"]
         s_depth, s_id = slices["depth"].to_numpy(), slices["id"].to_numpy()
         blocks = track_blocks(s_track)
         lane_tracks = tracks.select("pid", "tid", "lane", "track")
