@@ -129,3 +129,34 @@ def test_flow_binding_by_blocks_equals_one_pass(monkeypatch: pytest.MonkeyPatch)
             for given in (columns, as_series):
                 parts = phases._by_track_blocks(find, blocks, s_track, given, q_track, q_ts)
                 assert parts.tolist() == whole.tolist(), (case, find.__name__)
+
+
+def test_per_track_work_is_bounded_by_a_block(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Memory guard (no RSS threshold): on many tracks, no pass of the nesting or lane
+    algorithms sees more events than a block (its whole tracks), so their per-event
+    temporaries are bounded by BLOCK_EVENTS, not by the trace's size."""
+    from moetrace.trace import nesting
+
+    rng = np.random.default_rng(29)
+    n, limit = 5000, 256
+    track = rng.integers(0, 200, n).astype(np.int64)  # ~25 events per track
+    ts = rng.integers(0, 10_000, n).astype(np.int64)
+    dur = rng.integers(0, 400, n).astype(np.int64)
+    longest = int(np.bincount(track).max())
+    seen: list[int] = []
+    one_pass = nesting._nesting_depth
+
+    def spy(t: np.ndarray, s: np.ndarray, d: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        seen.append(len(s))
+        return one_pass(t, s, d)
+
+    monkeypatch.setattr(nesting, "_nesting_depth", spy)
+    monkeypatch.setattr(nesting, "BLOCK_EVENTS", limit)
+    depth, bad = nesting_depth(track, ts, dur)
+    lane, lane_depth = overflow_lanes(track, ts, dur, MAX_OVERFLOW_LANE)
+    assert seen and max(seen) <= limit + longest
+    monkeypatch.undo()  # one pass over every event: the same results
+    whole_depth, whole_bad = nesting_depth(track, ts, dur)
+    whole_lane, whole_lane_depth = overflow_lanes(track, ts, dur, MAX_OVERFLOW_LANE)
+    assert np.array_equal(depth, whole_depth) and np.array_equal(bad, whole_bad)
+    assert np.array_equal(lane, whole_lane) and np.array_equal(lane_depth, whole_lane_depth)
