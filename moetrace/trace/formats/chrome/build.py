@@ -156,13 +156,17 @@ def collect_slices(frame: pl.DataFrame | list[pl.DataFrame], warnings: list[str]
     )
     trace_end = int(trace_end or 0)
     # X and instants in one filter: file order is kept, no sort needed.
+    # A when/then makes a new 1M-row column even where it changes nothing (16-byte views
+    # for tid): only when some row needs it (instants' dur is 0; 'n' rows get async tids).
     exprs = {c: pl.col(c) for c in _SLICE_COLS}
-    exprs["dur"] = pl.when(ph == "X").then(pl.col("dur")).otherwise(pl.lit(0, pl.Int64))
-    exprs["tid"] = (
-        pl.when(ph == "n")
-        .then(pl.lit("async:") + pl.col("cat").fill_null(""))
-        .otherwise(pl.col("tid"))
-    )
+    if not bool((frame["ph"] == "X").all()):
+        exprs["dur"] = pl.when(ph == "X").then(pl.col("dur")).otherwise(pl.lit(0, pl.Int64))
+    if bool((frame["ph"] == "n").any()):
+        exprs["tid"] = (
+            pl.when(ph == "n")
+            .then(pl.lit("async:") + pl.col("cat").fill_null(""))
+            .otherwise(pl.col("tid"))
+        )
     if not bool(frame["ph"].is_in(["B", "E", "b", "e"]).any()):
         del frame  # holder keeps the only reference, for _take_slices to release
         return _take_slices(holder, exprs)
