@@ -8,6 +8,9 @@ Vectorised with numpy (one pass per depth level or overflow round, none per even
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from functools import partial
+
 import numpy as np
 import polars as pl
 
@@ -18,6 +21,76 @@ OVERFLOW_LANE_LABEL = "overlap"
 MAX_OVERFLOW_LANE = 64
 """Most overflow lanes per track in Chrome JSON (reader and writer); .pftrace allows one fewer
 (`formats.pftrace.layout.OVERFLOW_LEVELS`, its uuid stride)."""
+
+BLOCK_EVENTS = 1 << 16
+"""Events per block of whole tracks in the per-track algorithms (`nesting_depth`,
+`overflow_lanes`, the Chrome reader's flow binding). They hold a dozen 8-byte temporaries
+per event: run over blocks, these cost ~8 MB whatever the trace's size instead of ~100 MB
+per 1M events, at the load's memory peak. A track is never split (one longer than this is
+its own block); results do not depend on the block size."""
+
+
+def track_blocks(track: np.ndarray, limit: int | None = None) -> list[np.ndarray] | None:
+    """Positions of the events in blocks of whole tracks, ~`limit` (`BLOCK_EVENTS`) events
+    each (a block closes at the first track starting at or after the next multiple of
+    `limit`), input order kept within each track; None when everything is one block."""
+    limit = BLOCK_EVENTS if limit is None else limit
+    n = len(track)
+    if n <= limit:
+        return None
+    small = int(track.min()) >= 0 and int(track.max()) < 2**16
+    order = np.argsort(track.astype(np.uint16) if small else track, kind="stable")
+    if small:  # where each track begins in `order`, from its count (no sorted copy)
+        counts = np.bincount(track.astype(np.uint16))
+        starts = np.cumsum(counts[counts > 0])[:-1]
+    else:
+        sorted_track = track[order]
+        starts = np.flatnonzero(sorted_track[1:] != sorted_track[:-1]) + 1
+        del sorted_track
+    window = starts // limit
+    cuts = starts[np.flatnonzero(window[1:] != window[:-1]) + 1] if len(starts) else starts
+    if len(starts) and starts[0] // limit > 0:  # the first track alone passes a multiple
+        cuts = np.concatenate(([starts[0]], cuts))
+    if len(cuts) == 0:
+        return None
+    return np.split(order, cuts)
+
+
+Column = np.ndarray | pl.Series
+"""A per-event column: numpy, or a Polars Series that is read block by block (a many-chunk
+Series as a whole numpy array would be an 8 MB copy per 1M events)."""
+
+
+def block_rows(column: Column, rows: np.ndarray) -> np.ndarray:
+    """The values of `column` at `rows`, as numpy."""
+    if isinstance(column, pl.Series):
+        return column.gather(rows).to_numpy()
+    picked: np.ndarray = column[rows]
+    return picked
+
+
+def as_array(column: Column, dtype: type = np.int64) -> np.ndarray:
+    """The whole column as numpy of `dtype` (no copy when it already is one)."""
+    values = column.to_numpy() if isinstance(column, pl.Series) else column
+    return np.asarray(values, dtype=dtype)
+
+
+def _blockwise(
+    func: Callable[..., tuple[np.ndarray, np.ndarray]],
+    blocks: list[np.ndarray],
+    dtypes: tuple[type, type],
+    n: int,
+    *columns: Column,
+) -> tuple[np.ndarray, np.ndarray]:
+    """`func(*columns)` (two per-event outputs) computed block by block on the blocks' rows:
+    the same result for per-track functions, with temporaries bounded by a block."""
+    first: np.ndarray = np.empty(n, dtype=dtypes[0])
+    second: np.ndarray = np.empty(n, dtype=dtypes[1])
+    for rows in blocks:
+        a, b = func(*(as_array(block_rows(column, rows)) for column in columns))
+        first[rows] = a
+        second[rows] = b
+    return first, second
 
 
 def overflow_lane_name(base: str, lane: int) -> str:
@@ -42,6 +115,7 @@ def nesting_depth(
     slices enclosing e. An event is badly nested when its parent (the last earlier event one
     level up) does not contain it, i.e. two slices overlap partially. O(n log n), no loops per
     event (one pass per depth level for the check, each over that level's events only).
+    Runs over blocks of whole tracks (`BLOCK_EVENTS`) to bound its temporaries.
     """
     n = len(ts)
     if n == 0:
@@ -49,6 +123,17 @@ def nesting_depth(
     track = np.asarray(track, dtype=np.int64)
     ts = np.asarray(ts, dtype=np.int64)
     dur = np.asarray(dur, dtype=np.int64)
+    blocks = track_blocks(track)
+    if blocks is not None:
+        return _blockwise(_nesting_depth, blocks, (np.uint16, np.bool_), n, track, ts, dur)
+    return _nesting_depth(track, ts, dur)
+
+
+def _nesting_depth(
+    track: np.ndarray, ts: np.ndarray, dur: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """`nesting_depth` of int64 columns in one pass (no blocks)."""
+    n = len(ts)
     # In place and freed early: at 1M events each temporary is 8 MB, and this runs at the
     # load's memory peak.
     tk, s_rel, e_rel, width = _track_time_keys(track, ts, ts + dur)
@@ -171,7 +256,7 @@ def _badly_nested(d_sorted: np.ndarray, t_s: np.ndarray, e_s: np.ndarray) -> np.
 
 
 def overflow_lanes(
-    track: np.ndarray, ts: np.ndarray, dur: np.ndarray, max_lane: int
+    track: np.ndarray, ts: Column, dur: Column, max_lane: int
 ) -> tuple[np.ndarray, np.ndarray]:
     """Lane per event (0 = its own track) so no lane holds partially overlapping slices, and
     the nesting depth of every event on its (track, lane).
@@ -179,31 +264,43 @@ def overflow_lanes(
     Like Perfetto's `thread_overlapping_slice` tracks: a slice that overlaps an earlier one
     without nesting inside it moves to lane 1, then 2... (one round per lane, at most
     `max_lane` rounds, so no lane is above `max_lane`). Each round re-nests only the tracks
-    where a slice moved. Both writers and the Chrome reader use this one function.
+    where a slice moved. Both writers and the Chrome reader use this one function. Runs
+    over blocks of whole tracks (`BLOCK_EVENTS`) to bound its temporaries; `ts` and `dur`
+    may be Polars Series, read block by block.
     """
+    track = np.asarray(track, dtype=np.int64)
+    blocks = track_blocks(track)
+    if blocks is not None:
+        lanes = partial(_overflow_lanes, max_lane=max_lane)
+        return _blockwise(lanes, blocks, (np.int64, np.uint16), len(track), track, ts, dur)
+    return _overflow_lanes(track, as_array(ts), as_array(dur), max_lane)
+
+
+def _overflow_lanes(
+    track: np.ndarray, ts: np.ndarray, dur: np.ndarray, max_lane: int
+) -> tuple[np.ndarray, np.ndarray]:
+    """`overflow_lanes` of int64 columns in one pass (no blocks)."""
     lane = np.zeros(len(ts), dtype=np.int64)
     depth = np.zeros(len(ts), dtype=np.uint16)
     if len(ts) == 0:
         return lane, depth
-    track = np.asarray(track, dtype=np.int64)
-    if all_flat(track, np.asarray(ts, dtype=np.int64), np.asarray(dur, dtype=np.int64)):
+    if all_flat(track, ts, dur):
         return lane, depth
     # Each round re-nests only the threads where a slice moved in the previous one: the
     # others keep their lanes and depths (keys include the thread), so a few overlaps on a
     # few of 512 threads cost a pass over those threads, not over every event again.
     active: np.ndarray | None = None  # None: every event (the first round gathers nothing)
-    ts, dur = np.asarray(ts, dtype=np.int64), np.asarray(dur, dtype=np.int64)
     for _ in range(max_lane):
         if active is None:
             key = track * (max_lane + 1)
             key += lane
-            sub_depth, bad = nesting_depth(key, ts, dur)
+            sub_depth, bad = _nesting_depth(key, ts, dur)
             del key
             depth[:] = sub_depth
             moved = np.flatnonzero(bad)
         else:
             key = track[active] * (max_lane + 1) + lane[active]
-            sub_depth, bad = nesting_depth(key, ts[active], dur[active])
+            sub_depth, bad = _nesting_depth(key, ts[active], dur[active])
             depth[active] = sub_depth
             moved = active[bad]
         if not bad.any():

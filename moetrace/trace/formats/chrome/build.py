@@ -144,20 +144,31 @@ def collect_slices(frame: pl.DataFrame | list[pl.DataFrame], warnings: list[str]
     holder = frame if isinstance(frame, list) else [frame]
     frame = holder[0]
     ph = pl.col("ph")
-    trace_end = frame.select(
-        pl.when(ph.is_in(["X", "B", "E", "b", "e", "i", "I", "R", "n"]))
-        .then(pl.col("ts") + pl.col("dur").fill_null(0))
-        .max()
-    ).item()
+    # Streaming: the end of each event is summed and maxed per morsel, not as three
+    # 1M-row temporaries next to the decoded frame (the load's high-water, ~16 MB).
+    trace_end = (
+        frame.lazy()
+        .select(
+            pl.when(ph.is_in(["X", "B", "E", "b", "e", "i", "I", "R", "n"]))
+            .then(pl.col("ts") + pl.col("dur").fill_null(0))
+            .max()
+        )
+        .collect(engine="streaming")
+        .item()
+    )
     trace_end = int(trace_end or 0)
     # X and instants in one filter: file order is kept, no sort needed.
+    # A when/then makes a new 1M-row column even where it changes nothing (16-byte views
+    # for tid): only when some row needs it (instants' dur is 0; 'n' rows get async tids).
     exprs = {c: pl.col(c) for c in _SLICE_COLS}
-    exprs["dur"] = pl.when(ph == "X").then(pl.col("dur")).otherwise(pl.lit(0, pl.Int64))
-    exprs["tid"] = (
-        pl.when(ph == "n")
-        .then(pl.lit("async:") + pl.col("cat").fill_null(""))
-        .otherwise(pl.col("tid"))
-    )
+    if not bool((frame["ph"] == "X").all()):
+        exprs["dur"] = pl.when(ph == "X").then(pl.col("dur")).otherwise(pl.lit(0, pl.Int64))
+    if bool((frame["ph"] == "n").any()):
+        exprs["tid"] = (
+            pl.when(ph == "n")
+            .then(pl.lit("async:") + pl.col("cat").fill_null(""))
+            .otherwise(pl.col("tid"))
+        )
     if not bool(frame["ph"].is_in(["B", "E", "b", "e"]).any()):
         del frame  # holder keeps the only reference, for _take_slices to release
         return _take_slices(holder, exprs)
@@ -275,9 +286,8 @@ def build(
     # string views at 1M events). In place: a drop() copies many-chunk columns.
     for column in ("pid", "tid", "ph"):
         slices.drop_in_place(column)
-    lane, depth = overflow_lanes(
-        base, slices["ts"].to_numpy(), slices["dur"].to_numpy(), MAX_OVERFLOW_LANE
-    )
+    # ts/dur as Series: the lanes read them a block at a time (no whole-column numpy copies).
+    lane, depth = overflow_lanes(base, slices["ts"], slices["dur"], MAX_OVERFLOW_LANE)
     n_moved = int((lane > 0).sum())
     if n_moved:
         warnings.append(
@@ -285,8 +295,12 @@ def build(
             f"moved to overflow tracks (as Perfetto does)"
         )
     width = int(max(lane.max() if len(lane) else 0, 0)) + 1
+    # (thread, lane) code of every slice, in place (each 1M-row temporary is 8 MB).
+    thread_lane = base * width
+    thread_lane += lane
+    del base, lane
     seen = np.zeros(n_threads * width, dtype=bool)  # the (thread, lane) pairs in use
-    seen[base * width + lane] = True
+    seen[thread_lane] = True
     seen[c_base * width] = True
     used_codes = np.flatnonzero(seen)
     used = pl.DataFrame({"base": used_codes // width, "lane": used_codes % width})
@@ -319,12 +333,13 @@ def build(
     ).with_columns(pl.int_range(pl.len(), dtype=pl.UInt32).alias("track"))
     tracks = tracks.with_columns(pl.col("track").cast(pl.Int32).alias("sort_index"))
     # (base, lane) -> track id through a small lookup table.
-    table = np.zeros(n_threads * width, dtype=np.int64)
+    table = np.zeros(n_threads * width, dtype=np.uint32)
     codes = tracks["base"].to_numpy() * width + tracks["lane"].to_numpy()
     table[codes] = tracks["track"].to_numpy()
     # In place: an eager with_columns copies the many-chunk columns (~100 MB at 1M events).
     slices.insert_column(slices.width, pl.Series("depth", depth, dtype=pl.UInt16))
-    track = pl.Series("track", table[base * width + lane], dtype=pl.UInt32)
+    track = pl.Series("track", table[thread_lane], dtype=pl.UInt32)
+    del thread_lane
     slices.insert_column(slices.width, track)
     counters = counters.with_columns(pl.Series("track", table[c_base * width], dtype=pl.UInt32))
     tracks = tracks.drop("base")
@@ -342,14 +357,16 @@ def _thread_codes(
     n = slices.height
     pids = pl.concat([slices["pid"], counters["pid"]], rechunk=False)
     tids = pl.concat([slices["tid"], counters["tid"]], rechunk=False)
-    p = pids.cast(pl.Categorical).to_physical().to_numpy().astype(np.int64)
-    t = tids.cast(pl.Categorical).to_physical().to_numpy().astype(np.int64)
-    if len(p) == 0:
+    if len(pids) == 0:
         keys = pl.DataFrame(schema={"pid": pl.String, "tid": pl.String, "base": pl.Int64})
         empty = np.zeros(0, dtype=np.int64)
         return empty, empty, keys, 1
-    pair = p * (int(t.max()) + 1) + t
-    del p, t
+    # In place, from 4-byte codes: each 1M-row int64 temporary is 8 MB, near the load's peak.
+    t = tids.cast(pl.Categorical).to_physical().to_numpy()
+    pair = pids.cast(pl.Categorical).to_physical().to_numpy().astype(np.int64)
+    pair *= int(t.max()) + 1
+    pair += t
+    del t
     span = int(pair.max()) + 1
     if span <= 4 * len(pair) + 4096:
         seen = np.zeros(span, dtype=bool)

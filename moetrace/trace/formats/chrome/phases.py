@@ -5,8 +5,12 @@ Every function works on whole columns (Polars / numpy); none loops per event in 
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 import polars as pl
+
+from moetrace.trace.nesting import Column, as_array, block_rows, track_blocks
 
 
 def match_begin_end(
@@ -153,6 +157,37 @@ def chain_edges(points: pl.DataFrame, key: str) -> pl.DataFrame:
     )
 
 
+def _by_track_blocks(
+    find: Callable[..., np.ndarray],
+    blocks: list[np.ndarray] | None,
+    s_track: np.ndarray,
+    slice_columns: list[Column],
+    q_track: np.ndarray,
+    q_ts: np.ndarray,
+) -> np.ndarray:
+    """`find(s_track, *slice_columns, q_track, q_ts)` (one slice id per query, -1 for none,
+    looking only at slices of the query's track) computed per block of whole tracks
+    (`nesting.track_blocks`): the same ids, with temporaries bounded by a block's size.
+    Slice columns are numpy or Polars Series (read a block at a time), as int64."""
+    if blocks is None:
+        columns = [as_array(c) for c in slice_columns]
+        return find(as_array(s_track), *columns, q_track, q_ts)
+    out = np.full(len(q_ts), -1, dtype=np.int64)
+    q_order = np.argsort(q_track, kind="stable")
+    q_sorted = q_track[q_order]
+    for rows in blocks:
+        b_track = as_array(s_track[rows])
+        # A block holds every track between its smallest and largest (tracks sorted).
+        lo = np.searchsorted(q_sorted, b_track.min(), side="left")
+        hi = np.searchsorted(q_sorted, b_track.max(), side="right")
+        if lo == hi:
+            continue
+        q_rows = q_order[lo:hi]
+        columns = [as_array(block_rows(c, rows)) for c in slice_columns]
+        out[q_rows] = find(b_track, *columns, q_track[q_rows], q_ts[q_rows])
+    return out
+
+
 def bind_flows(points: pl.DataFrame, slices: pl.DataFrame, tracks: pl.DataFrame) -> pl.DataFrame:
     """Flow edges (src, dst event ids, cat, name) from v1 s/t/f points and v2 bind_ids."""
     empty = pl.DataFrame(
@@ -161,9 +196,13 @@ def bind_flows(points: pl.DataFrame, slices: pl.DataFrame, tracks: pl.DataFrame)
     pts = points
     edges = [empty]
     if pts.height and slices.height:
-        s_track = slices["track"].to_numpy().astype(np.int64)
-        s_ts, s_dur = slices["ts"].to_numpy(), slices["dur"].to_numpy()
-        s_depth, s_id = slices["depth"].to_numpy(), slices["id"].to_numpy().astype(np.int64)
+        # Per-slice columns stay as they are (uint32 track and id: views of the frame's
+        # buffers; ts and dur: Series, many chunks) and each block reads and converts its
+        # share (see _by_track_blocks): no whole-column int64 copies.
+        s_track = slices["track"].to_numpy()
+        s_ts, s_dur = slices["ts"], slices["dur"]
+        s_depth, s_id = slices["depth"].to_numpy(), slices["id"].to_numpy()
+        blocks = track_blocks(s_track)
         lane_tracks = tracks.select("pid", "tid", "lane", "track")
         event = np.full(pts.height, -1, dtype=np.int64)
         enclosing = ((pts["ph"] != "f") | (pts["bp"] == "e").fill_null(False)).to_numpy()
@@ -179,17 +218,20 @@ def bind_flows(points: pl.DataFrame, slices: pl.DataFrame, tracks: pl.DataFrame)
             # Each binding rule costs a sort of every slice: run it only if some point uses it.
             no_hit = np.full(len(q_ts), -1, dtype=np.int64)
             enc = (
-                enclosing_slice(s_track, s_ts, s_dur, s_depth, s_id, q_track, q_ts)
+                _by_track_blocks(
+                    enclosing_slice, blocks, s_track, [s_ts, s_dur, s_depth, s_id], q_track, q_ts
+                )
                 if enclosing.any()
                 else no_hit
             )
             nxt = (
-                next_slice(s_track, s_ts, s_dur, s_id, q_track, q_ts)
+                _by_track_blocks(next_slice, blocks, s_track, [s_ts, s_dur, s_id], q_track, q_ts)
                 if not enclosing.all()
                 else no_hit
             )
             found = np.where(enclosing, enc, nxt)
             event = np.where(todo, found, event)
+        del s_track, s_ts, s_dur, s_depth, s_id, blocks
         points = pts.with_columns(
             pl.Series("event", event),
             pl.concat_str(
