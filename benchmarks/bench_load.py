@@ -43,7 +43,9 @@ NAMES = [f"aten::op_{i}" for i in range(150)] + [f"gemm_kernel<{i}>" for i in ra
 
 def generate(path: Path, n_events: int, seed: int = 7) -> None:
     """A Kineto-like trace of ~140 bytes per event: CPU ops and kernels on 8 threads/streams
-    with small args, 1 in 20 events a launch flow end, M names first."""
+    with small args, M names first, and launch flows as Kineto writes them: 1 in 20 events an
+    `s` at the start of the CPU op just written, its `f` (bp "e") at the start of the next
+    kernel, so the load binds ~25k flow edges (a lone `f` binds nothing)."""
     rng = random.Random(seed)
     base_ns = 1_736_405_443_000_000_000
     with open(path, "w") as fh:
@@ -51,28 +53,44 @@ def generate(path: Path, n_events: int, seed: int = 7) -> None:
         fh.write('{"ph":"M","name":"process_name","pid":100,"tid":0,"args":{"name":"python"}},\n')
         fh.write('{"ph":"M","name":"thread_name","pid":0,"tid":7,"args":{"name":"stream 7"}}')
         clock = [0] * 8
-        for i in range(n_events):
+        last_cpu: tuple[int, int, str, int] | None = None  # pid, tid, stamp, clock (ns)
+        pending: list[tuple[int, int]] = []  # (flow id, launch clock) of kernels not written
+        i = 0
+        while i < n_events:
             lane = rng.randrange(8)
             gpu = lane >= 6
             clock[lane] += rng.randrange(1, 4000)
+            if gpu and pending:  # a kernel starts after its launch
+                clock[lane] = max(clock[lane], pending[0][1] + rng.randrange(1, 50))
             ts = base_ns + clock[lane]
             stamp = f"{ts // 1000}.{ts % 1000:03d}"
             pid, tid = (0, lane + 1) if gpu else (100, lane + 1)
-            if i % 20 == 19:
-                ev = (
-                    f'{{"ph":"f","id":{i},"pid":{pid},"tid":{tid},"ts":{stamp},'
-                    f'"cat":"ac2g","name":"ac2g","bp":"e"}}'
+            if i % 20 == 19 and last_cpu is not None:
+                s_pid, s_tid, s_stamp, s_clock = last_cpu
+                fh.write(
+                    f',\n{{"ph":"s","id":{i},"pid":{s_pid},"tid":{s_tid},"ts":{s_stamp},'
+                    f'"cat":"ac2g","name":"ac2g"}}'
                 )
-            else:
-                dur = rng.randrange(1, 3000)
-                clock[lane] += dur
-                cat = "kernel" if gpu else "cpu_op"
-                ev = (
-                    f'{{"ph":"X","cat":"{cat}","name":"{NAMES[rng.randrange(200)]}","pid":{pid},'
-                    f'"tid":{tid},"ts":{stamp},"dur":{dur // 1000}.{dur % 1000:03d},'
-                    f'"args":{{"External id":{i},"stream":{lane}}}}}'
+                pending.append((i, s_clock))
+                i += 1
+                continue
+            dur = rng.randrange(1, 3000)
+            clock[lane] += dur
+            cat = "kernel" if gpu else "cpu_op"
+            fh.write(
+                f',\n{{"ph":"X","cat":"{cat}","name":"{NAMES[rng.randrange(200)]}","pid":{pid},'
+                f'"tid":{tid},"ts":{stamp},"dur":{dur // 1000}.{dur % 1000:03d},'
+                f'"args":{{"External id":{i},"stream":{lane}}}}}'
+            )
+            i += 1
+            if not gpu:
+                last_cpu = (pid, tid, stamp, clock[lane] - dur)
+            elif pending and i < n_events:
+                fh.write(
+                    f',\n{{"ph":"f","id":{pending.pop(0)[0]},"pid":{pid},"tid":{tid},'
+                    f'"ts":{stamp},"cat":"ac2g","name":"ac2g","bp":"e"}}'
                 )
-            fh.write(",\n" + ev)
+                i += 1
         fh.write("\n]}\n")
 
 
@@ -143,6 +161,9 @@ def generate_deep(path: Path, n_events: int, seed: int = 7) -> None:
 
 
 SHAPES = {"few": generate, "many": generate_many_tracks, "deep": generate_deep}
+FILE_VERSION = {"few": 2, "many": 1, "deep": 1}
+"""Bumped when a generator changes, so --keep never reuses a file of an older generator
+(few v2: launch flows as s/f pairs that bind, instead of lone f points)."""
 
 
 # Each loader: (setup, untimed: imports and type definitions, as in a session that has
@@ -284,7 +305,7 @@ def main() -> int:
             f"{baseline_rss / 1e6:.0f} MB"
         )
         for shape in shapes:
-            path = folder / f"bench_{shape}_{opts.events}.json"
+            path = folder / f"bench_{shape}_{opts.events}_v{FILE_VERSION[shape]}.json"
             if not path.exists():
                 SHAPES[shape](path, opts.events)
             ok &= run_shape(shape, path, opts.repeat, summary)
