@@ -221,7 +221,10 @@ def moe(
         rules = load_rules(rule_files)
     except RulesError as exc:
         raise UserError(str(exc)) from exc
-    view = moe_view(_load(files, loading), rules)
+    trace = _load(files, loading)
+    if trace.events.height == 0:  # as metrics: one line and exit 2, not an empty table
+        raise UserError(f"{', '.join(files)}: nothing to analyze (no events)")
+    view = moe_view(trace, rules)
     if as_json:
         click.echo(json.dumps(view.to_dict(), indent=1))
         return

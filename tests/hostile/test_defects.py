@@ -320,3 +320,14 @@ def test_stored_deps_without_events_are_one_error_line(tmp_path: Path) -> None:
     code, _, err = _cli(["metrics", "--json", "--no-cache", str(src)])
     assert code == 2
     assert "nothing to analyze" in _one_error_line(err)
+
+
+def test_moe_of_a_trace_without_events_is_one_error_line(tmp_path: Path) -> None:
+    """`moe` printed an empty table (exit 0) for a trace whose events were all cut off;
+    like `metrics`, it now says there is nothing to analyze."""
+    src = tmp_path / "cut.json"
+    src.write_text('{"traceEvents":[')
+    for extra in ([], ["--json"]):
+        code, out, err = _cli(["moe", *extra, "--no-cache", str(src)])
+        assert code == 2 and out == ""
+        assert "nothing to analyze (no events)" in _one_error_line(err)
