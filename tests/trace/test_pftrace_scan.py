@@ -9,7 +9,6 @@ import importlib
 from pathlib import Path
 
 import numpy as np
-import polars as pl
 import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
@@ -17,7 +16,7 @@ from hypothesis import strategies as st
 import moetrace.trace.formats.pftrace.texts as texts_module
 from moetrace.trace.formats.pftrace.annotations import repeated_pairs
 from moetrace.trace.formats.pftrace.arrays import unique
-from moetrace.trace.formats.pftrace.read_vectorised import _pair_slices, _Tracks, in_id_order
+from moetrace.trace.formats.pftrace.read_vectorised import _pair_slices, _Tracks
 from moetrace.trace.formats.pftrace.scan import Malformed, _Piece, _placements, scan, varints
 from moetrace.trace.formats.pftrace.texts import (
     _compress_spans,
@@ -416,17 +415,3 @@ def test_threads_read_the_same_trace(monkeypatch: pytest.MonkeyPatch, tmp_path: 
     assert alone is not None and threaded is not None and alone.events.height > 100
     assert_trace_equal(threaded, alone, meta=True)
     assert len(started) >= 3  # the annotations, their args texts, odd scan blocks
-
-
-@given(st.permutations(list(range(40))), st.integers(0, 40))
-def test_in_id_order_equals_a_sort_by_id(ids: list[int], cut: int) -> None:
-    """The column-by-column reorder the reader uses equals a sort of the frame by id (and
-    leaves a frame already in order as it is)."""
-    ids = ids[:cut]
-    frame = pl.DataFrame(
-        {"id": ids, "name": [f"e{i}" for i in ids], "ts": [i * 10 for i in ids]},
-        schema={"id": pl.Int64, "name": pl.String, "ts": pl.Int64},
-    )
-    expected = frame.sort("id")
-    assert in_id_order(frame.clone()).equals(expected)
-    assert in_id_order(expected) is expected

@@ -180,23 +180,7 @@ def _read(path: Path, data: bytes) -> Trace:
     deps = _deps(flow_ids, events, ts[rows], moetrace)
     counters = _counters(counter_rows, counter_values, tracks_of, ts, reader, tracks)
     del ts, rows, tracks_of
-    return finish(path, reader, tracks, in_id_order(events), deps, counters)
-
-
-def in_id_order(events: pl.DataFrame) -> pl.DataFrame:
-    """`events` sorted by id (stable), column by column: each column is gathered and its
-    unsorted copy dropped before the next, so the peak is the frame plus one column, where a
-    sort of the whole frame holds two frames (moetrace writes events in track order, the
-    `Trace` keeps them in id order). Empties `events` when it reorders."""
-    ids = events["id"].to_numpy()
-    if len(ids) < 2 or bool((ids[1:] > ids[:-1]).all()):
-        return events
-    order = pl.Series(np.argsort(ids, kind="stable"))
-    del ids
-    columns = {}
-    for name in list(events.columns):
-        columns[name] = events.drop_in_place(name).gather(order)
-    return pl.DataFrame(columns)
+    return finish(path, reader, tracks, events, deps, counters)
 
 
 class _InPlace:
