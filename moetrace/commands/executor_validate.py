@@ -80,7 +80,7 @@ def low_latency_dispatch_us(run: Any) -> float:
     arrival on that rank (µs), as a low-latency benchmark times it."""
     import numpy as np
 
-    from moetrace.executor.tiles import T
+    from moetrace.executor.taskgraph import T
 
     t = run.timed
     n, nk = t.n_graph, len(t.launch_op)

@@ -17,7 +17,7 @@ import numpy as np
 
 from moetrace.executor.hardware import Hardware
 from moetrace.executor.schedules import Timed
-from moetrace.executor.tiles import T
+from moetrace.executor.taskgraph import T
 
 
 def floors(t: Timed, hw: Hardware, ep: int) -> dict[str, Any]:

@@ -21,7 +21,7 @@ import numpy as np
 
 from moetrace.executor.graph_util import exclusive_cumsum
 from moetrace.executor.schedules import Timed
-from moetrace.executor.tiles import TYPES, T, TaskGraph
+from moetrace.executor.taskgraph import TYPES, T, TaskGraph
 
 # how a task type's tasks are ordered in the whole graph (see tiles.build_graph)
 _RANK_MAJOR: tuple[str, ...] = ("gate", "topk", "layout", "shared_up", "shared_act")

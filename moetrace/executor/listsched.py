@@ -18,7 +18,7 @@ import numpy as np
 
 from moetrace.executor.dag import CycleError
 from moetrace.executor.schedules import POOL_AIC, POOL_AIV, POOL_AIVC, Timed
-from moetrace.executor.tiles import T
+from moetrace.executor.taskgraph import T
 
 _TIME_BITS = 48  # release times up to 2.8e14 ns
 

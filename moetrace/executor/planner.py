@@ -48,7 +48,8 @@ from moetrace.executor.schedules import (
     lane_layout,
     schedule,
 )
-from moetrace.executor.tiles import TaskGraph, build_graph
+from moetrace.executor.taskgraph import TaskGraph
+from moetrace.executor.tiles import build_graph
 from moetrace.executor.workload import Workload
 
 # tile: weight of the AIC pool's bytes when the planner splits HBM between AIC and vector AIV

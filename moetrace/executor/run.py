@@ -15,7 +15,8 @@ from moetrace.executor.fold import Expansion, expand
 from moetrace.executor.hardware import Hardware, get_hardware, link_warnings
 from moetrace.executor.planner import best_plan
 from moetrace.executor.schedules import ScheduleOptions, Timed
-from moetrace.executor.tiles import TaskGraph, build_graph
+from moetrace.executor.taskgraph import TaskGraph
+from moetrace.executor.tiles import build_graph
 from moetrace.executor.workload import (
     DTYPE_BYTES,
     Workload,

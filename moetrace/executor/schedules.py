@@ -23,7 +23,7 @@ import numpy as np
 from moetrace.executor.contention import lex_order
 from moetrace.executor.errors import ExecutorInputError
 from moetrace.executor.hardware import Hardware
-from moetrace.executor.tiles import AIC_TYPES, TYPES, T, TaskGraph
+from moetrace.executor.taskgraph import AIC_TYPES, TYPES, T, TaskGraph
 from moetrace.executor.workload import Workload
 
 SCHEDULES = ("sequential", "chunked", "tile")

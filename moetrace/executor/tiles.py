@@ -8,101 +8,16 @@ many-to-many edges. Combine tiles carry the same rows back as their dispatch til
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass, field
-from functools import cached_property
 from typing import Any
 
 import numpy as np
 
 from moetrace.executor.graph_util import Builder
 from moetrace.executor.rowlayout import RowMap
-from moetrace.executor.symmetry import Symmetry, symmetry
+from moetrace.executor.symmetry import symmetry
+from moetrace.executor.taskgraph import COLS, FCOLS, T, TaskGraph
 from moetrace.executor.tiling import Tiling, local_expert_of_tiles, tile_layer
 from moetrace.executor.workload import Workload
-
-# Task types in generation (= dependency) order; ids grow along every edge.
-TYPES = (
-    "gate",
-    "topk",
-    "layout",
-    "permute",
-    "shared_up",
-    "shared_act",
-    "shared_down",
-    "dispatch_issue",
-    "dispatch_tx",
-    "dispatch_rx",
-    "dispatch_done",
-    "gemm1",
-    "swiglu",
-    "gemm2",
-    "combine_issue",
-    "combine_tx",
-    "combine_rx",
-    "combine_done",
-    "unpermute",
-    "launch",
-)
-T = {name: i for i, name in enumerate(TYPES)}
-AIC_TYPES = ("gate", "shared_up", "shared_down", "gemm1", "gemm2")
-COMM_TX = ("dispatch_tx", "combine_tx")
-COMM_RX = ("dispatch_rx", "combine_rx")
-ISSUE = ("dispatch_issue", "combine_issue")
-DONE = ("dispatch_done", "combine_done")
-
-_COLS = (
-    "type",
-    "rank",
-    "expert",
-    "row_tile",
-    "n_tile",
-    "peer",
-    "tile",
-    "token_tile",
-    "chunk",
-    "rows",
-)
-_FCOLS = ("flops", "a_bytes", "a_hbm", "w_bytes", "w_hbm", "out_bytes", "comm_bytes")
-
-
-@dataclass
-class TaskGraph:
-    """Struct of arrays, one entry per task, plus data edges (src -> dst task ids)."""
-
-    cols: dict[str, np.ndarray]
-    edge_src: np.ndarray
-    edge_dst: np.ndarray
-    seq: np.ndarray  # ordering hint for link lanes: (phase, chunk, round, tile)
-    seq_expert: np.ndarray  # the same, expert-major: (phase, chunk, local expert, round, tile)
-    make_rows: Callable[[], RowMap]  # the per-row map, computed on demand
-    assign: np.ndarray
-    expert_rank: np.ndarray
-    n_token_tiles: int
-    chunks: int
-    aiv_comm: bool
-    two_sided: bool
-    ids: dict[str, np.ndarray] = field(default_factory=dict)  # type -> task ids in object order
-    # folded: the graph holds the tasks of ranks 0 .. period-1 of a rotation-symmetric run
-    # (`symmetry`), each standing for its copies rotated by every multiple of the period; an
-    # edge from a task of another rank (a transfer into the block) comes from its copy in the
-    # block. `folded_ranks` is the number of copies (EP / period; 1: not folded).
-    folded_ranks: int = 1
-    symmetric: Symmetry | None = None
-
-    @property
-    def full_tasks(self) -> int:
-        """Tasks of the whole run (all ranks), also when the graph is folded."""
-        return self.n * self.folded_ranks
-
-    @cached_property
-    def rows(self) -> RowMap:
-        """Where every row lives (computed on first use: only the functional proof needs it)."""
-        return self.make_rows()
-
-    @property
-    def n(self) -> int:
-        return int(self.cols["type"].size)
 
 
 def build_graph(
@@ -159,7 +74,7 @@ class _Tasks:
         self.src_side = sym.send_rep(t.c_src, t.c_dst, t.c_q) if sym else every_ct
         self.dst_side = sym.recv_rep(t.c_src, t.c_dst, t.c_q) if sym else every_ct
         self.rt_rep = sym.row_tile_rep(t.r_expert, t.r_idx, t.r_rank) if sym else np.arange(t.n_rt)
-        self.b = Builder(T, _COLS, _FCOLS)
+        self.b = Builder(T, COLS, FCOLS)
         self.ids: dict[str, np.ndarray] = {}
         self.objects: dict[str, np.ndarray] = {}  # comm-tile type -> the tiles its tasks are
         self._canon: list[np.ndarray] = []
@@ -351,18 +266,18 @@ class _Tasks:
         out[tiles] = block
         return out
 
-    def comm_block(
-        self,
-        prefix: str,
-        sender: np.ndarray,
-        receiver: np.ndarray,
-        nbytes: np.ndarray,
-        seq: np.ndarray,
-        from_src: bool,
-    ) -> tuple[np.ndarray, np.ndarray]:
-        """Issue, TX, RX (and done) tasks of one all-to-all; (first, RX) ids by dispatch tile.
-        from_src: the senders are the tiles' sources (dispatch), else their destinations."""
-        t, ids, b = self.t, self.ids, self.b
+    def comm_block(self, prefix: str) -> tuple[np.ndarray, np.ndarray]:
+        """Issue, TX, RX (and done) tasks of one all-to-all, "dispatch" (each tile from its
+        source to its destination) or "combine" (back); (first, RX) task ids by dispatch
+        tile."""
+        t, ids, b, wl = self.t, self.ids, self.b, self.wl
+        from_src = prefix == "dispatch"
+        if from_src:
+            sender, receiver, seq = t.c_src, t.c_dst, self.dispatch_seq
+            nbytes = t.c_rows * wl.dispatch_row_bytes
+        else:
+            sender, receiver, seq = t.c_dst, t.c_src, self.combine_seq
+            nbytes = t.c_rows * wl.combine_row_bytes
         sent, received = self.sent, self.received
         out_tiles, in_tiles = (sent, received) if from_src else (received, sent)
         out_rep, in_rep = (
@@ -422,15 +337,7 @@ class _Tasks:
     def dispatch(self) -> np.ndarray:
         """The dispatch all-to-all (after each tile's permute); the RX task id of every
         dispatch tile (-1 for tiles not built)."""
-        t = self.t
-        first, rx = self.comm_block(
-            "dispatch",
-            t.c_src,
-            t.c_dst,
-            t.c_rows * self.wl.dispatch_row_bytes,
-            self.dispatch_seq,
-            True,
-        )
+        first, rx = self.comm_block("dispatch")
         self.b.edge(self.ids["permute"], first[self.sent])
         return rx
 
@@ -508,14 +415,7 @@ class _Tasks:
         then one unpermute task per combine tile on the source rank (weighted atomic add into
         the output)."""
         t, ids, b, sent = self.t, self.ids, self.b, self.sent
-        c_first, c_last = self.comm_block(
-            "combine",
-            t.c_dst,
-            t.c_src,
-            t.c_rows * self.wl.combine_row_bytes,
-            self.combine_seq,
-            False,
-        )
+        c_first, c_last = self.comm_block("combine")
         h, n2 = self.wl.shape.hidden, self.n2
         order = np.lexsort((self.pair_ct, self.pair_rt))
         a, c = self.rt_pos[self.pair_rt[order]], self.pair_ct[order]
@@ -542,7 +442,7 @@ class _Tasks:
     def graph(self) -> TaskGraph:
         """The task graph of everything added (columns, edges, seq with its ties)."""
         b, ids, objects, t, wl = self.b, self.ids, self.objects, self.t, self.wl
-        cols = {name: np.concatenate(b.parts[name]) for name in _COLS + _FCOLS}
+        cols = {name: np.concatenate(b.parts[name]) for name in COLS + FCOLS}
         seq = np.concatenate(b.parts["seq"])
         seq_expert = seq.copy()
         for name in ("permute", "dispatch_issue", "dispatch_tx", "dispatch_rx"):

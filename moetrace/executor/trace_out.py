@@ -17,7 +17,7 @@ import polars as pl
 from moetrace.executor.fold import Expansion, expand_edges
 from moetrace.executor.hardware import Hardware
 from moetrace.executor.schedules import POOL_STEP, POOL_STREAM, ScheduleOptions, Timed, lane_layout
-from moetrace.executor.tiles import AIC_TYPES, TYPES, T, TaskGraph
+from moetrace.executor.taskgraph import AIC_TYPES, TYPES, T, TaskGraph
 from moetrace.trace.model import DepKind, Kind, Trace
 
 _COMPUTE = {

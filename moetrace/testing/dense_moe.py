@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from moetrace.executor.tiles import T
+from moetrace.executor.taskgraph import T
 
 if TYPE_CHECKING:
     from moetrace.executor.run import Run

@@ -7,7 +7,7 @@ import pytest
 
 from moetrace.executor.contention import demand_profile, lex_order
 from moetrace.executor.run import simulate_run
-from moetrace.executor.tiles import T
+from moetrace.executor.taskgraph import T
 
 
 @pytest.mark.parametrize("seed", range(5))

@@ -10,7 +10,7 @@ import pytest
 from moetrace.executor.engine import run_schedule
 from moetrace.executor.run import Run, simulate_run
 from moetrace.executor.schedules import lane_layout
-from moetrace.executor.tiles import T
+from moetrace.executor.taskgraph import T
 from moetrace.executor.workload import MoEShape
 from moetrace.testing.dense_moe import (
     PlacementError,

@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 
 from moetrace.executor.contention import demand_profile
 from moetrace.executor.run import Run, simulate_run, to_trace
-from moetrace.executor.tiles import T
+from moetrace.executor.taskgraph import T
 
 SETTINGS = settings(
     max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow], derandomize=True

@@ -11,7 +11,7 @@ import pytest
 from moetrace.executor.errors import ExecutorInputError
 from moetrace.executor.hardware import PRESETS
 from moetrace.executor.run import simulate, simulate_run
-from moetrace.executor.tiles import T
+from moetrace.executor.taskgraph import T
 
 SMALL = dict(ranks=8, tokens=256)
 

@@ -21,7 +21,7 @@ from moetrace.commands.executor_validate import (
 )
 from moetrace.executor.hardware import FIELDS, PRESET_FIELDS, PRESETS
 from moetrace.executor.run import simulate, simulate_run
-from moetrace.executor.tiles import T
+from moetrace.executor.taskgraph import T
 
 MID = dict(ranks=8, tokens=4096)  # compute-bound GEMMs, as in the full case
 
