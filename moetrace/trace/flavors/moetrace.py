@@ -42,7 +42,9 @@ def restored_trace(built: Built, meta: dict[str, Any]) -> Trace:
     )
     merged = {**stored_meta, **meta, "flavor": stored_meta.get("flavor", "moetrace")}
     merged["source"] = meta["source"]
-    return assemble(built, built.tracks, events, stored_deps(built), merged, mark_steps=False)
+    return assemble(
+        built, built.tracks, events, stored_deps(built.stored), merged, mark_steps=False
+    )
 
 
 _DAMAGED = (pl.exceptions.PolarsError, TypeError, ValueError, OverflowError, KeyError)
@@ -69,7 +71,7 @@ def restore_moetrace_tracks(
             lookup = pl.DataFrame(stored["lanes"], schema=schema)
         else:
             lookup = tracks.select("pid", "tid", pl.col("track").cast(pl.UInt32))
-        stored_deps_frame(stored)  # checked now: restored_trace reads it later
+        stored_deps(stored)  # checked now: restored_trace reads it later
     except _DAMAGED as exc:
         reason = (str(exc).strip().splitlines() or [""])[0][:120]
         warnings.append(
@@ -101,12 +103,7 @@ def restore_moetrace_tracks(
     )
 
 
-def stored_deps(built: Built) -> pl.DataFrame:
-    """The deps the file stores (src, dst, kind)."""
-    return stored_deps_frame(built.stored)
-
-
-def stored_deps_frame(stored: dict[str, Any]) -> pl.DataFrame:
+def stored_deps(stored: dict[str, Any]) -> pl.DataFrame:
     """The deps of a stored `moetrace` table (src, dst, kind); raises on a damaged one."""
     deps = stored.get("deps") or {"src": [], "dst": [], "kind": []}
     return pl.DataFrame(deps, schema={"src": pl.UInt32, "dst": pl.UInt32, "kind": pl.String})
