@@ -10,10 +10,6 @@ from __future__ import annotations
 
 import re
 
-# C0 controls but tab, DEL, C1; U+2028/2029; the bidi embeddings, overrides and isolates.
-_HIDDEN = re.compile("[\x00-\x08\x0a-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
-
-
 HIDDEN_CHARACTERS: tuple[str, ...] = tuple(
     chr(c)
     for c in (
@@ -26,8 +22,11 @@ HIDDEN_CHARACTERS: tuple[str, ...] = tuple(
         *range(0x2066, 0x206A),
     )
 )
-"""Every character `visible` escapes, one by one (for vectorised replacing, e.g. Polars'
+"""Every character `visible` escapes: C0 controls but tab, DEL, C1, U+2028/2029, the bidi
+embeddings, overrides and isolates (one by one, also for vectorised replacing, e.g. Polars'
 `str.replace_many(HIDDEN_CHARACTERS, [escape(c) for c in HIDDEN_CHARACTERS])`)."""
+
+_HIDDEN = re.compile("[" + re.escape("".join(HIDDEN_CHARACTERS)) + "]")
 
 
 def escape(char: str) -> str:
