@@ -460,11 +460,8 @@ def demo(
 @handle_errors
 def validate(docs_path: str, print_only: bool, as_json: bool) -> None:
     """Regenerate the executor's validation table (EXECUTOR.md) into docs/executor.md."""
-    from moetrace.commands.executor_validate import (
-        collect_validation,
-        render_validation,
-        update_docs,
-    )
+    from moetrace.commands.executor_validate import collect_validation
+    from moetrace.commands.validation_docs import render_validation, update_docs
 
     with executor_errors():
         data = collect_validation(lambda msg: click.echo(msg, err=True))

@@ -12,11 +12,12 @@ import numpy as np
 import pytest
 
 from moetrace.analysis.bandwidth import transfer_bandwidth
-from moetrace.commands.executor_validate import (
+from moetrace.commands.validation_docs import (
     BEGIN,
     END,
     HW_BEGIN,
     render_hardware,
+    render_validation,
     update_docs,
 )
 from moetrace.executor.hardware import FIELDS, PRESET_FIELDS, PRESETS
@@ -186,5 +187,5 @@ def test_validate_json_gives_every_row_as_data(monkeypatch: pytest.MonkeyPatch) 
     )
     assert cell["plan"]  # the plan the tile planner kept
     assert speedup == pytest.approx(cell["chunked2_ns"] / cell["tile_ns"], rel=1e-9)
-    markdown = ev.render_validation(lambda _: None, data)
+    markdown = render_validation(lambda _: None, data)
     assert f"{speedup:.2f}x" in markdown and markdown.startswith(BEGIN)
