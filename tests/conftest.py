@@ -37,13 +37,20 @@ def real_traces() -> Path:
 NOT_TRACES = frozenset({"run_meta.json"})
 
 
+def _is_trace_name(name: str) -> bool:
+    """A .json/.json.gz file that is a trace: not a run's metadata nor torch_npu's profiler_info_N.json."""
+    if name in NOT_TRACES or name.startswith("profiler_info"):
+        return False
+    return name.endswith((".json", ".json.gz"))
+
+
 @pytest.fixture
 def real_trace_files(real_traces: Path) -> list[Path]:
     """Every Chrome/Kineto/Ascend trace file (.json, .json.gz) under the real-trace folder."""
     return sorted(
         p
         for p in real_traces.rglob("*")
-        if p.name.endswith((".json", ".json.gz")) and p.name not in NOT_TRACES
+        if _is_trace_name(p.name)
     )
 
 
