@@ -16,6 +16,7 @@ from typing import BinaryIO, Protocol
 from moetrace.trace import cache
 from moetrace.trace.formats.ascend_db import ASCEND_DB
 from moetrace.trace.formats.chrome import CHROME
+from moetrace.trace.formats.nsys import EXPORT_HINT, NSYS, REPORT_SUFFIXES
 from moetrace.trace.formats.pftrace import PFTRACE
 from moetrace.trace.formats.sqlite import is_sqlite, tables_of
 from moetrace.trace.model import Trace, TraceFormatError
@@ -58,13 +59,13 @@ class SqliteFormat(Format, Protocol):
         ...
 
 
-SQLITE_FORMATS: tuple[SqliteFormat, ...] = (ASCEND_DB,)
+SQLITE_FORMATS: tuple[SqliteFormat, ...] = (ASCEND_DB, NSYS)
 """The SQLite-based formats, asked in order whether a database's tables are theirs."""
 
 FORMATS: tuple[Format, ...] = (CHROME, PFTRACE, *SQLITE_FORMATS)
 """Every format, in sniffing order: the first whose `sniff` says yes reads the file."""
 
-EXPORT_FIRST: dict[str, str] = {}
+EXPORT_FIRST: dict[str, str] = dict.fromkeys(REPORT_SUFFIXES, EXPORT_HINT)
 """File endings moetrace cannot read directly -> the one line saying how to export them."""
 
 TRACE_SUFFIXES = tuple(ext for fmt in FORMATS for ext in fmt.extensions)
