@@ -66,7 +66,10 @@ def test_metrics_equal_analysis_db(real_traces: Path, rank: int) -> None:
 
 def test_folder_with_only_db_is_found(real_traces: Path) -> None:
     found = find_traces(real_traces / "ascend_db" / "level0")
-    assert [p.name for p in found] == ["ascend_pytorch_profiler_0.db", "ascend_pytorch_profiler_1.db"]
+    assert [p.name for p in found] == [
+        "ascend_pytorch_profiler_0.db",
+        "ascend_pytorch_profiler_1.db",
+    ]
     trace = load(real_traces / "ascend_db" / "level0", cache=False)
     assert sorted(trace.ranks) == [0, 1]
     assert trace.meta["format"] == "ascend-db" and trace.meta["flavor"] == "ascend"
@@ -82,9 +85,7 @@ def test_lanes_like_the_text_export(real_traces: Path) -> None:
             pl.col("process_name").is_in(["Ascend Hardware", "HCCL"])
         )
         return set(
-            j.select(
-                "process_name", pl.col("unit").cast(pl.String), pl.col("kind").cast(pl.String)
-            )
+            j.select("process_name", pl.col("unit").cast(pl.String), pl.col("kind").cast(pl.String))
             .unique()
             .rows()
         )

@@ -48,10 +48,15 @@ def test_gpu_work_equals_the_csv(real_traces: Path) -> None:
     assert copies.height == want_m.height
     assert int(copies["dur"].sum()) == int(want_m["dur"].sum())
     # per copy kind too (the CSV's type is nsys's ENUM_CUDA_MEMCPY_OPER symbol)
-    kinds = copies.select(
-        pl.col("args").str.json_path_match("$.copyKind").alias("key"), "dur"
-    ).group_by("key").agg(pl.len(), pl.col("dur").sum()).sort("key")
-    assert kinds.rows() == want_m.group_by("key").agg(pl.len(), pl.col("dur").sum()).sort("key").rows()
+    kinds = (
+        copies.select(pl.col("args").str.json_path_match("$.copyKind").alias("key"), "dur")
+        .group_by("key")
+        .agg(pl.len(), pl.col("dur").sum())
+        .sort("key")
+    )
+    assert (
+        kinds.rows() == want_m.group_by("key").agg(pl.len(), pl.col("dur").sum()).sort("key").rows()
+    )
 
 
 def test_cuda_api_equals_the_api_csv(real_traces: Path) -> None:
@@ -71,9 +76,9 @@ def test_every_kernel_has_its_launch_edge(real_traces: Path) -> None:
     kernels = ev.filter(pl.col("cat") == "kernel")
     launch = trace.deps.filter(pl.col("kind") == "launch")
     assert set(kernels["id"].to_list()) <= set(launch["dst"].to_list())
-    pairs = launch.join(ev.select(pl.col("id").alias("src"), pl.col("args").alias("a")), on="src").join(
-        ev.select(pl.col("id").alias("dst"), pl.col("args").alias("b")), on="dst"
-    )
+    pairs = launch.join(
+        ev.select(pl.col("id").alias("src"), pl.col("args").alias("a")), on="src"
+    ).join(ev.select(pl.col("id").alias("dst"), pl.col("args").alias("b")), on="dst")
     corr = lambda c: pl.col(c).str.json_path_match("$.correlation")  # noqa: E731
     assert pairs.filter(corr("a") != corr("b")).height == 0
     assert trace.problems() == []
@@ -95,20 +100,29 @@ def _synthetic(path: Path, *, text_id: bool) -> None:
         "CREATE TABLE CUPTI_ACTIVITY_KIND_RUNTIME (start INT, end INT, globalTid INT,"
         " correlationId INT, nameId INT);"
         + (
-            "CREATE TABLE NVTX_EVENTS (start INT, end INT, eventType INT, globalTid INT, text TEXT, textId INT);"
+            "CREATE TABLE NVTX_EVENTS (start INT, end INT, eventType INT, globalTid INT,"
+            " text TEXT, textId INT);"
             if text_id
-            else "CREATE TABLE NVTX_EVENTS (start INT, end INT, eventType INT, globalTid INT, text TEXT);"
+            else "CREATE TABLE NVTX_EVENTS (start INT, end INT, eventType INT, globalTid INT,"
+            " text TEXT);"
         )
     )
     conn.executemany(
         "INSERT INTO StringIds VALUES (?, ?)",
-        [(1, "gemm"), (2, "ncclDevKernel_AllReduce_Sum_f32_RING_LL"), (3, "cudaLaunchKernel"), (4, "ProfilerStep#3")],
+        [
+            (1, "gemm"),
+            (2, "ncclDevKernel_AllReduce_Sum_f32_RING_LL"),
+            (3, "cudaLaunchKernel"),
+            (4, "ProfilerStep#3"),
+        ],
     )
     conn.executemany(
         "INSERT INTO CUPTI_ACTIVITY_KIND_KERNEL VALUES (?, ?, 0, 7, ?, ?, ?, ?)",
         [(100, 200, 1, gp, 1, 1), (150, 400, 2, gp, 2, 2)],
     )
-    conn.execute("INSERT INTO CUPTI_ACTIVITY_KIND_MEMSET VALUES (410, 420, 0, 7, 3, ?, 64, 1)", (gp,))
+    conn.execute(
+        "INSERT INTO CUPTI_ACTIVITY_KIND_MEMSET VALUES (410, 420, 0, 7, 3, ?, 64, 1)", (gp,)
+    )
     conn.executemany(
         "INSERT INTO CUPTI_ACTIVITY_KIND_RUNTIME VALUES (?, ?, ?, ?, 3)",
         [(10, 20, g, 1), (30, 40, g, 2), (50, 60, g, 3)],
@@ -117,8 +131,12 @@ def _synthetic(path: Path, *, text_id: bool) -> None:
         conn.execute("INSERT INTO NVTX_EVENTS VALUES (0, 500, 59, ?, NULL, 4)", (g,))
     else:
         conn.execute("INSERT INTO NVTX_EVENTS VALUES (0, 500, 59, ?, 'ProfilerStep#3')", (g,))
-    conn.execute("INSERT INTO NVTX_EVENTS VALUES (5, 5, 34, ?, 'mark')" if not text_id else
-                 "INSERT INTO NVTX_EVENTS VALUES (5, 5, 34, ?, 'mark', NULL)", (g,))
+    conn.execute(
+        "INSERT INTO NVTX_EVENTS VALUES (5, 5, 34, ?, 'mark')"
+        if not text_id
+        else "INSERT INTO NVTX_EVENTS VALUES (5, 5, 34, ?, 'mark', NULL)",
+        (g,),
+    )
     conn.commit()
     conn.close()
 

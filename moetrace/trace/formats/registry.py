@@ -4,8 +4,8 @@ A format is a small plug-in (`Format`): a name, the file extensions it owns, `sn
 (does this file start like mine?), `read(path)` and `write(trace, path)`. Reading chooses
 by content first (gzip magic or a JSON `{`/`[` -> Chrome JSON; a protobuf `Trace.packet`
 tag -> Perfetto; the SQLite header -> the SQLite reader whose `claims` knows the tables: an
-msprof database, an Nsight Systems export), then by extension; a file that is neither is refused with one error
-naming it. Writing chooses by extension (a binary stream gets Chrome JSON).
+msprof database, an Nsight Systems export), then by extension; a file that is neither is
+refused with one error naming it. Writing chooses by extension (a binary stream gets Chrome JSON).
 """
 
 from __future__ import annotations
@@ -16,7 +16,8 @@ from typing import BinaryIO, Protocol
 from moetrace.trace import cache
 from moetrace.trace.formats.ascend_db import ASCEND_DB
 from moetrace.trace.formats.chrome import CHROME
-from moetrace.trace.formats.nsys import EXPORT_HINT, NSYS, REPORT_SUFFIXES
+from moetrace.trace.formats.nsys import NSYS, REPORT_SUFFIXES
+from moetrace.trace.formats.nsys.read import EXPORT_HINT
 from moetrace.trace.formats.pftrace import PFTRACE
 from moetrace.trace.formats.sqlite import is_sqlite, tables_of
 from moetrace.trace.model import Trace, TraceFormatError

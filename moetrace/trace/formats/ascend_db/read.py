@@ -39,7 +39,7 @@ MARKS = ("COMPUTE_TASK_INFO", "COMMUNICATION_OP", "CANN_API", "PYTORCH_API")
 """One of these next to TASK and STRING_IDS tells msprof's schema from other programs'."""
 
 I64 = pl.Int64()
-_ONE_MORE = ASCEND_MEMORY_TASKS + ["MEMCPY_ASYNC", "MEMCPY"]
+_ONE_MORE = [*ASCEND_MEMORY_TASKS, "MEMCPY_ASYNC", "MEMCPY"]
 
 
 def claims(tables: set[str]) -> bool:
@@ -78,7 +78,9 @@ def read(path: Path) -> Trace:
             else None
         )
         steps = (
-            fetch(conn, "SELECT id, startNs, endNs FROM STEP_TIME", {"step": I64, "s": I64, "e": I64})
+            fetch(
+                conn, "SELECT id, startNs, endNs FROM STEP_TIME", {"step": I64, "s": I64, "e": I64}
+            )
             if _has(conn, tables, "STEP_TIME", ("id", "startNs", "endNs"))
             else None
         )
@@ -117,14 +119,18 @@ def _rank(conn: sqlite3.Connection, tables: set[str], path: Path) -> int | None:
     return _ascend_rank(path)
 
 
-def _tasks(conn: sqlite3.Connection, tables: set[str], ids: pl.DataFrame, path: Path) -> pl.DataFrame:
+def _tasks(
+    conn: sqlite3.Connection, tables: set[str], ids: pl.DataFrame, path: Path
+) -> pl.DataFrame:
     """Device tasks: one "Stream N" queue per (device, stream). A task with a
     COMPUTE_TASK_INFO row is compute (msprof's "Computing"), named by its op; the others are
     named by their task type: memory for the DMA types, else other (HCCL's Notify Wait and
     Write Value, event records and waits)."""
     need = ("startNs", "endNs", "deviceId", "connectionId", "globalTaskId", "taskType", "streamId")
     if not set(need) <= columns_of(conn, "TASK"):
-        raise TraceFormatError(path, "TASK table lacks columns of msprof's schema: " + ", ".join(need))
+        raise TraceFormatError(
+            path, "TASK table lacks columns of msprof's schema: " + ", ".join(need)
+        )
     task = fetch(
         conn,
         "SELECT startNs, endNs, deviceId, connectionId, globalTaskId, globalPid, taskType, "
@@ -173,12 +179,24 @@ def _tasks(conn: sqlite3.Connection, tables: set[str], ids: pl.DataFrame, path: 
         ).unique("gtask", keep="first")
         task = task.join(cinfo, on="gtask", how="left")
     ttype = lookup(pl.col("type_id"), ids).fill_null("UNKNOWN")
-    opt = lambda c: lookup(pl.col(c), ids) if c in task.columns else pl.lit(None, pl.String)  # noqa: E731
-    optional = lambda c: pl.col(c) if c in task.columns else pl.lit(None, I64)  # noqa: E731
+
+    def opt(column: str) -> pl.Expr:
+        """Text of an optional STRING_IDS column (null when the table lacked it)."""
+        return lookup(pl.col(column), ids) if column in task.columns else pl.lit(None, pl.String)
+
+    def optional(column: str) -> pl.Expr:
+        """An optional integer column (null when the table lacked it)."""
+        return pl.col(column) if column in task.columns else pl.lit(None, I64)
+
     is_op = pl.col("is_op").fill_null(False)
     return task.select(
         pl.col("gpid").cast(pl.String).fill_null("device").alias("pid"),
-        (pl.lit("device ") + pl.col("device").cast(pl.String) + pl.lit(" stream ") + pl.col("stream").cast(pl.String)).alias("tid"),
+        (
+            pl.lit("device ")
+            + pl.col("device").cast(pl.String)
+            + pl.lit(" stream ")
+            + pl.col("stream").cast(pl.String)
+        ).alias("tid"),
         pl.lit("Ascend Hardware").alias("process_name"),
         (pl.lit("Stream ") + pl.col("stream").cast(pl.String)).alias("thread_name"),
         pl.lit("stream").alias("unit"),
@@ -295,7 +313,15 @@ def _host(conn: sqlite3.Connection, tables: set[str], ids: pl.DataFrame) -> pl.D
         conn,
         f"SELECT CAST(startNs AS INTEGER), CAST(endNs AS INTEGER), globalTid, connectionId, name, "
         f"{seq}, {typ} FROM PYTORCH_API",
-        {"ts": I64, "end": I64, "gtid": I64, "api_conn": I64, "name_id": I64, "seq": I64, "type": I64},
+        {
+            "ts": I64,
+            "end": I64,
+            "gtid": I64,
+            "api_conn": I64,
+            "name_id": I64,
+            "seq": I64,
+            "type": I64,
+        },
     )
     types = (
         strings(conn, "ENUM_API_TYPE", "id", "name")
@@ -307,7 +333,10 @@ def _host(conn: sqlite3.Connection, tables: set[str], ids: pl.DataFrame) -> pl.D
         *_thread_cols(pl.col("gtid"), "Python"),
         name.alias("name"),
         lookup(pl.col("type"), types).fill_null("pytorch").alias("cat"),
-        pl.when(name.str.contains(STEP_MARKER)).then(pl.lit("marker")).otherwise(pl.lit("host")).alias("kind"),
+        pl.when(name.str.contains(STEP_MARKER))
+        .then(pl.lit("marker"))
+        .otherwise(pl.lit("host"))
+        .alias("kind"),
         "ts",
         (pl.col("end") - pl.col("ts")).alias("dur"),
         pl.struct(pl.col("seq").alias("Sequence number"), pl.col("api_conn").alias("connection_id"))
@@ -371,6 +400,8 @@ def _launch_deps(ev: pl.DataFrame, conn_ids: pl.DataFrame | None) -> pl.DataFram
     if conn_ids is None or "api_conn" not in ev.columns or "dst_conn" not in ev.columns:
         return empty
     src = ev.filter(pl.col("api_conn").is_not_null()).select(pl.col("id").alias("src"), "api_conn")
-    dst = ev.filter(pl.col("dst_conn").is_not_null()).select(pl.col("id").alias("dst"), pl.col("dst_conn").alias("connection"))
+    dst = ev.filter(pl.col("dst_conn").is_not_null()).select(
+        pl.col("id").alias("dst"), pl.col("dst_conn").alias("connection")
+    )
     edges = src.join(conn_ids, on="api_conn").join(dst, on="connection")
     return edges.select("src", "dst", pl.lit("launch").alias("kind")).unique().sort("src", "dst")

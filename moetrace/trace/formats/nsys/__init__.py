@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import BinaryIO
 
-from moetrace.trace.formats.nsys.read import EXPORT_HINT, NAME, claims, read
+from moetrace.trace.formats.nsys.read import NAME, claims, read
 from moetrace.trace.formats.sqlite import is_sqlite
 from moetrace.trace.model import Trace, TraceFormatError
 

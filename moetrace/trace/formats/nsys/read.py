@@ -81,19 +81,27 @@ def read(path: Path) -> Trace:
         names = _thread_names(conn, tables, ids)
         procs = _process_names(conn, tables)
     if not parts:
-        raise TraceFormatError(path, f"nsys export holds none of {KERNEL}, {MEMCPY}, the CUDA API or NVTX tables")
+        raise TraceFormatError(
+            path, f"nsys export holds none of {KERNEL}, {MEMCPY}, the CUDA API or NVTX tables"
+        )
     events = pl.concat(parts, how="diagonal_relaxed")
     if names is not None:
-        events = events.join(names, on=["pid", "tid"], how="left").with_columns(
-            pl.coalesce("thread_name", "thread_name_x").alias("thread_name")
-        ).drop("thread_name_x")
+        events = (
+            events.join(names, on=["pid", "tid"], how="left")
+            .with_columns(pl.coalesce("thread_name", "thread_name_x").alias("thread_name"))
+            .drop("thread_name_x")
+        )
     if procs is not None:
-        events = events.join(procs, on="pid", how="left").with_columns(
-            pl.when(pl.col("unit") == "cpu")
-            .then(pl.coalesce("process_name", "process_name_x"))
-            .otherwise(pl.col("process_name_x"))
-            .alias("process_name")
-        ).drop("process_name_x")
+        events = (
+            events.join(procs, on="pid", how="left")
+            .with_columns(
+                pl.when(pl.col("unit") == "cpu")
+                .then(pl.coalesce("process_name", "process_name_x"))
+                .otherwise(pl.col("process_name_x"))
+                .alias("process_name")
+            )
+            .drop("process_name_x")
+        )
     else:
         events = events.rename({"process_name_x": "process_name"})
     if names is None:
@@ -108,24 +116,42 @@ def read(path: Path) -> Trace:
         events = events.filter(pl.col("dur") >= 0)
     ev, tracks = layout(events, warnings)
     deps = _launch_deps(ev)
-    meta: dict[str, Any] = {"format": NAME, "flavor": "nsys", "source": [str(path)], "warnings": warnings}
+    meta: dict[str, Any] = {
+        "format": NAME,
+        "flavor": "nsys",
+        "source": [str(path)],
+        "warnings": warnings,
+    }
     return Trace.from_frames(ev, tracks, deps, None, meta)
 
 
 def _device_cols(ids: pl.DataFrame) -> list[pl.Expr]:
     return [
         pl.col("pid_g").cast(pl.String).fill_null("gpu").alias("pid"),
-        (pl.lit("gpu ") + pl.col("device").cast(pl.String) + pl.lit(" stream ") + pl.col("stream").cast(pl.String)).alias("tid"),
+        (
+            pl.lit("gpu ")
+            + pl.col("device").cast(pl.String)
+            + pl.lit(" stream ")
+            + pl.col("stream").cast(pl.String)
+        ).alias("tid"),
         (pl.lit("GPU ") + pl.col("device").cast(pl.String)).alias("process_name_x"),
         (pl.lit("Stream ") + pl.col("stream").cast(pl.String)).alias("thread_name_x"),
         pl.lit("stream").alias("unit"),
-        "ts",
+        pl.col("ts"),
         (pl.col("end") - pl.col("ts")).alias("dur"),
-        pl.concat_str([pl.col("pid_g").cast(pl.String).fill_null(""), pl.lit(":"), pl.col("corr").cast(pl.String)]).alias("dev_corr"),
+        pl.concat_str(
+            [
+                pl.col("pid_g").cast(pl.String).fill_null(""),
+                pl.lit(":"),
+                pl.col("corr").cast(pl.String),
+            ]
+        ).alias("dev_corr"),
     ]
 
 
-def _gpu(conn: sqlite3.Connection, tables: set[str], ids: pl.DataFrame) -> list[pl.DataFrame | None]:
+def _gpu(
+    conn: sqlite3.Connection, tables: set[str], ids: pl.DataFrame
+) -> list[pl.DataFrame | None]:
     """Kernels (compute; NCCL kernels comm), memcpys and memsets (memory) on GPU streams."""
     base = "start, end, deviceId, streamId, correlationId, globalPid"
     bsch = {"ts": I64, "end": I64, "device": I64, "stream": I64, "corr": I64, "pid_g": I64}
@@ -134,11 +160,25 @@ def _gpu(conn: sqlite3.Connection, tables: set[str], ids: pl.DataFrame) -> list[
         cols = columns_of(conn, KERNEL)
         name = "shortName" if "shortName" in cols else "demangledName"
         full = "demangledName" if "demangledName" in cols else name
-        grid = "gridX, gridY, gridZ, blockX, blockY, blockZ" if {"gridX", "blockX"} <= cols else "NULL, NULL, NULL, NULL, NULL, NULL"
+        grid = (
+            "gridX, gridY, gridZ, blockX, blockY, blockZ"
+            if {"gridX", "blockX"} <= cols
+            else "NULL, NULL, NULL, NULL, NULL, NULL"
+        )
         k = fetch(
             conn,
             f"SELECT {base}, {name}, {full}, {grid} FROM {KERNEL}",
-            {**bsch, "name_id": I64, "full_id": I64, "gx": I64, "gy": I64, "gz": I64, "bx": I64, "by": I64, "bz": I64},
+            {
+                **bsch,
+                "name_id": I64,
+                "full_id": I64,
+                "gx": I64,
+                "gy": I64,
+                "gz": I64,
+                "bx": I64,
+                "by": I64,
+                "bz": I64,
+            },
         )
         kname = lookup(pl.col("name_id"), ids).fill_null("?")
         out.append(
@@ -146,7 +186,10 @@ def _gpu(conn: sqlite3.Connection, tables: set[str], ids: pl.DataFrame) -> list[
                 *_device_cols(ids),
                 "name",
                 pl.lit("kernel").alias("cat"),
-                pl.when(pl.col("name").str.contains(COMM_KERNEL)).then(pl.lit("comm")).otherwise(pl.lit("compute")).alias("kind"),
+                pl.when(pl.col("name").str.contains(COMM_KERNEL))
+                .then(pl.lit("comm"))
+                .otherwise(pl.lit("compute"))
+                .alias("kind"),
                 pl.struct(
                     pl.col("corr").alias("correlation"),
                     pl.col("device").alias("device"),
@@ -154,17 +197,29 @@ def _gpu(conn: sqlite3.Connection, tables: set[str], ids: pl.DataFrame) -> list[
                     lookup(pl.col("full_id"), ids).alias("kernel"),
                     pl.concat_list("gx", "gy", "gz").alias("grid"),
                     pl.concat_list("bx", "by", "bz").alias("block"),
-                ).struct.json_encode().alias("args"),
+                )
+                .struct.json_encode()
+                .alias("args"),
             )
         )
     for table, label in ((MEMCPY, "Memcpy"), (MEMSET, "Memset")):
         if table not in tables:
             continue
         cols = columns_of(conn, table)
-        kind_col = "copyKind" if "copyKind" in cols else ("memKind" if "memKind" in cols else "NULL")
-        m = fetch(conn, f"SELECT {base}, bytes, {kind_col} FROM {table}", {**bsch, "bytes": I64, "copy": I64})
+        kind_col = (
+            "copyKind" if "copyKind" in cols else ("memKind" if "memKind" in cols else "NULL")
+        )
+        m = fetch(
+            conn,
+            f"SELECT {base}, bytes, {kind_col} FROM {table}",
+            {**bsch, "bytes": I64, "copy": I64},
+        )
         if table == MEMCPY and "ENUM_CUDA_MEMCPY_OPER" in tables:
-            opers = fetch(conn, "SELECT id, name, label FROM ENUM_CUDA_MEMCPY_OPER", {"id": I64, "sym": pl.String(), "value": pl.String()})
+            opers = fetch(
+                conn,
+                "SELECT id, name, label FROM ENUM_CUDA_MEMCPY_OPER",
+                {"id": I64, "sym": pl.String(), "value": pl.String()},
+            )
             what = lookup(pl.col("copy"), opers)
             sym = lookup(pl.col("copy"), opers.select("id", pl.col("sym").alias("value")))
         else:
@@ -177,17 +232,34 @@ def _gpu(conn: sqlite3.Connection, tables: set[str], ids: pl.DataFrame) -> list[
                 pl.lit(label.lower()).alias("cat"),
                 pl.lit("memory").alias("kind"),
                 pl.col("bytes").cast(pl.Float64).alias("bytes"),
-                pl.struct(pl.col("corr").alias("correlation"), sym.alias("copyKind"), pl.col("bytes")).struct.json_encode().alias("args"),
+                pl.struct(
+                    pl.col("corr").alias("correlation"), sym.alias("copyKind"), pl.col("bytes")
+                )
+                .struct.json_encode()
+                .alias("args"),
             )
         )
     return out
 
 
-def _api(conn: sqlite3.Connection, tables: set[str], ids: pl.DataFrame, table: str) -> pl.DataFrame | None:
-    """CUDA runtime / driver calls on their host threads; correlationId links them to the GPU work."""
-    if table not in tables or not {"start", "end", "globalTid", "correlationId", "nameId"} <= columns_of(conn, table):
+def _api(
+    conn: sqlite3.Connection, tables: set[str], ids: pl.DataFrame, table: str
+) -> pl.DataFrame | None:
+    """CUDA runtime / driver calls on their host threads; correlationId links them to the
+    GPU work."""
+    if table not in tables or not {
+        "start",
+        "end",
+        "globalTid",
+        "correlationId",
+        "nameId",
+    } <= columns_of(conn, table):
         return None
-    a = fetch(conn, f"SELECT start, end, globalTid, correlationId, nameId FROM {table}", {"ts": I64, "end": I64, "gtid": I64, "corr": I64, "name_id": I64})
+    a = fetch(
+        conn,
+        f"SELECT start, end, globalTid, correlationId, nameId FROM {table}",
+        {"ts": I64, "end": I64, "gtid": I64, "corr": I64, "name_id": I64},
+    )
     cat = "cuda_runtime" if table.endswith("RUNTIME") else "cuda_driver"
     return a.select(
         *_gid("gtid"),
@@ -200,7 +272,13 @@ def _api(conn: sqlite3.Connection, tables: set[str], ids: pl.DataFrame, table: s
         "ts",
         (pl.col("end") - pl.col("ts")).alias("dur"),
         pl.struct(pl.col("corr").alias("correlation")).struct.json_encode().alias("args"),
-        pl.concat_str([((pl.col("gtid") // (1 << 24)) * (1 << 24)).cast(pl.String), pl.lit(":"), pl.col("corr").cast(pl.String)]).alias("host_corr"),
+        pl.concat_str(
+            [
+                ((pl.col("gtid") // (1 << 24)) * (1 << 24)).cast(pl.String),
+                pl.lit(":"),
+                pl.col("corr").cast(pl.String),
+            ]
+        ).alias("host_corr"),
     )
 
 
@@ -228,24 +306,37 @@ def _nvtx(conn: sqlite3.Connection, tables: set[str], ids: pl.DataFrame) -> pl.D
         pl.lit("cpu").alias("unit"),
         "name",
         pl.lit("nvtx").alias("cat"),
-        pl.when(pl.col("name").str.contains(STEP_MARKER)).then(pl.lit("marker")).otherwise(pl.lit("host")).alias("kind"),
+        pl.when(pl.col("name").str.contains(STEP_MARKER))
+        .then(pl.lit("marker"))
+        .otherwise(pl.lit("host"))
+        .alias("kind"),
         "ts",
         (pl.col("end") - pl.col("ts")).alias("dur"),
     )
 
 
-def _thread_names(conn: sqlite3.Connection, tables: set[str], ids: pl.DataFrame) -> pl.DataFrame | None:
-    if "ThreadNames" not in tables or not {"nameId", "globalTid"} <= columns_of(conn, "ThreadNames"):
+def _thread_names(
+    conn: sqlite3.Connection, tables: set[str], ids: pl.DataFrame
+) -> pl.DataFrame | None:
+    if "ThreadNames" not in tables or not {"nameId", "globalTid"} <= columns_of(
+        conn, "ThreadNames"
+    ):
         return None
     t = fetch(conn, "SELECT globalTid, nameId FROM ThreadNames", {"gtid": I64, "name_id": I64})
-    return t.select(*_gid("gtid"), lookup(pl.col("name_id"), ids).alias("thread_name")).unique(["pid", "tid"], keep="first")
+    return t.select(*_gid("gtid"), lookup(pl.col("name_id"), ids).alias("thread_name")).unique(
+        ["pid", "tid"], keep="first"
+    )
 
 
 def _process_names(conn: sqlite3.Connection, tables: set[str]) -> pl.DataFrame | None:
     if "PROCESSES" not in tables or not {"globalPid", "name"} <= columns_of(conn, "PROCESSES"):
         return None
-    p = fetch(conn, "SELECT globalPid, name FROM PROCESSES", {"gpid": I64, "process_name": pl.String()})
-    return p.select(((pl.col("gpid") // (1 << 24)) % (1 << 24)).cast(pl.String).alias("pid"), "process_name").unique("pid", keep="first")
+    p = fetch(
+        conn, "SELECT globalPid, name FROM PROCESSES", {"gpid": I64, "process_name": pl.String()}
+    )
+    return p.select(
+        ((pl.col("gpid") // (1 << 24)) % (1 << 24)).cast(pl.String).alias("pid"), "process_name"
+    ).unique("pid", keep="first")
 
 
 def _launch_deps(ev: pl.DataFrame) -> pl.DataFrame:
@@ -254,6 +345,14 @@ def _launch_deps(ev: pl.DataFrame) -> pl.DataFrame:
     empty = pl.DataFrame(schema={"src": pl.UInt32(), "dst": pl.UInt32(), "kind": pl.String()})
     if "host_corr" not in ev.columns or "dev_corr" not in ev.columns:
         return empty
-    src = ev.filter(pl.col("host_corr").is_not_null()).select(pl.col("id").alias("src"), pl.col("host_corr").alias("key"))
-    dst = ev.filter(pl.col("dev_corr").is_not_null()).select(pl.col("id").alias("dst"), pl.col("dev_corr").alias("key"))
-    return src.join(dst, on="key").select("src", "dst", pl.lit("launch").alias("kind")).sort("src", "dst")
+    src = ev.filter(pl.col("host_corr").is_not_null()).select(
+        pl.col("id").alias("src"), pl.col("host_corr").alias("key")
+    )
+    dst = ev.filter(pl.col("dev_corr").is_not_null()).select(
+        pl.col("id").alias("dst"), pl.col("dev_corr").alias("key")
+    )
+    return (
+        src.join(dst, on="key")
+        .select("src", "dst", pl.lit("launch").alias("kind"))
+        .sort("src", "dst")
+    )
