@@ -78,12 +78,12 @@ def format_of_content(path: Path, head: bytes) -> Format:
     Raises TraceFormatError naming the file when neither tells."""
     if is_sqlite(head):
         return sqlite_format_of(path)
-    for fmt in FORMATS:
-        if fmt.sniff(head):
-            return fmt
     for ending, hint in EXPORT_FIRST.items():
         if path.name.lower().endswith(ending):
             raise TraceFormatError(path, hint)
+    for fmt in FORMATS:
+        if fmt.sniff(head):
+            return fmt
     by_name = format_of_name(path)
     if by_name is not None:
         return by_name

@@ -44,7 +44,8 @@ def read_head(path: Path) -> bytes:
 def open_readonly(path: Path, what: str) -> Iterator[sqlite3.Connection]:
     """A read-only, immutable connection to `path` (never writes or locks beside it).
     Refuses a file that is not SQLite (`what` names the format expected), one shorter than
-    its header says (truncated), and turns any SQLite error while reading into one line."""
+    its header says (truncated), one with a non-empty `-wal` beside it (changes an immutable
+    read would silently miss), and turns any SQLite error while reading into one line."""
     head = read_head(path)
     if not is_sqlite(head):
         raise TraceFormatError(
@@ -61,6 +62,15 @@ def open_readonly(path: Path, what: str) -> Iterator[sqlite3.Connection]:
             path,
             f"truncated SQLite database: {size} bytes, its header says {pages} pages of "
             f"{page_size} ({pages * page_size} bytes)",
+        )
+    wal = path.with_name(path.name + "-wal")
+    if wal.is_file() and wal.stat().st_size > 0:
+        raise TraceFormatError(
+            path,
+            f"a non-empty {wal.name} beside it holds changes not yet in the database (the "
+            "profiler is still writing it, or was killed); moetrace reads databases read-only "
+            "and never applies a WAL: let the profiler finish, or checkpoint a copy "
+            "(sqlite3 copy.db 'PRAGMA wal_checkpoint')",
         )
     uri = f"{path.resolve().as_uri()}?mode=ro&immutable=1"
     try:
