@@ -19,6 +19,7 @@ from moetrace.trace.formats.chrome import CHROME
 from moetrace.trace.formats.nsys import NSYS, REPORT_SUFFIXES
 from moetrace.trace.formats.nsys.read import EXPORT_HINT
 from moetrace.trace.formats.pftrace import PFTRACE
+from moetrace.trace.formats.rocprof import ROCPROF, looks_like
 from moetrace.trace.formats.sqlite import is_sqlite, tables_of
 from moetrace.trace.model import Trace, TraceFormatError
 
@@ -63,7 +64,7 @@ class SqliteFormat(Format, Protocol):
 SQLITE_FORMATS: tuple[SqliteFormat, ...] = (ASCEND_DB, NSYS)
 """The SQLite-based formats, asked in order whether a database's tables are theirs."""
 
-FORMATS: tuple[Format, ...] = (CHROME, PFTRACE, *SQLITE_FORMATS)
+FORMATS: tuple[Format, ...] = (CHROME, PFTRACE, *SQLITE_FORMATS, ROCPROF)
 """Every format, in sniffing order: the first whose `sniff` says yes reads the file."""
 
 EXPORT_FIRST: dict[str, str] = dict.fromkeys(REPORT_SUFFIXES, EXPORT_HINT)
@@ -81,6 +82,8 @@ def format_of_content(path: Path, head: bytes) -> Format:
     for ending, hint in EXPORT_FIRST.items():
         if path.name.lower().endswith(ending):
             raise TraceFormatError(path, hint)
+    if looks_like(path, head):
+        return ROCPROF  # JSON, but rocprofiler-sdk's own layout, not Chrome's
     for fmt in FORMATS:
         if fmt.sniff(head):
             return fmt
