@@ -15,7 +15,7 @@ import pytest
 from click.testing import CliRunner
 
 from moetrace.cli import main
-from moetrace.trace.io import load
+from moetrace.trace.io import find_traces, load
 
 
 def _ascend(path: Path) -> None:
@@ -187,4 +187,20 @@ def test_real_files_untouched(tmp_path: Path, real_traces: Path) -> None:
     shutil.copyfile(src, path)
     before = _digest(tmp_path)
     assert load(path, cache=False).events.height > 0
+    assert _digest(tmp_path) == before
+
+
+def test_directory_takes_trace_databases_only(tmp_path: Path) -> None:
+    """A folder's listing keeps the nsys export and the msprof database, and skips another
+    program's database and a text file named .db (it is not refused: it is not a trace)."""
+    _nsys(tmp_path / "report.sqlite")
+    _ascend(tmp_path / "ascend_pytorch_profiler_0.db")
+    conn = sqlite3.connect(tmp_path / "places.db")
+    conn.execute("CREATE TABLE moz_places (id INTEGER PRIMARY KEY, url TEXT)")
+    conn.commit()
+    conn.close()
+    (tmp_path / "notes.db").write_text("not a database")
+    before = _digest(tmp_path)
+    found = find_traces(tmp_path)
+    assert [p.name for p in found] == ["ascend_pytorch_profiler_0.db", "report.sqlite"]
     assert _digest(tmp_path) == before
