@@ -18,7 +18,12 @@ import polars as pl
 from moetrace.trace import model
 from moetrace.trace.atomic import check_target
 from moetrace.trace.formats.chrome import CHROME
-from moetrace.trace.formats.registry import TRACE_SUFFIXES, format_of_name, read_file_cached
+from moetrace.trace.formats.registry import (
+    TRACE_SUFFIXES,
+    format_of_name,
+    is_trace_database,
+    read_file_cached,
+)
 from moetrace.trace.model import Trace, TraceFormatError
 from moetrace.trace.options import LoadOptions
 from moetrace.trace.parallel import read_many
@@ -45,13 +50,22 @@ def _is_trace_name(p: Path) -> bool:
 def find_traces(directory: Path) -> list[Path]:
     """Trace files of `directory`, sorted by path: Ascend
     `*_ascend_pt/ASCEND_PROFILER_OUTPUT/trace_view.json` at any depth (one per rank; the side
-    files next to them are not traces), plus the .json, .json.gz and .pftrace files directly
-    in `directory`. Other sub-folders are not searched (they are usually other runs), and
+    files next to them are not traces) or, in such a folder without one, its
+    `ascend_pytorch_profiler*.db` (the database export; analysis.db is msprof's figures, not a
+    trace), plus the .json, .json.gz, .pftrace files and the trace databases (.db, .sqlite)
+    directly in `directory`. Other sub-folders are not searched (they are usually other runs), and
     hidden files and JSON side files without a `traceEvents` array are skipped."""
     ascend = sorted(
         p
         for p in directory.rglob("ASCEND_PROFILER_OUTPUT/trace_view.json")
         if not any(part.startswith(".") for part in p.relative_to(directory).parts)
+    )
+    with_json = {p.parent for p in ascend}
+    ascend += sorted(
+        p
+        for p in directory.rglob("ASCEND_PROFILER_OUTPUT/ascend_pytorch_profiler*.db")
+        if p.parent not in with_json
+        and not any(part.startswith(".") for part in p.relative_to(directory).parts)
     )
     ascend_roots = {p.parent.parent for p in ascend}
     others = [
@@ -75,6 +89,8 @@ def _may_be_trace(path: Path) -> bool:
     (a damaged one is then reported by the reader, not skipped)."""
     if path.name.lower().endswith(".pftrace"):
         return True
+    if path.name.lower().endswith((".db", ".sqlite")):
+        return is_trace_database(path)
     try:
         with open(path, "rb") as fh:
             head = fh.read(_SNIFF + 1)
@@ -118,7 +134,8 @@ def expand_paths(paths: str | Path | Sequence[str | Path]) -> list[Path]:
                 )
                 raise TraceFormatError(
                     p,
-                    "directory holds no traces (*.json, *.json.gz, *.pftrace, *_ascend_pt/)" + hint,
+                    "directory holds no traces (*.json, *.json.gz, *.pftrace, *.db, *.sqlite, "
+                    "*_ascend_pt/)" + hint,
                 )
             out.extend(found)
         elif not p.exists():

@@ -1,0 +1,181 @@
+"""What the SQLite-based readers share (Ascend msprof/torch_npu DB, Nsight Systems export).
+
+A database is opened strictly read-only (`file:...?mode=ro&immutable=1`): SQLite then
+neither takes locks nor reads or creates a `-wal`/`-shm` beside the file, so reading a
+profile never changes anything next to it. Rows come out in bulk (`fetchall` into Polars
+columns, see `fetch`); every SQLite error becomes one `TraceFormatError` line. `layout`
+turns events keyed by (pid, tid) into tracks with Perfetto-style overflow lanes.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import numpy as np
+import polars as pl
+
+from moetrace.trace.model import TraceFormatError
+from moetrace.trace.nesting import MAX_OVERFLOW_LANE, overflow_lane_name_expr, overflow_lanes
+
+MAGIC = b"SQLite format 3\x00"
+"""The first 16 bytes of every SQLite 3 database (sqlite.org/fileformat.html, 1.3)."""
+
+
+def is_sqlite(head: bytes) -> bool:
+    """True when a file starting with `head` is an SQLite 3 database."""
+    return head.startswith(MAGIC)
+
+
+def read_head(path: Path) -> bytes:
+    """The first 100 bytes of `path` (the SQLite header), as a TraceFormatError on failure."""
+    try:
+        with open(path, "rb") as fh:
+            return fh.read(100)
+    except IsADirectoryError:
+        raise TraceFormatError(path, "is a directory, not a trace file") from None
+    except OSError as exc:
+        raise TraceFormatError(path, f"cannot read: {exc.strerror}") from None
+
+
+@contextmanager
+def open_readonly(path: Path, what: str) -> Iterator[sqlite3.Connection]:
+    """A read-only, immutable connection to `path` (never writes or locks beside it).
+    Refuses a file that is not SQLite (`what` names the format expected), one shorter than
+    its header says (truncated), one with a non-empty `-wal` beside it (changes an immutable
+    read would silently miss), and turns any SQLite error while reading into one line."""
+    head = read_head(path)
+    if not is_sqlite(head):
+        raise TraceFormatError(
+            path, f"not an SQLite database (expected {what}): no 'SQLite format 3' header", "byte 0"
+        )
+    if len(head) < 100:
+        raise TraceFormatError(path, f"truncated SQLite database: {len(head)}-byte header")
+    page_size = int.from_bytes(head[16:18], "big")
+    page_size = 65536 if page_size == 1 else page_size
+    pages = int.from_bytes(head[28:32], "big")
+    size = path.stat().st_size
+    if pages and page_size and size < pages * page_size:
+        raise TraceFormatError(
+            path,
+            f"truncated SQLite database: {size} bytes, its header says {pages} pages of "
+            f"{page_size} ({pages * page_size} bytes)",
+        )
+    wal = path.with_name(path.name + "-wal")
+    if wal.is_file() and wal.stat().st_size > 0:
+        raise TraceFormatError(
+            path,
+            f"a non-empty {wal.name} beside it holds changes not yet in the database (the "
+            "profiler is still writing it, or was killed); moetrace reads databases read-only "
+            "and never applies a WAL: let the profiler finish, or checkpoint a copy "
+            "(sqlite3 copy.db 'PRAGMA wal_checkpoint')",
+        )
+    uri = f"{path.resolve().as_uri()}?mode=ro&immutable=1"
+    try:
+        conn = sqlite3.connect(uri, uri=True)
+    except sqlite3.Error as exc:
+        raise TraceFormatError(path, f"cannot open SQLite database: {exc}") from None
+    try:
+        yield conn
+    except sqlite3.Error as exc:
+        raise TraceFormatError(path, f"damaged SQLite database ({what}): {exc}") from None
+    finally:
+        conn.close()
+
+
+def table_names(conn: sqlite3.Connection) -> set[str]:
+    """Names of the tables and views of the database."""
+    rows = conn.execute("SELECT name FROM sqlite_master WHERE type IN ('table', 'view')")
+    return {str(r[0]) for r in rows.fetchall()}
+
+
+def columns_of(conn: sqlite3.Connection, table: str) -> set[str]:
+    """Column names of `table` (empty when there is no such table)."""
+    return {str(r[1]) for r in conn.execute(f'PRAGMA table_info("{table}")').fetchall()}
+
+
+def tables_of(path: Path) -> set[str]:
+    """Table names of the SQLite database at `path` (read-only), for format detection."""
+    with open_readonly(path, "a trace database") as conn:
+        return table_names(conn)
+
+
+def fetch(conn: sqlite3.Connection, sql: str, schema: dict[str, pl.DataType]) -> pl.DataFrame:
+    """The rows of `sql` as a typed frame, in bulk: one `fetchall` handed to Polars' row
+    constructor (measured against `pl.read_database` in benchmarks/bench_nsys.py; no Python
+    code runs per row here). `schema` names the selected columns in order."""
+    rows = conn.execute(sql).fetchall()
+    if not rows:
+        return pl.DataFrame(schema=schema)
+    return pl.DataFrame(rows, schema=schema, orient="row", infer_schema_length=0)
+
+
+def strings(conn: sqlite3.Connection, table: str, id_col: str, value_col: str) -> pl.DataFrame:
+    """A string-id table (id -> text) as a frame with columns `id`, `value`."""
+    return fetch(
+        conn,
+        f'SELECT "{id_col}", "{value_col}" FROM "{table}"',
+        {"id": pl.Int64(), "value": pl.String()},
+    )
+
+
+def lookup(ids: pl.Expr, table: pl.DataFrame) -> pl.Expr:
+    """Text of each id in `ids` from a `strings` frame (null when unknown)."""
+    return ids.replace_strict(table["id"], table["value"], default=None, return_dtype=pl.String)
+
+
+def layout(events: pl.DataFrame, warnings: list[str]) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """Tracks for events keyed by `pid`, `tid` (text) with `process_name`, `thread_name`,
+    `unit` and `rank`: one track per (pid, tid), overflow lanes (as the Chrome reader and
+    Perfetto do) for slices that overlap without nesting. Returns (events with `track`,
+    `depth` and `id` in time order, tracks)."""
+    keys = ["pid", "tid"]
+    threads = (
+        events.group_by(keys, maintain_order=True)
+        .agg(pl.col("process_name", "thread_name", "unit", "rank").first())
+        .sort(["rank", "process_name", "pid", "tid"], nulls_last=True)
+        .with_row_index("base")
+    )
+    ev = events.join(threads.select(*keys, "base"), on=keys, how="left").sort(
+        ["base", "ts", "dur"], descending=[False, False, True]
+    )
+    base = ev["base"].to_numpy().astype(np.int64)
+    lane, depth = overflow_lanes(base, ev["ts"], ev["dur"], MAX_OVERFLOW_LANE)
+    moved = int((lane > 0).sum())
+    if moved:
+        warnings.append(
+            f"{moved} slice(s) overlap an earlier slice on their thread without nesting: "
+            "moved to overflow tracks (as Perfetto does)"
+        )
+    ev = ev.with_columns(
+        pl.Series("lane", lane, dtype=pl.Int64), pl.Series("depth", depth, dtype=pl.UInt16)
+    )
+    lanes = (
+        ev.select("base", "lane")
+        .unique()
+        .sort("base", "lane")
+        .with_row_index("track")
+        .join(threads, on="base", how="left")
+    )
+    tracks = lanes.select(
+        "track",
+        "rank",
+        "pid",
+        "tid",
+        "process_name",
+        pl.when(pl.col("lane") == 0)
+        .then(pl.col("thread_name"))
+        .otherwise(overflow_lane_name_expr(pl.col("thread_name"), pl.col("lane")))
+        .alias("thread_name"),
+        "unit",
+        pl.col("track").cast(pl.Int32).alias("sort_index"),
+    )
+    ev = (
+        ev.join(lanes.select("base", "lane", "track"), on=["base", "lane"], how="left")
+        .sort(["ts", "track", "dur"], descending=[False, False, True], maintain_order=True)
+        .with_row_index("id")
+        .drop("base", "lane")
+    )
+    return ev, tracks
