@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import os
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -63,15 +64,44 @@ def handle_errors(func: F) -> F:
     return wrapper  # type: ignore[return-value]
 
 
-def check_output_path(path: str | Path, force: bool) -> Path | None:
-    """Return the output path, or None for '-' (stdout). Refuse to overwrite without force."""
+_OUTPUT_PARAMS = frozenset({"output", "out_dir", "docs_path"})
+
+
+def command_inputs() -> list[str]:
+    """Every file or folder the running command was given, outputs aside: each string value
+    (or string in a list) of its click parameters that names an existing path. One rule for
+    every writer, so that a new option cannot be forgotten."""
+    ctx = click.get_current_context(silent=True)
+    found: list[str] = []
+    while ctx is not None:
+        for name, value in ctx.params.items():
+            if name in _OUTPUT_PARAMS:
+                continue
+            values = value if isinstance(value, list | tuple) else (value,)
+            for item in values:
+                if isinstance(item, str | Path) and str(item) not in ("", "-"):
+                    try:
+                        if os.path.exists(item):
+                            found.append(str(item))
+                    except (OSError, ValueError):
+                        continue
+        ctx = ctx.parent
+    return found
+
+
+def check_output_path(
+    path: str | Path, force: bool, inputs: list[str] | None = None
+) -> Path | None:
+    """Return the output path, or None for '-' (stdout). Refuse to overwrite without force,
+    and refuse, force or not, a target that is one of the command's inputs."""
     if str(path) == "-":
         return None
     from moetrace.errors import OutputError
     from moetrace.trace.atomic import check_target
 
+    given = command_inputs() if inputs is None else inputs
     try:
-        return check_target(path, force=force)
+        return check_target(path, force=force, inputs=given)
     except OutputError as exc:
         raise UserError(str(exc)) from None
 

@@ -1,0 +1,111 @@
+"""One test per defect of the third hostile campaign (issue 27): inputs overwritten through -o,
+garbage read whole before it is refused, crashes instead of one line, SQL reaching files."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+import pytest
+from click.testing import CliRunner
+
+from moetrace.cli import main
+from moetrace.trace.io import load
+
+
+def _cli(args: list[str]) -> tuple[int, str, str]:
+    result = CliRunner().invoke(main, args)
+    if result.exception is not None and not isinstance(result.exception, SystemExit):
+        raise result.exception  # a traceback is a failure
+    return result.exit_code, result.stdout, result.stderr
+
+
+def _one_error_line(err: str) -> str:
+    lines = err.strip().splitlines()
+    assert len(lines) == 1, err
+    assert lines[0].startswith("moetrace: error: "), err
+    return lines[0]
+
+
+def _rank(path: Path, rank: int, n: int) -> Path:
+    events: list[dict[str, Any]] = [
+        {"ph": "X", "name": f"k{i}", "pid": 1, "tid": 1, "ts": 10 * i, "dur": 5} for i in range(n)
+    ]
+    path.write_text(json.dumps({"traceEvents": events, "distributedInfo": {"rank": rank}}))
+    return path
+
+
+@pytest.fixture
+def job(tmp_path: Path) -> Path:
+    folder = tmp_path / "job"
+    folder.mkdir()
+    _rank(folder / "r0.json", 0, 9)
+    _rank(folder / "r1.json", 1, 9)
+    return folder
+
+
+def _spellings(job: Path) -> list[tuple[list[str], str]]:
+    r1 = job / "r1.json"
+    link = job.parent / "link.json"
+    link.symlink_to(r1)
+    hard = job.parent / "hard.json"
+    os.link(r1, hard)
+    other = str(job / ".." / job.name / "." / "r1.json")
+    return [
+        ([str(job)], str(r1)),  # the folder input contains the target
+        ([str(r1)], other),  # another spelling
+        ([str(r1)], str(link)),  # a symlink to the input
+        ([str(r1)], str(hard)),  # a hard link to the input
+        ([str(job / "r0.json"), str(link)], str(r1)),  # the input is the symlink
+        ([str(job)], str(hard)),  # a hard link to a file of the folder
+    ]
+
+
+@pytest.mark.parametrize("force", [False, True])
+def test_convert_job_into_its_own_rank_file_is_refused(job: Path, force: bool) -> None:
+    """The campaign's case: `convert job/ -o job/r1.json --force` replaced rank 1's file."""
+    before = {p.name: p.read_bytes() for p in job.iterdir()}
+    code, _, err = _cli(["convert", str(job), "-o", str(job / "r1.json"), *(["--force"] * force)])
+    assert code == 2, err
+    assert "input" in _one_error_line(err)
+    assert {p.name: p.read_bytes() for p in job.iterdir()} == before
+    assert load(str(job)).events.height == 18
+
+
+def test_every_spelling_is_refused(job: Path) -> None:
+    before = {p.name: p.read_bytes() for p in job.iterdir()}
+    for inputs, target in _spellings(job):
+        code, _, err = _cli(["convert", *inputs, "-o", target, "--force"])
+        assert code == 2, (inputs, target, err)
+        assert "input" in _one_error_line(err)
+    assert {p.name: p.read_bytes() for p in job.iterdir()} == before
+    assert load(str(job)).events.height == 18
+
+
+def test_a_new_output_beside_the_inputs_is_written(job: Path, tmp_path: Path) -> None:
+    code, _, err = _cli(["convert", str(job), "-o", str(tmp_path / "merged.json")])
+    assert code == 0, err
+    assert load(str(tmp_path / "merged.json")).events.height == 18
+
+
+def test_sweep_and_run_do_not_overwrite_their_hw_file(tmp_path: Path) -> None:
+    hw = tmp_path / "hw.toml"
+    hw.write_text("link_bw = 4e11\n")
+    before = hw.read_bytes()
+    small = ["--ranks", "4", "--tokens", "128", "--hw-file", str(hw)]
+    for args in (["sweep", *small, "-o", str(hw)], ["run", *small, "-o", str(hw)]):
+        code, _, err = _cli([*args, "--force"])
+        assert code == 2, err
+        _one_error_line(err)
+    assert hw.read_bytes() == before
+
+
+def test_calibrate_does_not_overwrite_its_trace(job: Path) -> None:
+    r0 = job / "r0.json"
+    before = r0.read_bytes()
+    code, _, err = _cli(["calibrate", str(r0), "-o", str(r0), "--force"])
+    assert code == 2, err
+    assert "input" in _one_error_line(err)
+    assert r0.read_bytes() == before
