@@ -157,6 +157,7 @@ def whatif_cmd(
     force: bool,
 ) -> None:
     """Replay a trace's MoE layer on hardware fitted to it, then under another schedule."""
+    from moetrace.commands.numbers import check_hw_overrides
     from moetrace.executor.hardware import parse_overrides
     from moetrace.whatif.extract import parse_sets
     from moetrace.whatif.report import text, what_if
@@ -166,7 +167,7 @@ def whatif_cmd(
     if replay_out is not None:
         check_output_path(replay_out, force)
     with _whatif_errors():
-        change = parse_overrides(hw_pairs)
+        change = check_hw_overrides(parse_overrides(hw_pairs))
         base = _base(hardware)
         calibrated = base if hardware.endswith(".toml") else None
         trace, name = _load(traces)

@@ -109,3 +109,64 @@ def test_calibrate_does_not_overwrite_its_trace(job: Path) -> None:
     assert code == 2, err
     assert "input" in _one_error_line(err)
     assert r0.read_bytes() == before
+
+
+def test_non_utf8_rules_file_is_one_line(job: Path, tmp_path: Path) -> None:
+    rules = tmp_path / "rules.toml"
+    data = b'[[rule]]\nname = "caf\xe9"\n'
+    rules.write_bytes(data)
+    code, _, err = _cli(["moe", str(job), "--rules", str(rules)])
+    assert code == 2
+    line = _one_error_line(err)
+    assert f"rules.toml: not UTF-8 text (byte 0xe9 at offset {data.index(0xE9)})" in line, line
+
+
+@pytest.mark.parametrize("value", ["8:nan", "8:inf,64:1e9", "nan:1e9", "8:1e9,64:-inf"])
+def test_nan_inside_a_compound_hw_value_is_one_line(value: str) -> None:
+    code, _, err = _cli(["run", "--ranks", "4", "--tokens", "128", "--hw", f"dispatch_bw={value}"])
+    assert code == 2
+    assert "is not a finite number" in _one_error_line(err)
+
+
+class PanicException(BaseException):  # noqa: N818  (the name Polars' panic has)
+    """Stands for pyo3's PanicException, which derives from BaseException."""
+
+
+@pytest.mark.parametrize(
+    ("raised", "expected"),
+    [
+        (MemoryError(), "out of memory"),
+        (RuntimeError("can't start new thread"), "ran out of threads"),
+        (
+            ImportError("libopenblas.so: failed to map segment from shared object"),
+            "ran out of memory (address space)",
+        ),
+        (PanicException("failed to spawn thread: Resource temporarily unavailable"), "threads"),
+        (KeyboardInterrupt(), "interrupted"),
+    ],
+)
+def test_resource_exhaustion_is_one_line(
+    job: Path, monkeypatch: pytest.MonkeyPatch, raised: BaseException, expected: str
+) -> None:
+    import moetrace.trace.io as io
+
+    def boom(*_a: Any, **_k: Any) -> Any:
+        raise raised
+
+    monkeypatch.setattr(io, "load", boom)
+    code, _, err = _cli(["info", str(job)])
+    assert code == (130 if isinstance(raised, KeyboardInterrupt) else 2)
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and expected in lines[0], err
+
+
+def test_other_runtime_errors_are_not_hidden(job: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Only resource exhaustion becomes a line: a real bug still shows its traceback."""
+    import moetrace.trace.io as io
+
+    def boom(*_a: Any, **_k: Any) -> Any:
+        raise RuntimeError("a bug")
+
+    monkeypatch.setattr(io, "load", boom)
+    with pytest.raises(RuntimeError, match="a bug"):
+        _cli(["info", str(job)])
