@@ -128,7 +128,7 @@ def test_nan_inside_a_compound_hw_value_is_one_line(value: str) -> None:
     assert "is not a finite number" in _one_error_line(err)
 
 
-class PanicException(BaseException):  # noqa: N818  (the name Polars' panic has)
+class PanicException(BaseException):
     """Stands for pyo3's PanicException, which derives from BaseException."""
 
 
