@@ -170,3 +170,53 @@ def test_other_runtime_errors_are_not_hidden(job: Path, monkeypatch: pytest.Monk
     monkeypatch.setattr(io, "load", boom)
     with pytest.raises(RuntimeError, match="a bug"):
         _cli(["info", str(job)])
+
+
+@pytest.mark.parametrize(
+    ("sql", "expected"),
+    [
+        ("SELECT * FROM read_csv('{secret}')", "read_csv() is not allowed"),
+        ("select * from READ_PARQUET ('{secret}')", "READ_PARQUET() is not allowed"),
+        ("SELECT * FROM events JOIN read_json('{secret}') ON true", "read_json() is not allowed"),
+        ("DROP TABLE events", "only SELECT queries are allowed (got 'DROP')"),
+        ("TRUNCATE events", "only SELECT queries are allowed (got 'TRUNCATE')"),
+        ("CREATE TABLE x AS SELECT 1 AS a", "only SELECT queries are allowed"),
+        ("COPY events TO '{secret}'", "only SELECT queries are allowed (got 'COPY')"),
+        ("ATTACH '{secret}' AS other", "only SELECT queries are allowed (got 'ATTACH')"),
+        ("SELECT 1 AS a; DROP TABLE events", "one statement only"),
+        ("SELECT " + "+".join(["dur"] * 20_000) + " AS s FROM events", "query too long"),
+        ("SELECT " + "+".join(["1"] * 5_000) + " AS s FROM events", "query too large"),
+        ("SELECT " + "(" * 100 + "1" + ")" * 100 + " AS s", "nested deeper than 64"),
+    ],
+)
+def test_query_sees_only_the_trace(job: Path, tmp_path: Path, sql: str, expected: str) -> None:
+    secret = tmp_path / "secret.csv"
+    secret.write_text("password\nhunter2\n")
+    code, out, err = _cli(["query", str(job), sql.format(secret=secret), "--csv"])
+    assert code == 2
+    assert expected in _one_error_line(err)
+    assert "hunter2" not in out
+    assert secret.read_text() == "password\nhunter2\n"
+
+
+def test_query_still_answers_selects(job: Path) -> None:
+    sql = "SELECT replace(name, 'k', 'z') AS r, count(*) AS n FROM events GROUP BY r ORDER BY r"
+    code, out, err = _cli(["query", str(job), sql, "--csv"])
+    assert code == 0, err
+    rows = out.strip().splitlines()
+    assert rows[0] == "r,n" and rows[1] == "z0,2" and len(rows) == 10
+
+
+def test_a_query_past_its_timeout_is_stopped_with_one_line() -> None:
+    """Deterministic: the work waits on an event nobody sets, so only the timeout ends it."""
+    import subprocess
+    import sys
+
+    code = (
+        "import threading\n"
+        "from moetrace.commands.query_sandbox import run_bounded\n"
+        "run_bounded(threading.Event().wait, 0.05)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 2
+    assert done.stderr.strip() == "moetrace: error: SQL: query ran longer than --timeout 0.05 s"
