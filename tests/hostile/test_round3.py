@@ -220,3 +220,79 @@ def test_a_query_past_its_timeout_is_stopped_with_one_line() -> None:
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert done.returncode == 2
     assert done.stderr.strip() == "moetrace: error: SQL: query ran longer than --timeout 0.05 s"
+
+
+SMALL = ["--ranks", "4", "--tokens", "128"]
+
+
+def test_seeds_beyond_the_limit_need_yes(tmp_path: Path) -> None:
+    from moetrace.commands.executor_common import MAX_RUNS
+
+    code, _, err = _cli(["run", *SMALL, "--seeds", "100000"])
+    assert code == 2
+    line = _one_error_line(err)
+    assert "100,000 runs requested" in line and "--yes" in line
+    code, _, err = _cli(["run", *SMALL, "--seeds", str(MAX_RUNS + 1)])
+    assert code == 2 and f"{MAX_RUNS + 1:,} runs" in _one_error_line(err)
+
+
+def test_sweep_grid_beyond_the_limit_needs_yes_and_says_how_many(tmp_path: Path) -> None:
+    out = tmp_path / "grid.csv"
+    tokens = ",".join(str(128 + i) for i in range(15))
+    seeds = ",".join(str(i) for i in range(14))
+    code, _, err = _cli(
+        ["sweep", "--ranks", "4", "--tokens", tokens, "--seed", seeds, "-o", str(out)]
+    )
+    assert code == 2
+    assert f"{15 * 14} runs requested" in _one_error_line(err)
+    assert not out.exists()
+
+
+@pytest.mark.parametrize("option", ["--ranks", "--tokens", "--schedule", "--seed"])
+@pytest.mark.parametrize("value", ["", ",", " , "])
+def test_sweep_refuses_an_empty_list(tmp_path: Path, option: str, value: str) -> None:
+    out = tmp_path / "grid.csv"
+    code, _, err = _cli(["sweep", *SMALL, option, value, "-o", str(out)])
+    assert code == 2
+    assert "expected one or more comma-separated values" in _one_error_line(err)
+    assert not out.exists()
+
+
+@pytest.mark.parametrize("skew", ["nan", "inf", "-inf"])
+def test_zipf_non_finite_is_refused_for_that_reason(skew: str) -> None:
+    code, _, err = _cli(["run", *SMALL, "--routing", f"zipf:{skew}"])
+    assert code == 2
+    assert _one_error_line(err).endswith("S must be a finite number")
+
+
+@pytest.mark.parametrize("pair", ["hidden=0", "tokens=0", "experts=-3"])
+def test_calibrate_set_zero_is_refused(job: Path, pair: str) -> None:
+    code, _, err = _cli(["calibrate", str(job / "r0.json"), "--set", pair])
+    assert code == 2
+    assert _one_error_line(err).endswith(f"--set {pair}: must be a whole number >= 1")
+
+
+def test_symlink_loop_is_named(tmp_path: Path) -> None:
+    a, b = tmp_path / "a.json", tmp_path / "b.json"
+    a.symlink_to(b)
+    b.symlink_to(a)
+    code, _, err = _cli(["info", str(a)])
+    assert code == 2
+    assert _one_error_line(err).endswith(
+        "a.json: symbolic link loop (too many levels of symbolic links)"
+    )
+    dangling = tmp_path / "d.json"
+    dangling.symlink_to(tmp_path / "gone.json")
+    code, _, err = _cli(["info", str(dangling)])
+    assert "which does not exist" in _one_error_line(err)
+
+
+def test_demo_says_where_it_writes_and_how_much(tmp_path: Path) -> None:
+    out = tmp_path / "demo"
+    code, stdout, err = _cli(
+        ["demo", "--ranks", "4", "--tokens", "128", "--no-view", "--jobs", "1", "--out", str(out)]
+    )
+    assert code == 0, err
+    assert f"into {out.resolve()}/" in err.splitlines()[0]
+    total = sum(p.stat().st_size for p in out.glob("*.pftrace"))
+    assert f"traces ({total / 1e6:,.1f} MB in {out})" in stdout
