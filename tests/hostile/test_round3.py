@@ -296,3 +296,41 @@ def test_demo_says_where_it_writes_and_how_much(tmp_path: Path) -> None:
     assert f"into {out.resolve()}/" in err.splitlines()[0]
     total = sum(p.stat().st_size for p in out.glob("*.pftrace"))
     assert f"traces ({total / 1e6:,.1f} MB in {out})" in stdout
+
+
+def test_engine_ray_leaves_no_session_folder(job: Path, tmp_path: Path) -> None:
+    """A local Ray cluster started for one command keeps its session in a folder of its own,
+    removed when the command ends (Ray's default, /tmp/ray/session_*, stayed behind)."""
+    import subprocess
+    import sys
+
+    pytest.importorskip("ray", reason="Ray is not installed (pip install 'moetrace[ray]')")
+    import shutil
+    import tempfile
+
+    temp = Path(tempfile.mkdtemp(prefix="mt", dir="/tmp"))  # short: Ray's socket paths
+    env = {**os.environ, "TMPDIR": str(temp), "RAY_TMPDIR": str(temp)}  # Ray's default too
+    env.pop("RAY_ADDRESS", None)
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "from moetrace.cli import main; main()",
+            "info",
+            "--json",
+            "--no-cache",
+            "--engine",
+            "ray",
+            str(job / "r0.json"),
+            str(job / "r1.json"),
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=600,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert json.loads(done.stdout)["events"] == 18
+    left = sorted(p.name for p in temp.iterdir())
+    shutil.rmtree(temp, ignore_errors=True)
+    assert left == []
