@@ -334,3 +334,19 @@ def test_engine_ray_leaves_no_session_folder(job: Path, tmp_path: Path) -> None:
     left = sorted(p.name for p in temp.iterdir())
     shutil.rmtree(temp, ignore_errors=True)
     assert left == []
+
+
+def test_ctrl_c_outside_a_commands_handler_exits_130(
+    job: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Ctrl+C while the loading options are built (outside `handle_errors`): click's own
+    handler printed "Aborted!" and exited 1."""
+    import moetrace.trace.options as options
+
+    def interrupted(*_a: Any, **_k: Any) -> Any:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(options, "LoadOptions", interrupted)
+    code, _, err = _cli(["metrics", str(job)])
+    assert code == 130
+    assert err.strip() == "moetrace: interrupted"
