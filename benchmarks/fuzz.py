@@ -27,6 +27,7 @@ import argparse
 import gzip
 import hashlib
 import json
+import os
 import random
 import re
 import shutil
@@ -43,7 +44,9 @@ from typing import Any
 from click.testing import CliRunner
 
 REPO = Path(__file__).resolve().parent.parent
-REAL_TRACES = (REPO.parent / "shared" / "real_traces").resolve()
+REAL_TRACES = Path(
+    os.environ.get("MOETRACE_REAL_TRACES", REPO.parent / "shared" / "real_traces")
+).resolve()  # a worktree has no ../shared: point the variable at it
 MALFORMED = REPO / "tests" / "data" / "malformed"
 MAX_SEED_BYTES = 2_000_000  # bigger seeds make cases slow without finding more
 
