@@ -128,6 +128,13 @@ def test_nan_inside_a_compound_hw_value_is_one_line(value: str) -> None:
     assert "is not a finite number" in _one_error_line(err)
 
 
+def test_whatif_checks_its_hw_change_too(job: Path) -> None:
+    """whatif's --hw went to the executor unchecked (parse_overrides only)."""
+    code, _, err = _cli(["whatif", str(job / "r0.json"), "--hw", "dispatch_bw=8:nan"])
+    assert code == 2
+    assert "'nan' is not a finite number" in _one_error_line(err)
+
+
 class PanicException(BaseException):
     """Stands for pyo3's PanicException, which derives from BaseException."""
 
