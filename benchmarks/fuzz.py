@@ -27,6 +27,7 @@ import argparse
 import gzip
 import hashlib
 import json
+import os
 import random
 import re
 import shutil
@@ -43,7 +44,9 @@ from typing import Any
 from click.testing import CliRunner
 
 REPO = Path(__file__).resolve().parent.parent
-REAL_TRACES = (REPO.parent / "shared" / "real_traces").resolve()
+REAL_TRACES = Path(
+    os.environ.get("MOETRACE_REAL_TRACES", REPO.parent / "shared" / "real_traces")
+).resolve()  # a worktree has no ../shared: point the variable at it
 MALFORMED = REPO / "tests" / "data" / "malformed"
 MAX_SEED_BYTES = 2_000_000  # bigger seeds make cases slow without finding more
 
@@ -90,7 +93,8 @@ BAD_NUMBERS = {
     "--chunks": ["0", "-2"],
     "--tile-rows": ["0", "-128"],
     "--n-tile": ["0", "7.5"],
-    "--routing": ["zipf:-1", "zipf:nan", "zipf:", "counts:/nonexistent", "nope"],
+    "--routing": ["zipf:-1", "zipf:nan", "zipf:inf", "zipf:", "counts:/nonexistent", "nope"],
+    "--seeds": ["0", "100000", "-1"],
     "--schedule": ["nope", ""],
     "--preset": ["nope"],
     "--hardware": ["nope"],
@@ -108,6 +112,8 @@ HW_BAD = [
     "clock_hz=abc",
     "nokey=1",
     "dispatch_bw=garbage",
+    "dispatch_bw=8:nan",  # issue 27: NaN/Inf inside a compound value
+    "dispatch_bw=8:inf,64:1e9",
     "novalue",
     "=1",
 ]
@@ -266,8 +272,11 @@ def mutate_bytes(data: bytes, rng: random.Random) -> bytes:
     if not data:
         return bytes([rng.randrange(256)])
     n = len(data)
-    op = rng.randrange(5)
+    op = rng.randrange(6)
     at = rng.randrange(n)
+    if op == 5:  # issue 27: a valid start, then zeros or control bytes (a damaged disk)
+        fill = rng.choice([b"\x00", b"\x01", b"\x1f"])
+        return data[:at] + fill * rng.choice([1, 4096, 1 << 20])
     if op == 0:
         return data[:at]
     if op == 1:
@@ -305,6 +314,8 @@ def make_input(seed: Path, rng: random.Random, target_dir: Path) -> Path:
             packed = packed[: rng.randrange(len(packed) + 1)]
         elif rng.random() < 0.2:
             packed = packed + gzip.compress(b"", 1)
+        elif rng.random() < 0.2 and len(packed) >= 8:  # issue 27: a member's CRC-32 damaged
+            packed = packed[:-8] + bytes([packed[-8] ^ 0xFF]) + packed[-7:]
         return _write_new(target_dir / "input.json.gz", packed)
     return _write_new(target_dir / "input.json", raw)
 
@@ -328,9 +339,22 @@ def _command(
 ) -> tuple[list[str], Path | None]:
     """Command line and the one file it may write (None: it must write nothing)."""
     kind = rng.choice(
-        ["info", "info --json", "metrics", "convert", "convert", "run", *TABLE_COMMANDS]
+        [
+            "info",
+            "info --json",
+            "metrics",
+            "convert",
+            "convert",
+            "run",
+            *TABLE_COMMANDS,
+            "convert self",
+            "sweep",
+            "calibrate",
+        ]
     )
     args = [str(p) for p in inputs]
+    if kind in ("convert self", "sweep", "calibrate"):
+        return _round3_command(kind, rng, inputs, case_dir)
     if kind in TABLE_COMMANDS:
         return _table_command(kind, args, rng), None
     if kind == "info":
@@ -354,6 +378,57 @@ def _command(
     return ["run", "--ranks", "4", "--tokens", "64", option, value, "-o", str(out)], out
 
 
+def _round3_command(
+    kind: str, rng: random.Random, inputs: list[Path], case_dir: Path
+) -> tuple[list[str], Path | None]:
+    """Issue 27's cases: an output that is an input (any spelling, --force or not), empty or
+    huge sweep grids, --set 0. None of them may write anything."""
+    args = [str(p) for p in inputs]
+    if kind == "convert self":
+        first = inputs[0]
+        if first.is_dir():
+            files = sorted(p for p in first.rglob("*") if p.is_file())
+            target = files[0] if files else first / "x.json"
+        else:
+            target = first
+        if target.exists():
+            spelling = rng.choice(["same", "dotted", "symlink", "hardlink"])
+            if spelling == "dotted":
+                target = target.parent / "." / ".." / target.parent.name / target.name
+            elif spelling == "symlink":
+                link = case_dir / "link.json"
+                link.symlink_to(target)
+                target = link
+            elif spelling == "hardlink":
+                hard = case_dir / "hard.json"
+                try:
+                    hard.hardlink_to(target)
+                    target = hard
+                except OSError:
+                    pass
+        force = ["--force"] if rng.random() < 0.7 else []
+        return ["convert", *args, "-o", str(target), *force], None
+    if kind == "sweep":
+        out = case_dir / "grid.csv"
+        grid = rng.choice(
+            [
+                ["--ranks", ""],
+                ["--tokens", ","],
+                ["--schedule", " , "],
+                [
+                    "--tokens",
+                    ",".join(str(64 + i) for i in range(20)),
+                    "--seed",
+                    "1,2,3,4,5,6,7,8,9,10,11",
+                ],
+            ]
+        )
+        return ["sweep", "--ranks", "4", "--tokens", "64", *grid, "-o", str(out)], None
+    pair = rng.choice(["hidden=0", "tokens=0", "experts=-1", "top_k=x", "nokey=1"])
+    out = case_dir / "hw.toml"
+    return ["calibrate", *args, "--set", pair, "-o", str(out)], None
+
+
 TABLE_COMMANDS = ("moe", "collectives", "query", "compare")
 """Commands that print tables of names for people: their output must show no raw escape."""
 
@@ -363,6 +438,17 @@ QUERIES = [
     "SELECT args FROM events WHERE args IS NOT NULL LIMIT 5",
     "SELECT name FROM nope",
     "SELEC name",
+    # issue 27: the sandbox (only the trace's tables, read-only, bounded size)
+    "SELECT * FROM read_csv('/etc/passwd')",
+    "SELECT * FROM read_parquet('x.parquet')",
+    "DROP TABLE events",
+    "TRUNCATE events",
+    "CREATE TABLE t AS SELECT 1 AS a",
+    "COPY events TO 'leak.csv'",
+    "ATTACH 'other.db' AS o",
+    "SELECT 1 AS a; DROP TABLE events",
+    "SELECT " + "+".join(["dur"] * 20_000) + " AS s FROM events",
+    "SELECT " + "(" * 200 + "1" + ")" * 200 + " AS s",
 ]
 
 
@@ -371,6 +457,10 @@ def _table_command(kind: str, args: list[str], rng: random.Random) -> list[str]:
         return ["query", args[0], rng.choice(QUERIES), *(["--json"] if rng.random() < 0.2 else [])]
     if kind == "compare":
         return ["compare", args[0], args[-1]]
+    if kind == "moe" and rng.random() < 0.2:  # issue 27: a rules file that is not UTF-8
+        rules = Path(args[0]).parent / "rules.toml"
+        rules.write_bytes(rng.choice([b'[[rule]]\nname = "caf\xe9"\n', b"\xff\xfe\x00", b"["]))
+        return ["moe", *args, "--rules", str(rules)]
     return [kind, *args]
 
 
@@ -386,6 +476,11 @@ def run_case(rng: random.Random, seeds: list[Path], root: Path, counts: Counts) 
             inputs.append(make_input(rng.choice(seeds), rng, sub))
         if rng.random() < 0.05:
             inputs = [inputs[0].parent]  # a directory
+        elif rng.random() < 0.02:  # issue 27: a symlink loop
+            loop_a, loop_b = case_dir / "loop_a.json", case_dir / "loop_b.json"
+            loop_a.symlink_to(loop_b)
+            loop_b.symlink_to(loop_a)
+            inputs = [loop_a]
         args, allowed = _command(rng, inputs, case_dir)
         if counts.log is not None:
             print(f"case {counts.cases}: {' '.join(args)}", file=counts.log, flush=True)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import os
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -56,24 +57,114 @@ def handle_errors(func: F) -> F:
         except OSError as exc:  # name too long, disk full, I/O error: one line, not a traceback
             where = f"{exc.filename}: " if exc.filename else ""
             fail(f"{where}{exc.strerror or exc}")
+        except UnicodeDecodeError as exc:  # a text file (rules, TOML) that is not UTF-8
+            fail(f"a text input is not UTF-8: {exc.reason} at offset {exc.start}")
         except KeyboardInterrupt:
-            click.echo("moetrace: interrupted", err=True)
-            sys.exit(130)
+            interrupted()
+        except MemoryError:
+            fail("out of memory (the trace or the request is too large for this machine)")
+        except RecursionError:
+            fail("input nested too deeply (Python's recursion limit was reached)")
+        except (RuntimeError, ImportError) as exc:
+            reason = exhausted(exc)
+            if reason is None:
+                raise
+            fail(reason)
+        except BaseException as exc:  # Polars' PanicException derives from BaseException
+            if type(exc).__name__ != "PanicException":
+                raise
+            fail(exhausted(exc) or f"internal error in Polars: {_first_line(exc)}")
 
     return wrapper  # type: ignore[return-value]
 
 
-def check_output_path(path: str | Path, force: bool) -> Path | None:
-    """Return the output path, or None for '-' (stdout). Refuse to overwrite without force."""
+def interrupted() -> None:
+    """Ctrl+C: one line and exit 130 (128 + SIGINT), whatever was running."""
+    click.echo("moetrace: interrupted", err=True)
+    sys.exit(130)
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
+
+
+_RESOURCE_WORDS = (
+    ("can't start new thread", "threads (the process limit was reached)"),
+    ("cannot start new thread", "threads (the process limit was reached)"),
+    ("resource temporarily unavailable", "threads or processes (the process limit was reached)"),
+    ("failed to spawn thread", "threads (the process limit was reached)"),
+    ("cannot allocate memory", "memory"),
+    ("out of memory", "memory"),
+    ("memory allocation", "memory"),
+    ("failed to map", "memory (address space)"),
+    ("mmap", "memory (address space)"),
+)
+
+
+def exhausted(exc: BaseException) -> str | None:
+    """The one line for an error that means a resource ran out (a thread that could not
+    start, an import whose shared library could not be mapped), or None for any other."""
+    text = f"{exc} {exc.__cause__ or ''}".lower()
+    for words, what in _RESOURCE_WORDS:
+        if words in text:
+            return f"ran out of {what}: {_first_line(exc)}"
+    return None
+
+
+_OUTPUT_PARAMS = frozenset({"output", "out_dir", "docs_path"})
+
+
+def command_inputs() -> list[str]:
+    """Every file or folder the running command was given, outputs aside: each string value
+    (or string in a list) of its click parameters that names an existing path. One rule for
+    every writer, so that a new option cannot be forgotten."""
+    ctx = click.get_current_context(silent=True)
+    found: list[str] = []
+    while ctx is not None:
+        for name, value in ctx.params.items():
+            if name in _OUTPUT_PARAMS:
+                continue
+            values = value if isinstance(value, list | tuple) else (value,)
+            for item in values:
+                if isinstance(item, str | Path) and str(item) not in ("", "-"):
+                    try:
+                        if os.path.exists(item):
+                            found.append(str(item))
+                    except (OSError, ValueError):
+                        continue
+        ctx = ctx.parent
+    return found
+
+
+def check_output_path(
+    path: str | Path, force: bool, inputs: list[str] | None = None
+) -> Path | None:
+    """Return the output path, or None for '-' (stdout). Refuse to overwrite without force,
+    and refuse, force or not, a target that is one of the command's inputs."""
     if str(path) == "-":
         return None
     from moetrace.errors import OutputError
     from moetrace.trace.atomic import check_target
 
+    given = command_inputs() if inputs is None else inputs
     try:
-        return check_target(path, force=force)
+        return check_target(path, force=force, inputs=given)
     except OutputError as exc:
         raise UserError(str(exc)) from None
+
+
+def utf8_files(paths: tuple[str, ...] | list[str]) -> None:
+    """Refuse, with the file and offset, a text input (rules, TOML) that is not UTF-8."""
+    for path in paths:
+        with open(path, "rb") as fh:
+            data = fh.read()
+        try:
+            data.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise UserError(
+                f"{path}: not UTF-8 text (byte 0x{data[exc.start]:02x} at offset {exc.start})"
+            ) from None
 
 
 def load_options(func: F) -> F:
@@ -154,6 +245,8 @@ class OneLineErrorGroup(click.Group):
             return super().invoke(ctx)
         except click.UsageError as exc:
             raise _one_line(exc) from None
+        except (KeyboardInterrupt, click.Abort):  # outside a command's handler: still 130
+            interrupted()
 
 
 _NO_ARGS_IS_HELP = getattr(click.exceptions, "NoArgsIsHelpError", OneLineUsageError)

@@ -248,6 +248,13 @@ def compare(
     show_default=True,
     help="Rows shown in the table (CSV/JSON print all).",
 )
+@click.option(
+    "--timeout",
+    type=click.FloatRange(min=0, min_open=True),
+    default=60.0,
+    show_default=True,
+    help="Seconds the query may run before it is stopped (exit status 2).",
+)
 @load_options
 @handle_errors
 def query(
@@ -256,6 +263,7 @@ def query(
     as_json: bool,
     as_csv: bool,
     limit: int,
+    timeout: float,
     loading: LoadOptions,
 ) -> None:
     """Run Polars SQL over the tables events, tracks, deps and counters of TRACE (files and
@@ -267,13 +275,18 @@ def query(
     """
     import polars as pl
 
+    from moetrace.commands.query_sandbox import check_sql, run_bounded
+
+    check_sql(sql)  # before loading: a refused query costs nothing
     skipped: list[str] = []
     tr = load_job(job_files(trace), skipped, loading)
     for message in skipped:
         warn(f"skipped: {message}")
     ctx = pl.SQLContext(events=tr.events, tracks=tr.tracks, deps=tr.deps, counters=tr.counters)
     try:
-        frame = ctx.execute(sql, eager=True)
+        frame = run_bounded(lambda: ctx.execute(sql, eager=True), timeout)
+    except UserError:
+        raise
     except Exception as exc:  # polars raises several types for bad SQL
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise UserError(f"SQL: {first}") from exc

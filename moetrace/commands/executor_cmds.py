@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import math
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -18,6 +19,8 @@ import click
 
 from moetrace.commands._common import UserError, check_output_path, handle_errors, warn
 from moetrace.commands.executor_common import (
+    MAX_RUNS,
+    check_run_count,
     executor_errors,
     hw_overrides,
     run_figures,
@@ -152,12 +155,14 @@ def _check_params(params: dict[str, Any]) -> None:
     show_default=True,
     help="Also run seeds SEED..SEED+N-1 and report the spread of makespan and MFU.",
 )
+@click.option("--yes", is_flag=True, help=f"Allow more than {MAX_RUNS} runs.")
 @handle_errors
 def run(
     output: str | None,
     force: bool,
     as_json: bool,
     seeds: int,
+    yes: bool,
     hw_pairs: tuple[str, ...],
     hw_file: str | None,
     **kw: Any,
@@ -170,6 +175,7 @@ def run(
         raise UserError("-o -: writing a trace to stdout is not supported here; give a file name")
     if seeds < 1:
         raise UserError(f"--seeds {seeds}: expected a count >= 1")
+    check_run_count(seeds, "--seeds", yes)
     trace = run_simulation(params)
     if out is not None:
         trace.write(out, force=force)
@@ -248,8 +254,12 @@ def seed_spread(params: dict[str, Any], n: int) -> dict[str, Any]:
     return {"n": n, "first_seed": params["seed"], "makespan_ms": stats(spans), "mfu": stats(mfus)}
 
 
-def _split(value: str) -> list[str]:
-    return [v.strip() for v in str(value).split(",") if v.strip()]
+def _split(value: str, option: str) -> list[str]:
+    """A comma-separated option as its values; an empty list is refused, not an empty table."""
+    values = [v.strip() for v in str(value).split(",") if v.strip()]
+    if not values:
+        raise UserError(f"--{option} {str(value)!r}: expected one or more comma-separated values")
+    return values
 
 
 @click.command("sweep")
@@ -262,9 +272,15 @@ def _split(value: str) -> list[str]:
     help="Table to write (.csv or .parquet).",
 )
 @click.option("--force", is_flag=True, help="Overwrite the output file.")
+@click.option("--yes", is_flag=True, help=f"Allow a grid of more than {MAX_RUNS} runs.")
 @handle_errors
 def sweep(
-    output: str, force: bool, hw_pairs: tuple[str, ...], hw_file: str | None, **kw: Any
+    output: str,
+    force: bool,
+    yes: bool,
+    hw_pairs: tuple[str, ...],
+    hw_file: str | None,
+    **kw: Any,
 ) -> None:
     """Simulate every combination of comma-separated options and write one row per run.
 
@@ -290,7 +306,11 @@ def sweep(
         "placement",
         "seed",
     )
-    values = [_split(kw[k]) for k in grid_keys]
+    values = [_split(kw[k], k) for k in grid_keys]
+    runs = math.prod(len(v) for v in values)
+    check_run_count(
+        runs, " x ".join(f"{len(v)} {k}" for k, v in zip(grid_keys, values, strict=True)), yes
+    )
     combos = [dict(zip(grid_keys, combo, strict=True)) for combo in itertools.product(*values)]
     all_params = [_params({**kw, **combo}, overrides) for combo in combos]
     for params in all_params:  # every combination is checked before the first runs
@@ -394,6 +414,11 @@ def demo(
     # the longest run (tile) first, so that two workers finish the three about together
     run_order = sorted(paths, key=lambda s: s != "tile")
     jobs_args = [(params[s], str(paths[s])) for s in run_order]
+    click.echo(
+        f"writing {len(paths)} .{fmt} traces into {visible(directory.resolve())}/ "
+        f"({ranks} ranks x {tokens} tokens: tens to hundreds of MB; --out DIR to choose)",
+        err=True,
+    )
     click.echo("simulating chunked (2 micro-batches), sequential and tile schedules ...", err=True)
     if jobs > 1:
         import multiprocessing
@@ -434,7 +459,13 @@ def demo(
         )
     console = Console(width=120)
     console.print(table)
-    console.print(Text("traces: " + "  ".join(str(p) for p in paths.values())))
+    written = sum(p.stat().st_size for p in paths.values() if p.exists())
+    console.print(
+        Text(
+            f"traces ({written / 1e6:,.1f} MB in {directory}): "
+            + "  ".join(str(p) for p in paths.values())
+        )
+    )
     console.print(Text(f"browse: moetrace view {paths['tile']}"))
     if no_view or not sys.stdout.isatty():
         return

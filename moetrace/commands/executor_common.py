@@ -14,6 +14,18 @@ if TYPE_CHECKING:
     from moetrace.trace.model import Trace
 
 
+MAX_RUNS = 200
+"""Simulations one command runs without --yes (one run of a 64-rank layer: seconds)."""
+
+
+def check_run_count(runs: int, what: str, yes: bool) -> None:
+    """Say how many simulations a request means; refuse more than MAX_RUNS without --yes."""
+    if runs > MAX_RUNS and not yes:
+        raise UserError(
+            f"{what}: {runs:,} runs requested (more than {MAX_RUNS}); add --yes to run them all"
+        )
+
+
 @contextmanager
 def executor_errors() -> Iterator[None]:
     """Executor input errors become the CLI's one-line UserError (exit 2)."""

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from moetrace.commands._common import UserError, handle_errors, load_options, warn
+from moetrace.commands._common import UserError, handle_errors, load_options, utf8_files, warn
 from moetrace.commands.report_tables import cell, wide_console, write_csv
 from moetrace.text import human_bytes
 
@@ -217,6 +217,7 @@ def moe(
 
     if as_json and as_csv:
         raise UserError("--json and --csv are exclusive")
+    utf8_files(rule_files)
     try:
         rules = load_rules(rule_files)
     except RulesError as exc:

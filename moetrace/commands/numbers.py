@@ -8,6 +8,7 @@ misleading errors (`--hw link_bw=1` byte/s overflowing the ns clock into "a cycl
 from __future__ import annotations
 
 import math
+import re
 from typing import Any
 
 from moetrace.commands._common import UserError
@@ -91,6 +92,7 @@ def check_hw_overrides(overrides: dict[str, Any]) -> dict[str, Any]:
     ones, bandwidth tables) are left to the executor, which names what it knows."""
     for key, value in overrides.items():
         if key not in HW_RANGES:
+            _check_finite_parts(f"--hw {key}", value, value)
             continue
         low, high, unit = HW_RANGES[key]
         if key in _ZERO_MEANS_DEFAULT and _is_zero(value):
@@ -99,6 +101,32 @@ def check_hw_overrides(overrides: dict[str, Any]) -> dict[str, Any]:
         if unit == "cores" and float(value) != int(float(value)):
             raise UserError(f"--hw {key} {value!r}: expected a whole number of cores")
     return overrides
+
+
+_PARTS = re.compile(r"[,:;=\s\[\]()]+")
+
+
+def _check_finite_parts(option: str, value: Any, whole: Any) -> None:
+    """Every number inside a compound value (a bandwidth table `8:nan,64:1e9`, a TOML list or
+    table) must be finite: NaN/Inf there otherwise reach the executor's clock as an overflow."""
+    if isinstance(value, dict):
+        for item in value.values():
+            _check_finite_parts(option, item, whole)
+        return
+    if isinstance(value, list | tuple):
+        for item in value:
+            _check_finite_parts(option, item, whole)
+        return
+    parts = [value] if isinstance(value, int | float) else _PARTS.split(str(value))
+    for part in parts:
+        if isinstance(part, bool):
+            continue
+        try:
+            number = float(part)
+        except (TypeError, ValueError):
+            continue
+        if not math.isfinite(number):
+            raise UserError(f"{option} {str(whole)!r}: {str(part)!r} is not a finite number")
 
 
 def _is_zero(value: Any) -> bool:

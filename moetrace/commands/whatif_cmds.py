@@ -42,6 +42,18 @@ def _load(traces: tuple[str, ...]) -> tuple[Any, str]:
     return load(list(traces)), Path(name).name if len(traces) == 1 else name
 
 
+def _sets(pairs: tuple[str, ...]) -> dict[str, Any]:
+    """`--set` values, each a count of at least 1 (a zero `hidden` was silently replaced by
+    what the trace says: every settable number is a size or a count)."""
+    from moetrace.whatif.extract import parse_sets
+
+    sets = parse_sets(pairs)
+    for key, value in sets.items():
+        if isinstance(value, int) and value < 1:
+            raise UserError(f"--set {key}={value}: must be a whole number >= 1")
+    return sets
+
+
 def _base(hardware: str) -> Any:
     """A preset name, or a hardware TOML in the presets' format (e.g. from calibrate)."""
     from moetrace.executor.hardware import get_hardware, load_preset
@@ -95,14 +107,14 @@ def calibrate_cmd(
     """Fit the executor's hardware (GEMM efficiency, HBM, all-to-all, launches) to a trace."""
     from moetrace.trace.atomic import write_bytes_atomic
     from moetrace.whatif.calibrate import calibrate, to_toml
-    from moetrace.whatif.extract import extract, parse_sets
+    from moetrace.whatif.extract import extract
     from moetrace.whatif.report import assumed_fields, assumed_lines, fit_line
 
     out = check_output_path(output, force) if output else None
     with _whatif_errors():
         base = _base(hardware)
         trace, name = _load(traces)
-        wl = extract(trace, parse_sets(set_pairs))
+        wl = extract(trace, _sets(set_pairs))
         cal = calibrate(trace, wl, base, name)
         if out is not None:
             write_bytes_atomic(out, to_toml(cal).encode(), force=force)
@@ -157,8 +169,8 @@ def whatif_cmd(
     force: bool,
 ) -> None:
     """Replay a trace's MoE layer on hardware fitted to it, then under another schedule."""
+    from moetrace.commands.numbers import check_hw_overrides
     from moetrace.executor.hardware import parse_overrides
-    from moetrace.whatif.extract import parse_sets
     from moetrace.whatif.report import text, what_if
 
     out = check_output_path(output, force) if output else None
@@ -166,12 +178,12 @@ def whatif_cmd(
     if replay_out is not None:
         check_output_path(replay_out, force)
     with _whatif_errors():
-        change = parse_overrides(hw_pairs)
+        change = check_hw_overrides(parse_overrides(hw_pairs))
         base = _base(hardware)
         calibrated = base if hardware.endswith(".toml") else None
         trace, name = _load(traces)
         result = what_if(
-            trace, name, base, schedule, placement, change, parse_sets(set_pairs), calibrated
+            trace, name, base, schedule, placement, change, _sets(set_pairs), calibrated
         )
     if out is not None and replay_out is not None:
         result.whatif.write(out, force=force)  # trace writers are atomic

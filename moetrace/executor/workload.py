@@ -10,6 +10,7 @@ first onto the least loaded rank with a free slot, as Pangu's dynamic placement)
 from __future__ import annotations
 
 import dataclasses
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -138,7 +139,9 @@ def parse_routing(routing: str, experts: int) -> tuple[str, np.ndarray | float |
             raise ExecutorInputError(
                 f"routing {routing!r}: expected zipf:S with S a number"
             ) from None
-        if not skew >= 0:
+        if not math.isfinite(skew):
+            raise ExecutorInputError(f"routing {routing!r}: S must be a finite number")
+        if skew < 0:
             raise ExecutorInputError(f"routing {routing!r}: S must be >= 0")
         return "zipf", skew
     if routing.startswith("counts:"):

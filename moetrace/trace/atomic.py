@@ -14,9 +14,10 @@ import contextlib
 import errno
 import os
 import signal
+import stat
 import tempfile
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import IO, Any
 
@@ -28,10 +29,14 @@ _CAUGHT_SIGNALS = tuple(
 )
 
 
-def check_target(target: str | Path, *, force: bool = False) -> Path:
+def check_target(
+    target: str | Path, *, force: bool = False, inputs: Iterable[str | Path] = ()
+) -> Path:
     """The checks that can fail before any work: the directory exists, the name fits the file
-    system, the target does not exist (unless `force`). Raises `OutputError`."""
+    system, the target is none of `inputs` (see `refuse_inputs`; `force` does not change
+    that), the target does not exist (unless `force`). Raises `OutputError`."""
     target = Path(target)
+    refuse_inputs(target, inputs)
     directory = target.parent
     try:
         if not directory.is_dir():
@@ -49,6 +54,58 @@ def check_target(target: str | Path, *, force: bool = False) -> Path:
     except OSError as exc:  # e.g. a path component that is not a directory
         raise OutputError(target, _reason(exc)) from None
     return target
+
+
+_MAX_WALKED = 100_000  # files looked at inside one folder input before giving up the search
+
+
+def refuse_inputs(target: str | Path, inputs: Iterable[str | Path]) -> None:
+    """Raise `OutputError` when `target` is the same file as an input: the same inode
+    (st_dev, st_ino) whatever the spelling, symlink or hard link, or any file inside a folder
+    input (a folder input that contains the target's path counts too). A missing target is no
+    input, so nothing is refused then."""
+    try:
+        st = os.stat(target)  # follows symlinks: a link to an input is that input
+    except OSError:
+        return
+    if stat.S_ISDIR(st.st_mode):
+        return
+    key = (st.st_dev, st.st_ino)
+    real = os.path.realpath(target)
+    for item in inputs:
+        name = os.fspath(item)
+        try:
+            ist = os.stat(name)
+        except (OSError, ValueError):
+            continue
+        if not stat.S_ISDIR(ist.st_mode):
+            if (ist.st_dev, ist.st_ino) == key:
+                raise OutputError(target, f"is the input {name}; choose another output")
+            continue
+        folder = os.path.realpath(name)
+        if os.path.commonpath([folder, real]) == folder:
+            raise OutputError(target, f"is inside the input folder {name}; choose another output")
+        if _folder_holds(name, key):
+            raise OutputError(
+                target, f"is a file of the input folder {name}; choose another output"
+            )
+
+
+def _folder_holds(folder: str, key: tuple[int, int]) -> bool:
+    """Whether a file under `folder` (symlinks followed, loops skipped) is the inode `key`."""
+    seen = 0
+    for root, _dirs, files in os.walk(folder, followlinks=False):
+        for file in files:
+            seen += 1
+            if seen > _MAX_WALKED:
+                return False
+            try:
+                fst = os.stat(os.path.join(root, file))
+            except OSError:
+                continue
+            if (fst.st_dev, fst.st_ino) == key:
+                return True
+    return False
 
 
 def _name_max(directory: Path) -> int:

@@ -44,6 +44,9 @@ RACY_WINDOW_NS = 2_000_000_000
 """A file modified less than this before its load (2 s, FAT's mtime granularity) is not cached:
 a rewrite of the same size within one mtime tick would otherwise look unchanged."""
 
+now_ns: Callable[[], int] = time.time_ns
+"""The clock the racy window is measured with (wall time, ns); tests replace it."""
+
 
 DEFAULT_MAX_BYTES = 20 * 10**9
 """The cache keeps at most this many bytes (override: $MOETRACE_CACHE_MAX_BYTES); past it, the
@@ -153,7 +156,7 @@ def write_cached(source: Path, flavor: str | None, trace: Trace, before: os.stat
         identity = _identity(source, flavor)
         if (identity["size"], identity["mtime_ns"]) != (before.st_size, before.st_mtime_ns):
             return False
-        if time.time_ns() - identity["mtime_ns"] < RACY_WINDOW_NS:
+        if now_ns() - identity["mtime_ns"] < RACY_WINDOW_NS:
             return False
         meta_json = call_deep(lambda: msgspec.json.encode(trace.meta))  # deep JSON in meta
         if not call_deep(lambda: msgspec.json.decode(meta_json) == trace.meta):

@@ -8,6 +8,8 @@ or .pftrace, never overwriting without `force`.
 
 from __future__ import annotations
 
+import errno
+import os
 import zlib
 from collections.abc import Sequence
 from pathlib import Path
@@ -139,10 +141,22 @@ def expand_paths(paths: str | Path | Sequence[str | Path]) -> list[Path]:
                 )
             out.extend(found)
         elif not p.exists():
-            raise TraceFormatError(p, "no such file or directory")
+            raise TraceFormatError(p, _missing_reason(p))
         else:
             out.append(p)
     return out
+
+
+def _missing_reason(path: Path) -> str:
+    """Why `path` cannot be opened: a symlink loop, a dangling symlink or really nothing there."""
+    if not path.is_symlink():
+        return "no such file or directory"
+    try:
+        os.stat(path)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            return "symbolic link loop (too many levels of symbolic links)"
+    return f"symbolic link to {os.readlink(path)}, which does not exist"
 
 
 def load(

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import functools
 import os
+import shutil
+import tempfile
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
@@ -69,8 +71,18 @@ def _map_ray(func: Callable[[Path], R], paths: Sequence[Path], address: str | No
         raise TraceFormatError(
             None, "--engine ray needs Ray: pip install 'moetrace[ray]'"
         ) from None
+    own_dir: str | None = None
     if not ray.is_initialized():
-        ray.init(address=address, log_to_driver=False, include_dashboard=False)
+        if address is None:  # a local cluster of our own: its session folder is ours to remove
+            # Ray's socket paths (session_<date>_<pid>/sockets/plasma_store, ~75 bytes) must
+            # fit AF_UNIX's 107: a long $TMPDIR falls back to /tmp.
+            base = tempfile.gettempdir()
+            own_dir = tempfile.mkdtemp(
+                prefix="mtray-",
+                dir=base if len(base) <= 24 or not os.path.isdir("/tmp") else "/tmp",
+            )
+        extra: dict[str, Any] = {"_temp_dir": own_dir} if own_dir else {}
+        ray.init(address=address, log_to_driver=False, include_dashboard=False, **extra)
     task: Any = ray.remote(_apply)
     try:
         return list(ray.get([task.remote(func, p) for p in paths]))
@@ -79,6 +91,10 @@ def _map_ray(func: Callable[[Path], R], paths: Sequence[Path], address: str | No
         if isinstance(cause, BaseException):
             raise cause from None
         raise
+    finally:
+        if own_dir is not None:  # no Ray session folder left in the temp directory
+            ray.shutdown()
+            shutil.rmtree(own_dir, ignore_errors=True)
 
 
 def _apply(func: Callable[[Path], R], path: Path) -> R:

@@ -34,7 +34,15 @@ fuzz = _fuzz_module()
 def test_fuzz_campaign_short_budget() -> None:
     counts = fuzz.campaign(cases=120, seed=12)
     assert counts.cases == 120
-    assert set(counts.by_command) == {"info", "metrics", "convert", "run", *fuzz.TABLE_COMMANDS}
+    assert set(counts.by_command) == {
+        "info",
+        "metrics",
+        "convert",
+        "run",
+        "sweep",
+        "calibrate",
+        *fuzz.TABLE_COMMANDS,
+    }
     assert counts.by_exit[2] > 0 and counts.by_exit[0] > 0  # both outcomes are exercised
     assert counts.failures == [], "\n".join(counts.failures)
     assert counts.tracebacks == counts.files_damaged == counts.multi_line_errors == 0

@@ -171,13 +171,24 @@ def test_flavor_is_part_of_the_key(tmp_path: Path, reads: list[Path]) -> None:
     assert load(path).meta == auto.meta and len(reads) == 2
 
 
-def test_freshly_modified_file_is_not_cached(tmp_path: Path, reads: list[Path]) -> None:
+@pytest.mark.parametrize(
+    ("age_ns", "cached"),
+    [(0, False), (cache.RACY_WINDOW_NS - 1, False), (cache.RACY_WINDOW_NS, True)],
+)
+def test_freshly_modified_file_is_not_cached(
+    tmp_path: Path, reads: list[Path], monkeypatch: pytest.MonkeyPatch, age_ns: int, cached: bool
+) -> None:
+    """A file modified less than RACY_WINDOW_NS before its load is not cached (a same-size
+    rewrite in that mtime tick would go unseen). Deterministic: an explicit mtime and an
+    injected clock, not the time a loaded machine happens to take."""
     path = _write_trace(tmp_path / "t.json")
-    os.utime(path)  # modified just now: a same-size rewrite in this mtime tick would go unseen
+    mtime = 1_700_000_000 * 10**9
+    os.utime(path, ns=(mtime, mtime))
+    monkeypatch.setattr(cache, "now_ns", lambda: mtime + age_ns)
     load(path)
     load(path)
-    assert len(reads) == 2
-    assert not cache.entry_path(path, None).exists()
+    assert len(reads) == (1 if cached else 2)
+    assert cache.entry_path(path, None).exists() == cached
 
 
 def test_no_cache_neither_reads_nor_writes(tmp_path: Path, reads: list[Path]) -> None:

@@ -21,7 +21,7 @@ ERRORS: dict[str, tuple[str, str]] = {
     "not_json.json": ("not a JSON trace", "byte 0"),
     "binary.json": ("binary data", "byte 0"),
     "not_utf8.json": ("not UTF-8", "byte 0"),
-    "corrupt.json.gz": ("corrupt gzip", "decompressed data"),
+    "corrupt.json.gz": ("gzip member 1: corrupt data", "compressed byte"),
     "top_level_number.json": ("expected '[' or '{'", "byte 0"),
     "top_level_string.json": ("expected '[' or '{'", "byte 0"),
     "object_without_trace_events.json": ('no "traceEvents" array', "byte 0"),

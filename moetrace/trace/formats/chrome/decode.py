@@ -133,7 +133,7 @@ def decode_file(path: str | Path) -> RawTrace:
 def _decode_stream(path: Path, reader: _Reader) -> RawTrace:
     buf = bytearray()
     base = 0  # absolute offset of buf[0] in the decompressed stream
-    while len(buf) < 4096 and not reader.eof:
+    while len(buf) < 4096 and not reader.eof:  # the start: its own message for binary data
         buf += reader.read(CHUNK)
     start = 3 if buf[:3] == b"\xef\xbb\xbf" else 0
     start = _skip_ws(buf, start)
@@ -158,7 +158,7 @@ def _decode_stream(path: Path, reader: _Reader) -> RawTrace:
     full = "moetrace" in top  # moetrace's own files carry kind/flops/bytes on events
     while True:
         while len(buf) - pos < CHUNK + 1 and not reader.eof:
-            buf += reader.read(CHUNK)
+            _grow(path, reader, buf, base)
         pos = _skip_ws(buf, pos)
         if reader.eof:
             trailer_top, tail_warn = _decode_tail(path, buf, pos, base, container, pieces, full)
@@ -170,7 +170,7 @@ def _decode_stream(path: Path, reader: _Reader) -> RawTrace:
             # No event boundary within a piece: one event is bigger than CHUNK. Read on
             # until its end (a boundary in the new bytes); events have no size limit.
             searched = len(buf)
-            buf += reader.read(CHUNK)
+            _grow(path, reader, buf, base, strict=True)
             cut = _find_cut(buf, max(pos, searched - _OVERLAP), len(buf))
         if cut <= pos:
             continue  # the rest of the data is one piece: decoded as the tail
@@ -211,6 +211,33 @@ def _decode_stream(path: Path, reader: _Reader) -> RawTrace:
     return RawTrace(events, top, container, warnings, reader.total, reader.gzip)
 
 
+_IMPOSSIBLE = re.compile(rb"[\x00-\x08\x0b\x0c\x0e-\x1f]")
+"""Bytes that cannot appear anywhere in JSON text (RFC 8259: control characters only as
+escapes inside strings; outside them only space, tab, CR and LF)."""
+
+
+def _grow(path: Path, reader: _Reader, buf: bytearray, base: int, strict: bool = False) -> None:
+    """Append the next piece to `buf` (which starts at stream offset `base`), refusing at once
+    a piece holding a byte that no JSON can contain: a damaged file (a valid start, then
+    zeros) fails at its first bad piece instead of being read whole into memory. Every piece
+    is searched for NUL (memchr: ~0.05 ns/byte); `strict` (while one event outgrows a piece,
+    the only place memory could grow unbounded) searches every control byte (~2 ns/byte)."""
+    start = len(buf)
+    buf += reader.read(CHUNK)
+    at = buf.find(0, start)
+    if strict:
+        bad = _IMPOSSIBLE.search(buf, start)
+        at = bad.start() if bad is not None else -1
+    if at >= 0:
+        first = _IMPOSSIBLE.search(buf, 0, at + 1)  # the error path: name the earliest one
+        at = first.start() if first is not None else at
+        raise TraceFormatError(
+            path,
+            f"byte 0x{buf[at]:02x} cannot appear in JSON (damaged or not a trace)",
+            f"byte {base + at}",
+        )
+
+
 def _find_cut(buf: bytearray, pos: int, limit: int) -> int:
     """Index of a comma before `limit` that sits between `}` and `{` (a likely event boundary)."""
     limit = min(limit, len(buf))
@@ -237,15 +264,15 @@ def _find_trace_events(
             if reader.eof:
                 return _object_without_events(path, buf, start)
             search_from = max(start, len(buf) - 16)
-            buf += reader.read(CHUNK)
+            _grow(path, reader, buf, 0, strict=True)
             continue
         j = _skip_ws(buf, k + len(b'"traceEvents"'))
         while j >= len(buf) - 1 and not reader.eof:
-            buf += reader.read(CHUNK)
+            _grow(path, reader, buf, 0, strict=True)
         if j < len(buf) and buf[j] == ord(":"):
             v = _skip_ws(buf, j + 1)
             while v >= len(buf) and not reader.eof:
-                buf += reader.read(CHUNK)
+                _grow(path, reader, buf, 0, strict=True)
             head = bytes(buf[start:k]).rstrip()
             top = _try_head(head)
             if top is not None:

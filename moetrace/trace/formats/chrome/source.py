@@ -25,6 +25,7 @@ class Reader:
         self.truncated_gzip = False
         self._finished = False  # the last gzip member ended cleanly at end of file
         self.total = 0
+        self.member = 1  # the gzip member being inflated (1-based): named in errors
 
     def read(self, n: int) -> bytes:
         if self.eof:
@@ -47,12 +48,9 @@ class Reader:
             try:
                 out += self._inflate.decompress(packed, n - len(out))
             except zlib.error as exc:
-                raise TraceFormatError(
-                    self.path,
-                    f"corrupt gzip data ({exc})",
-                    f"after byte {self.total + len(out)} of the decompressed data",
-                ) from None
+                raise self._gzip_error(exc, len(out)) from None
             if self._inflate.eof:
+                self.member += 1
                 rest = self._inflate.unused_data
                 self._inflate = zlib.decompressobj(wbits=31)
                 if rest.strip(b"\x00"):
@@ -60,6 +58,22 @@ class Reader:
                 elif not rest and not self._peek():
                     self._finished = True
         return bytes(out)
+
+    def _gzip_error(self, exc: zlib.error, pending: int) -> TraceFormatError:
+        """Name what is wrong in which member: a CRC or length mismatch is found at the end of
+        a member (its 8-byte trailer), after all of its data was inflated."""
+        text = str(exc)
+        if "incorrect data check" in text:
+            what = f"gzip member {self.member}: CRC-32 of its data does not match its trailer"
+        elif "incorrect length check" in text:
+            what = f"gzip member {self.member}: length does not match its trailer"
+        else:
+            what = f"gzip member {self.member}: corrupt data ({text})"
+        try:
+            where = f"compressed byte {self._file.tell()} or before"
+        except (OSError, ValueError):
+            where = f"after byte {self.total + pending} of the decompressed data"
+        return TraceFormatError(self.path, f"{what} (the file is damaged)", where)
 
     def _inflate_pending(self, rest: bytes) -> None:
         """Start the next gzip member with bytes already read past the previous one."""
