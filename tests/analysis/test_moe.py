@@ -280,7 +280,7 @@ def test_executor_traffic_and_experts(tmp_path: Path) -> None:
     assert dict(got_x.rows()) == per_expert
     # every MoE phase the executor simulates shows up (it has no attention, norm or shared expert)
     assert set(view.categories["category"]) == set(CATEGORIES) - {
-        "attention", "shared_expert", "norm", "other"
+        "attention", "shared_expert", "norm", "comm", "other"
     }  # fmt: skip
 
 
