@@ -11,6 +11,7 @@ names for the collective kind. Stages inherited from enclosing ops are moe.categ
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 
 import polars as pl
@@ -168,3 +169,55 @@ def unclassified_warning(share: float, top: list[tuple[str, int]]) -> str | None
         f"{share:.1%} of device time matches no name rule (stage 'other', role from the "
         f"reader): top kernels {names}; `moetrace classify --write-rules FILE` starts a rules file"
     )
+
+
+def classify_table(ev: pl.DataFrame, top: int | None = None) -> pl.DataFrame:
+    """Per kernel name of device work (`work` rows of a prepared frame), by total time: short
+    name, role, stage (the rule's, else "other"), comm family, collective, rule (null = none
+    matched), count, total_ns, share of device time; the `top` longest when given."""
+    work = ev.filter(pl.col("work") & pl.col("device") & (pl.col("kind") != "marker"))
+    total = float((work["end"] - work["ts"]).sum() or 0) if work.height else 0.0
+    out = (
+        work.group_by("name")
+        .agg(
+            pl.col("short_name").first(),
+            pl.col("role").first(),
+            pl.col("rule_stage").first().fill_null("other").alias("stage"),
+            pl.col("comm_family").first(),
+            pl.col("collective").first(),
+            pl.col("rule").first(),
+            pl.len().alias("count"),
+            (pl.col("end") - pl.col("ts")).sum().alias("total_ns"),
+        )
+        .with_columns((pl.col("total_ns") / max(total, 1.0)).alias("share"))
+        .sort(["total_ns", "name"], descending=[True, False])
+    )
+    return out.head(top) if top is not None else out
+
+
+def starter_rules(table: pl.DataFrame, framework: str = "mine") -> str:
+    """A rules file (moe_rules schema) with one commented `[[rule]]` per unclassified kernel of
+    `table` (classify_table), stage `other`, pattern = the escaped short name's function part:
+    edit the category (and role) and pass it with `--rules FILE`."""
+    lines = [
+        "# Started by `moetrace classify --write-rules`: one rule per kernel no rule named.",
+        "# Set each category (attention, router, topk_permute, dispatch, expert_gemm, activation,",
+        "# combine, shared_expert, norm, comm, other), optionally role / family / collective,",
+        "# and cite where the name comes from in `source`.",
+        f'framework = "{framework}"',
+        "",
+    ]
+    for name, short, ns in table.filter(pl.col("rule").is_null()).select(
+        "name", "short_name", "total_ns"
+    ).iter_rows():
+        base = str(short or name).split("<", 1)[0]
+        pattern = re.escape(base).replace("'", "\\x27")
+        lines += [
+            f"# {ns / 1e6:.3f} ms: {str(name)[:120]!r}".replace("\n", " "),
+            "[[rule]]",
+            'category = "other"',
+            f"patterns = ['{pattern}']",
+            'source = ""',
+            "",
+        ]
+    return "\n".join(lines)
