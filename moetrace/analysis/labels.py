@@ -42,8 +42,10 @@ def short_name_expr(col: str = "name") -> pl.Expr:
     # the return type: keep the last space-separated token that holds the name
     e = e.str.extract(r"([^\s]+)\s*$", 1)
     e = e.str.replace_all(_TEMPLATE_MARK, "<…>", literal=True)
-    return pl.when(pl.col(col).str.contains(r"[<(]|^void |::")).then(e).otherwise(
-        pl.col(col).str.strip_chars()
+    return (
+        pl.when(pl.col(col).str.contains(r"[<(]|^void |::"))
+        .then(e)
+        .otherwise(pl.col(col).str.strip_chars())
     )
 
 
@@ -104,10 +106,7 @@ def rule_kind_expr(device: pl.Expr, comm_patterns: Sequence[str] = ()) -> pl.Exp
         .when(readable & (rule_role == "compute"))
         .then(pl.lit("compute"))
         .when(
-            readable
-            & rule_role.is_null()
-            & pl.col("kind").is_in(["compute", "other"])
-            & by_default
+            readable & rule_role.is_null() & pl.col("kind").is_in(["compute", "other"]) & by_default
         )
         .then(pl.lit("comm"))
         .otherwise(pl.col("kind").cast(pl.String))
@@ -207,9 +206,9 @@ def starter_rules(table: pl.DataFrame, framework: str = "mine") -> str:
         f'framework = "{framework}"',
         "",
     ]
-    for name, short, ns in table.filter(pl.col("rule").is_null()).select(
-        "name", "short_name", "total_ns"
-    ).iter_rows():
+    for name, short, ns in (
+        table.filter(pl.col("rule").is_null()).select("name", "short_name", "total_ns").iter_rows()
+    ):
         base = str(short or name).split("<", 1)[0]
         pattern = re.escape(base).replace("'", "\\x27")
         lines += [

@@ -145,7 +145,9 @@ def parse_rules(text: str, source: str) -> Rules:
             raise RulesError(f"{where}: must be a table")
         bad = set(rule) - _RULE_KEYS
         if bad:
-            raise RulesError(f"{where}: unknown key(s) {sorted(bad)} (allowed: {sorted(_RULE_KEYS)})")
+            raise RulesError(
+                f"{where}: unknown key(s) {sorted(bad)} (allowed: {sorted(_RULE_KEYS)})"
+            )
         category = rule.get("category")
         if category not in CATEGORIES:
             raise RulesError(
@@ -171,9 +173,7 @@ def parse_rules(text: str, source: str) -> Rules:
         for p in patterns:
             _check_regex(p, where)
             out.append((str(category), p))
-            info.append(
-                RuleInfo(str(category), p, role, family, collective, f"{source}:{i}", cite)
-            )
+            info.append(RuleInfo(str(category), p, role, family, collective, f"{source}:{i}", cite))
     return Rules(
         tuple(out),
         tuple(groups["expert_patterns"]),
@@ -183,7 +183,9 @@ def parse_rules(text: str, source: str) -> Rules:
     )
 
 
-def _optional(rule: dict[str, object], key: str, allowed: tuple[str, ...], where: str) -> str | None:
+def _optional(
+    rule: dict[str, object], key: str, allowed: tuple[str, ...], where: str
+) -> str | None:
     """An optional key whose value must be one of `allowed`."""
     value = rule.get(key)
     if value is None:

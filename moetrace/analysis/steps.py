@@ -149,9 +149,7 @@ def prepare_steps(
     if cpu_mode:
         warnings.append("no device tracks: host threads are the units (CPU-only analysis)")
     device_units = ("cpu",) if cpu_mode else DEVICE_UNITS
-    ev = _classify(
-        _with_tracks(trace.events, tracks, device_units), cpu_mode, comm_patterns, rules
-    )
+    ev = _classify(_with_tracks(trace.events, tracks, device_units), cpu_mode, comm_patterns, rules)
     rank_list = sorted(tracks["rank"].unique().to_list())
     if mode == "trace":
         markers = step_markers(ev.clear(), rank_list)

@@ -1,3 +1,4 @@
+# ruff: noqa: E501  (kernel names and TOML snippets kept whole)
 """The one classification stage (analysis/labels.py): library kernels get the right role and
 stage, metrics' comm equals an independent interval computation and moe's comm stages."""
 
@@ -24,7 +25,7 @@ from moetrace.trace.model import Trace
 def _union_ns(starts: np.ndarray, ends: np.ndarray) -> int:
     """Length of a union of intervals, the slow obvious way (sorted sweep in Python)."""
     total, cur_s, cur_e = 0, None, None
-    for s, e in sorted(zip(starts.tolist(), ends.tolist())):
+    for s, e in sorted(zip(starts.tolist(), ends.tolist(), strict=True)):
         if cur_e is None or s > cur_e:
             if cur_e is not None:
                 total += cur_e - cur_s
@@ -89,7 +90,9 @@ def test_kineto_collective_arg_wins_over_the_name() -> None:
             "args": ['{"Collective name": "all_to_allv"}'],
         }
     )
-    tracks = pl.DataFrame({"track": [0], "rank": [0], "pid": ["0"], "tid": ["1"], "unit": ["stream"]})
+    tracks = pl.DataFrame(
+        {"track": [0], "rank": [0], "pid": ["0"], "tid": ["1"], "unit": ["stream"]}
+    )
     prep = prepare(Trace.from_frames(ev, tracks))
     assert prep.ev["collective"].to_list() == ["all_to_all"]
 
@@ -147,12 +150,18 @@ def test_short_names() -> None:
         "fused_moe_kernel",
     ]
     got = pl.DataFrame({"name": names}).select(short_name_expr()).to_series().to_list()
-    assert got == ["deep_ep::internode::dispatch<…>", "at::native::{anon}::foo<…>", "fused_moe_kernel"]
+    assert got == [
+        "deep_ep::internode::dispatch<…>",
+        "at::native::{anon}::foo<…>",
+        "fused_moe_kernel",
+    ]
 
 
 def test_rule_schema_rejects_bad_role_and_family_without_comm() -> None:
     with pytest.raises(RulesError, match="role"):
-        parse_rules('framework = "x"\n[[rule]]\ncategory = "norm"\nrole = "fast"\npatterns = ["a"]\n', "x")
+        parse_rules(
+            'framework = "x"\n[[rule]]\ncategory = "norm"\nrole = "fast"\npatterns = ["a"]\n', "x"
+        )
     with pytest.raises(RulesError, match="need role"):
         parse_rules(
             'framework = "x"\n[[rule]]\ncategory = "norm"\nrole = "compute"\nfamily = "nccl"\npatterns = ["a"]\n',
@@ -167,7 +176,9 @@ def test_classify_command_and_write_rules(tmp_path: Path) -> None:
     extra = pl.DataFrame({"name": ["zz_unknown_kernel"]})
     del extra
     out = tmp_path / "mine.toml"
-    res = CliRunner().invoke(main, ["classify", str(path), "--top", "100", "--write-rules", str(out)])
+    res = CliRunner().invoke(
+        main, ["classify", str(path), "--top", "100", "--write-rules", str(out)]
+    )
     assert res.exit_code == 0, res.output
     assert "deep_ep::internode_ll::dispatch<…>" in res.output
     assert "unclassified (no rule): 0.0%" in res.output
@@ -187,10 +198,10 @@ def test_starter_rules_round_trip() -> None:
 MOE_TRACES = (
     "kineto_moe/mi300x_gptoss20b_decode/graph_execution.json.gz",
     *(f"kineto_moe/b300_moe_microbench/moe_0{i}" for i in range(1, 7)),
-    "torch_gloo_moe/balanced",
-    "torch_gloo_moe/skewed",
-    "torch_gloo_moe/overlapped",
+    "kineto_moe/mi300x_resnet_rccl/resnet_act_checkpoint.json.gz",
 )
+"""The shared GPU traces (the CPU-only gloo MoE jobs are not here: `moe` counts the main
+thread's self time while `metrics` unions gloo's worker threads, see docs/metrics.md)."""
 
 
 @pytest.mark.parametrize("rel", MOE_TRACES)
@@ -205,4 +216,4 @@ def test_real_moe_traces_classified_and_comm_consistent(real_traces: Path, rel: 
     per_window, *_ = exposed_comm(prep)
     metrics_comm = int(per_window["comm_ns"].sum())
     moe_comm = int(view.categories.filter(pl.col("category").is_in(COMM_STAGES))["time_ns"].sum())
-    assert abs(moe_comm - metrics_comm) <= max(0.01 * metrics_comm, 1_000)
+    assert abs(moe_comm - metrics_comm) <= 0.001 * metrics_comm
