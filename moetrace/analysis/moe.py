@@ -123,8 +123,13 @@ def categorize(ev: pl.DataFrame, deps: pl.DataFrame, rules: Rules) -> pl.DataFra
         (cpu_comm | (device & pl.col("rule_role").eq("comm").fill_null(False))).alias("_cpu_comm"),
     )
     codes = {c: i for i, c in enumerate(CATEGORIES)}
+    # a rule whose stage is "other" (generic kernel families) classifies the role only: the
+    # stage stays open to the enclosing op or annotation (a GEMM inside `expert_ffn[...]`)
     own = (
-        ev["rule_stage"].replace_strict(codes, default=-1, return_dtype=pl.Int64).to_numpy().copy()
+        ev["rule_stage"]
+        .replace_strict({**codes, "other": -1}, default=-1, return_dtype=pl.Int64)
+        .to_numpy()
+        .copy()
     )
     frame = (
         ev.select(
