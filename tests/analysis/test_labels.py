@@ -217,3 +217,34 @@ def test_real_moe_traces_classified_and_comm_consistent(real_traces: Path, rel: 
     metrics_comm = int(per_window["comm_ns"].sum())
     moe_comm = int(view.categories.filter(pl.col("category").is_in(COMM_STAGES))["time_ns"].sum())
     assert abs(moe_comm - metrics_comm) <= 0.001 * metrics_comm
+
+
+def _two_kernels(unknown_ns: int, known_ns: int) -> Trace:
+    ev = pl.DataFrame(
+        {
+            "id": [0, 1],
+            "track": [0, 0],
+            "name": ["zz_mystery_kernel", "fused_moe_kernel"],
+            "kind": ["compute", "compute"],
+            "ts": [0, unknown_ns],
+            "dur": [unknown_ns, known_ns],
+        }
+    )
+    tracks = pl.DataFrame(
+        {"track": [0], "rank": [0], "pid": ["0"], "tid": ["1"], "unit": ["stream"]}
+    )
+    return Trace.from_frames(ev, tracks)
+
+
+def test_metrics_and_moe_warn_over_ten_percent_unclassified() -> None:
+    from moetrace.analysis.report import analyze
+
+    over = analyze(_two_kernels(200, 800))  # 20 % unknown
+    assert over.meta["unclassified_share"] == pytest.approx(0.2)
+    assert any("zz_mystery_kernel" in w and "20.0%" in w for w in over.warnings)
+    under = analyze(_two_kernels(50, 950))  # 5 %
+    assert under.meta["unclassified_share"] == pytest.approx(0.05)
+    assert not any("matches no name rule" in w for w in under.warnings)
+    view = moe_view(_two_kernels(200, 800))
+    assert view.unclassified_share == pytest.approx(0.2)
+    assert view.unclassified_top[0][0] == "zz_mystery_kernel"
