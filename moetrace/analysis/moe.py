@@ -163,12 +163,13 @@ def _comm_stages(ev: pl.DataFrame, cat: np.ndarray, codes: dict[str, int]) -> np
     """Stages consistent with the roles, so that the comm stages are exactly the comm work:
     a comm event whose stage is not dispatch/combine is `comm`; a compute event that inherited
     dispatch/combine (a permute kernel inside a `dispatch` range) is `topk_permute`, one that
-    inherited `comm` is `other`. Markers keep theirs, and so do host events that are not
-    collectives (a CPU-only trace's `moe/dispatch` range is the only evidence it has)."""
+    inherited `comm` is `other`. Markers and host events keep theirs (a CPU-only trace's
+    `moe/dispatch` range is the only evidence it has; `metrics` there unions gloo's worker
+    threads, which `moe` does not count, so the two are not tied on CPU-only traces)."""
     kind = ev["kind"].cast(pl.String).to_numpy()
     is_comm = (kind == "comm") | ev["_cpu_comm"].to_numpy()
     device = ev.select(pl.col("unit").is_in(list(DEVICE_UNITS))).to_series().to_numpy()
-    marker = (kind == "marker") | (~device & ~is_comm)
+    marker = (kind == "marker") | ~device
     comm_codes = np.array([codes[c] for c in COMM_STAGES])
     in_comm = np.isin(cat, comm_codes)
     out = cat.copy()
