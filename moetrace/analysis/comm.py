@@ -75,7 +75,16 @@ def exposed_comm(prep: Prepared) -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFra
     events = prep.ev.filter(
         pl.col("device") & (pl.col("kind") == "comm") & pl.col("gid").is_not_null()
     ).select(
-        pl.col("id").alias("event_id"), "gid", "ts", "end", collective_expr().alias("collective")
+        pl.col("id").alias("event_id"),
+        "gid",
+        "ts",
+        "end",
+        # the classification stage's kind (labels.py); a frame built without it: by name
+        (
+            pl.col("collective").fill_null("other")
+            if "collective" in prep.ev.columns
+            else collective_expr()
+        ).alias("collective"),
     )
     g = events["gid"].to_numpy().astype(np.int64)
     a = np.maximum(events["ts"].to_numpy(), lo[g]) if len(g) else np.zeros(0, np.int64)

@@ -19,15 +19,22 @@ import numpy as np
 import polars as pl
 
 from moetrace.analysis import intervals as iv
-from moetrace.analysis.classify import DEVICE_UNITS, STEP_PATTERN
+from moetrace.analysis.classify import CPU_COMM_PATTERN, DEVICE_UNITS, STEP_PATTERN
 from moetrace.analysis.collectives import collective_ops, event_frame, executor_transfers
+from moetrace.analysis.labels import join_labels, rule_kind_expr, unclassified
 from moetrace.analysis.moe_rules import (
     CATEGORIES,
     Rules,
-    classify_names,
     load_rules,
 )
-from moetrace.trace.model import Trace
+from moetrace.trace.model import Kind, Trace
+
+COMM_STAGES = ("dispatch", "combine", "comm")
+"""The stages that are communication: exactly the events `metrics` counts as comm."""
+
+FRAME_PATTERN = r"\.py\(\d+\)|\.py:\d+"
+"""Python frames (Kineto `python_function`: `path/file.py(line): func`): the weakest evidence,
+used only when neither the event, its enclosing ops nor its launching call has a stage."""
 
 
 def _parents(ev: pl.DataFrame) -> np.ndarray:
@@ -99,33 +106,78 @@ def _own_layer(ev: pl.DataFrame, rules: Rules) -> np.ndarray:
 
 
 def categorize(ev: pl.DataFrame, deps: pl.DataFrame, rules: Rules) -> pl.DataFrame:
-    """`ev` (event_frame) with `category` (own rule, else enclosing event, else launching
-    host call, else a containing GPU annotation, else "other"), `layer` (from layer
-    annotations the same way; null without) and `parent` (row index, -1 at the top)."""
-    names = ev["name"].unique()
-    own_by_name = pl.DataFrame({"name": names, "own": classify_names(names, rules)})
+    """`ev` (event_frame) with the labels.py columns, `kind` as the analysis sees it (a
+    kernel rule's role wins), `category` (own rule, else enclosing op, else launching host
+    call, else a containing GPU annotation, then Python frames, else "other"; comm events
+    always get a comm stage and other events never do), `layer` (from layer annotations the
+    same way; null without) and `parent` (row index, -1 at the top)."""
+    ev = join_labels(ev, rules)
+    device = pl.col("unit").is_in(list(DEVICE_UNITS))
+    cpu_comm = (
+        ~device
+        & (pl.col("kind") != "marker")
+        & pl.col("name").str.contains(CPU_COMM_PATTERN).fill_null(False)
+    )
+    ev = ev.with_columns(
+        rule_kind_expr(device).cast(Kind).alias("kind"),
+        (cpu_comm | (device & pl.col("rule_role").eq("comm").fill_null(False))).alias("_cpu_comm"),
+    )
     codes = {c: i for i, c in enumerate(CATEGORIES)}
+    # a rule whose stage is "other" (generic kernel families) classifies the role only: the
+    # stage stays open to the enclosing op or annotation (a GEMM inside `expert_ffn[...]`)
     own = (
-        ev.select("name")
-        .join(own_by_name, on="name", how="left", maintain_order="left")["own"]
-        .replace_strict(codes, default=-1, return_dtype=pl.Int64)
+        ev["rule_stage"]
+        .replace_strict({**codes, "other": -1}, default=-1, return_dtype=pl.Int64)
         .to_numpy()
         .copy()
+    )
+    frame = (
+        ev.select(
+            (pl.col("cat") == "python_function").fill_null(False)
+            | pl.col("name").str.contains(FRAME_PATTERN).fill_null(False)
+        )
+        .to_series()
+        .to_numpy()
     )
     parent = _parents(ev)
     depth = ev["depth"].to_numpy().astype(np.int64)
     links = _launch_links(ev, deps)
-    cat = _inherit(own, parent, depth, links)
+    cat = _inherit(np.where(frame, -1, own), parent, depth, links)
     _from_device_annotations(ev, cat)
+    if frame.any():  # Python frames never override a kernel or op rule: last resort
+        by_frame = _inherit(own, parent, depth, links)
+        cat = np.where(cat >= 0, cat, by_frame)
     cat[cat < 0] = codes["other"]
+    cat = _comm_stages(ev, cat, codes)
     layer = _inherit(_own_layer(ev, rules), parent, depth, links) if rules.layer_patterns else None
-    return ev.with_columns(
+    return ev.drop("_cpu_comm").with_columns(
         pl.Series("category", np.asarray(CATEGORIES, dtype=object)[cat], dtype=pl.String),
         pl.Series("layer", layer, dtype=pl.Int64).replace(-1, None)
         if layer is not None
         else pl.lit(None, pl.Int64).alias("layer"),
         pl.Series("parent", parent),
     )
+
+
+def _comm_stages(ev: pl.DataFrame, cat: np.ndarray, codes: dict[str, int]) -> np.ndarray:
+    """Stages consistent with the roles, so that the comm stages are exactly the comm work:
+    a comm event whose stage is not dispatch/combine is `comm`; a compute event that inherited
+    dispatch/combine (a permute kernel inside a `dispatch` range) is `topk_permute`, one that
+    inherited `comm` is `other`. Markers and host events keep theirs (a CPU-only trace's
+    `moe/dispatch` range is the only evidence it has; `metrics` there unions gloo's worker
+    threads, which `moe` does not count, so the two are not tied on CPU-only traces)."""
+    kind = ev["kind"].cast(pl.String).to_numpy()
+    is_comm = (kind == "comm") | ev["_cpu_comm"].to_numpy()
+    device = ev.select(pl.col("unit").is_in(list(DEVICE_UNITS))).to_series().to_numpy()
+    marker = (kind == "marker") | ~device
+    comm_codes = np.array([codes[c] for c in COMM_STAGES])
+    in_comm = np.isin(cat, comm_codes)
+    out = cat.copy()
+    out[is_comm & ~in_comm & ~marker] = codes["comm"]
+    wrong = ~is_comm & in_comm & ~marker
+    out[wrong & (cat == codes["comm"])] = codes["other"]
+    out[wrong & (cat != codes["comm"])] = codes["topk_permute"]
+    return out
 
 
 def _from_device_annotations(ev: pl.DataFrame, cat: np.ndarray) -> None:
@@ -397,6 +449,8 @@ class MoeView:
     traffic: pl.DataFrame
     received: pl.DataFrame
     rule_sources: tuple[str, ...]
+    unclassified_share: float = 0.0
+    unclassified_top: tuple[tuple[str, int], ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready: each frame as a list of rows."""
@@ -406,6 +460,8 @@ class MoeView:
             "traffic": self.traffic.to_dicts(),
             "received": self.received.to_dicts(),
             "rules": list(self.rule_sources),
+            "unclassified_share": self.unclassified_share,
+            "unclassified_top": [{"short_name": n, "ns": t} for n, t in self.unclassified_top],
         }
 
 
@@ -417,10 +473,16 @@ def moe_view(trace: Trace, rules: Rules | None = None) -> MoeView:
         ev = ev.with_columns(pl.lit(0, pl.Int64).alias("rank"))
     ev = categorize(ev, trace.deps, rules)
     pairs = traffic(trace, ev)
+    mask = _work_mask(ev)
+    share, top = unclassified(
+        ev.with_columns(mask.alias("work"), pl.lit(True).alias("device")), top=5
+    )
     return MoeView(
         categories=category_times(ev),
         experts=expert_times(ev, rules),
         traffic=pairs,
         received=received(pairs, trace.ranks or [0]),
         rule_sources=rules.sources,
+        unclassified_share=share,
+        unclassified_top=tuple(top),
     )

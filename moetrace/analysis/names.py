@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import polars as pl
 
+from moetrace.analysis.labels import short_name_expr
 from moetrace.trace.model import Trace
 
 
 def events_by_name(trace: Trace, *, kinds: tuple[str, ...] | None = None) -> pl.DataFrame:
-    """One row per event name: count, total_ns, mean_ns, max_ns and the id of the longest
-    event (longest_id, for jumping to it); by total time, longest first, then by name.
+    """One row per event name: count, total_ns, mean_ns, max_ns, the id of the longest
+    event (longest_id, for jumping to it) and short_name (labels.short_name_expr: a C++
+    name without template arguments and parameters); by total time, longest first, then by
+    name.
 
     Markers (step spans, msprof's Overlap Analysis lanes) are left out unless `kinds` asks.
     """
@@ -26,5 +29,6 @@ def events_by_name(trace: Trace, *, kinds: tuple[str, ...] | None = None) -> pl.
             pl.col("dur").max().alias("max_ns"),
             pl.col("id").sort_by("dur").last().alias("longest_id"),
         )
+        .with_columns(short_name_expr().alias("short_name"))
         .sort(["total_ns", "name"], descending=[True, False])
     )

@@ -21,6 +21,7 @@ from moetrace.analysis.critical_path import Gates, critical_paths, edges, gating
 from moetrace.analysis.cycles import find_cycle
 from moetrace.analysis.idle import GAP_COLUMNS, idle
 from moetrace.analysis.job import attach_job
+from moetrace.analysis.labels import unclassified, unclassified_warning
 from moetrace.analysis.moe import moe_view
 from moetrace.analysis.steps import NO_RANK, Prepared, prepare_steps, with_windows
 from moetrace.analysis.sync_edges import producer_sync_edges
@@ -303,6 +304,10 @@ def analyze(
     warnings = [*trace.warnings, *prep.warnings]
     if cycle:
         warnings.append(f"dependency cycle: {cycle}")
+    share, top_names = (0.0, []) if prep.cpu_mode else unclassified(prep.ev)
+    line = unclassified_warning(share, top_names)
+    if line:
+        warnings.append(line)
     per_window, exposed, comm_events, _compute = exposed_comm(prep)
     tracks, units, gaps, device = idle(prep, gates)
     cp, path_start, cp_warnings = critical_paths(prep, gates)
@@ -343,7 +348,11 @@ def analyze(
         ).select("event_id", "rank", "step", "ts_ns", "dur_ns", "exposed_ns", "collective"),
         exposed=keyed(exposed, ["start_ns", "end_ns"]),
         warnings=warnings,
-        meta={"cpu_mode": prep.cpu_mode, "source": trace.meta.get("source")},
+        meta={
+            "cpu_mode": prep.cpu_mode,
+            "source": trace.meta.get("source"),
+            "unclassified_share": share,
+        },
     )
     report.trace = trace
     attach_job(report, trace)

@@ -22,13 +22,19 @@ import polars as pl
 
 from moetrace.analysis.classify import (
     CPU_COMM_PATTERN,
-    DEFAULT_DEVICE_COMM_PATTERNS,
     DEVICE_UNITS,
     DEVICE_WAIT_PATTERN,
     annotation_expr,
     comm_name_expr,
 )
+from moetrace.analysis.labels import (
+    join_labels,
+    labelled_collective_expr,
+    role_expr,
+    rule_kind_expr,
+)
 from moetrace.analysis.launch_edges import drop_miscorrelated_launches, kineto_launch_edges
+from moetrace.analysis.moe_rules import Rules, default_rules
 from moetrace.analysis.prepared import NO_RANK, Prepared
 from moetrace.analysis.windows import (
     WINDOW_SPANS,
@@ -127,10 +133,11 @@ def prepare_steps(
     ranks: Sequence[int] | None = None,
     window: str = "step",
     window_span: str = "compute-comm",
+    rules: Rules | None = None,
 ) -> Prepared:
     """The part of `prepare` that does not depend on the time range (cacheable): classify,
     assign steps, full windows. `gid` is not assigned yet. `window` and `window_span`: see
-    `parse_window` and `WINDOW_SPANS`."""
+    `parse_window` and `WINDOW_SPANS`; `rules`: the name rules (default: the packaged ones)."""
     mode, ann_name, ann_instance = parse_window(window)
     if window_span not in WINDOW_SPANS:
         raise ValueError(f"window span {window_span!r}: expected one of {', '.join(WINDOW_SPANS)}")
@@ -142,7 +149,7 @@ def prepare_steps(
     if cpu_mode:
         warnings.append("no device tracks: host threads are the units (CPU-only analysis)")
     device_units = ("cpu",) if cpu_mode else DEVICE_UNITS
-    ev = _classify(_with_tracks(trace.events, tracks, device_units), cpu_mode, comm_patterns)
+    ev = _classify(_with_tracks(trace.events, tracks, device_units), cpu_mode, comm_patterns, rules)
     rank_list = sorted(tracks["rank"].unique().to_list())
     if mode == "trace":
         markers = step_markers(ev.clear(), rank_list)
@@ -219,10 +226,15 @@ def _with_tracks(
     return ev.with_columns(pl.col("unit").is_in(device_units).alias("device"))
 
 
-def _classify(ev: pl.DataFrame, cpu_mode: bool, comm_patterns: Sequence[str]) -> pl.DataFrame:
-    """Kinds as the analysis sees them (comm widened by name, annotations `marker`, CPU-only
-    traces: host spans that contain no comm are compute) and `work` (what makes a track busy:
-    never an annotation, never a device wait, at any depth); `idx` numbers the rows."""
+def _classify(
+    ev: pl.DataFrame, cpu_mode: bool, comm_patterns: Sequence[str], rules: Rules | None = None
+) -> pl.DataFrame:
+    """Kinds as the analysis sees them (the name rules' roles first, comm widened by the
+    default patterns, annotations `marker`, CPU-only traces: host spans that contain no comm
+    are compute), `work` (what makes a track busy: never an annotation, never a device wait,
+    at any depth) and the labels.py columns (role, rule_stage, comm_family, collective,
+    short_name, rule); `idx` numbers the rows."""
+    ev = join_labels(ev, rules if rules is not None else default_rules())
     # comm by name: readers set kind, the analyzer widens it with the METRICS.md patterns
     if cpu_mode:
         comm_by_name = comm_name_expr([CPU_COMM_PATTERN, *comm_patterns])
@@ -246,12 +258,8 @@ def _classify(ev: pl.DataFrame, cpu_mode: bool, comm_patterns: Sequence[str]) ->
             .alias("kind")
         )
     else:
-        comm_by_name = comm_name_expr([*DEFAULT_DEVICE_COMM_PATTERNS, *comm_patterns])
         ev = ev.with_columns(
-            pl.when(pl.col("device") & pl.col("kind").is_in(["compute", "other"]) & comm_by_name)
-            .then(pl.lit("comm", Kind))
-            .otherwise(pl.col("kind"))
-            .alias("kind")
+            rule_kind_expr(pl.col("device"), comm_patterns).cast(Kind).alias("kind")
         )
         ev = _mark_annotations(ev)
     ev = ev.with_columns(
@@ -266,6 +274,10 @@ def _classify(ev: pl.DataFrame, cpu_mode: bool, comm_patterns: Sequence[str]) ->
             )
         ).alias("work")
     )
+    ev = ev.with_columns(
+        role_expr(DEVICE_WAIT_PATTERN).alias("role"),
+        labelled_collective_expr().alias("collective"),
+    ).drop("rule_role", "rule_collective")
     return ev.with_row_index("idx")
 
 

@@ -226,6 +226,11 @@ def moe(
     if trace.events.height == 0:  # as metrics: one line and exit 2, not an empty table
         raise UserError(f"{', '.join(files)}: nothing to analyze (no events)")
     view = moe_view(trace, rules)
+    from moetrace.analysis.labels import unclassified_warning
+
+    line = unclassified_warning(view.unclassified_share, list(view.unclassified_top))
+    if line:
+        warn(line)
     if as_json:
         click.echo(json.dumps(view.to_dict(), indent=1))
         return
@@ -237,6 +242,82 @@ def moe(
         _table(view.experts, "time per expert (ms)")
     if view.received.height:
         _table(view.received, "bytes received per rank; imbalance = max / mean")
+    click.echo(f"unclassified (no rule): {view.unclassified_share:.1%} of device time")
 
 
-COMMANDS: list[click.Command] = [collectives, moe]
+@click.command()
+@click.argument("files", nargs=-1, required=True, type=click.Path(exists=True))
+@click.option("--top", default=25, show_default=True, help="How many kernels to list.")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")
+@click.option(
+    "--rules",
+    "rule_files",
+    multiple=True,
+    type=click.Path(dir_okay=False),
+    metavar="FILE",
+    help="Extra TOML name rules (tried before the built-in ones; repeatable).",
+)
+@click.option(
+    "--write-rules",
+    "write_rules",
+    type=click.Path(dir_okay=False),
+    metavar="FILE",
+    help="Start a rules file with one rule per kernel no rule names.",
+)
+@load_options
+@handle_errors
+def classify(
+    files: tuple[str, ...],
+    top: int,
+    as_json: bool,
+    rule_files: tuple[str, ...],
+    write_rules: str | None,
+    loading: LoadOptions,
+) -> None:
+    """How FILES' device kernels are classified: for the kernels that hold the most time, the
+    short name, role, MoE stage, comm family and collective, and the rule that gave them."""
+    from pathlib import Path
+
+    import polars as pl
+
+    from moetrace.analysis.labels import (
+        classify_table,
+        starter_rules,
+        unclassified,
+        unclassified_warning,
+    )
+    from moetrace.analysis.moe_rules import RulesError, load_rules
+    from moetrace.analysis.steps import prepare_steps
+    from moetrace.trace.atomic import write_bytes_atomic
+
+    try:
+        rules = load_rules(rule_files)
+    except RulesError as exc:
+        raise UserError(str(exc)) from exc
+    trace = _load(files, loading)
+    if trace.events.height == 0:
+        raise UserError(f"{', '.join(files)}: nothing to classify (no events)")
+    prep = prepare_steps(trace, rules=rules)
+    table = classify_table(prep.ev)
+    share, top_names = unclassified(prep.ev)
+    if write_rules:
+        write_bytes_atomic(Path(write_rules), (starter_rules(table) + "\n").encode(), force=True)
+    if as_json:
+        click.echo(
+            json.dumps(
+                {"kernels": table.head(top).to_dicts(), "unclassified_share": share}, indent=1
+            )
+        )
+        return
+    shown = table.head(top).select(
+        "short_name", "role", "stage", "comm_family", "collective", "rule", "count",
+        (pl.col("total_ns") / 1e6).alias("total_ms"), "share",
+    )  # fmt: skip
+    _table(shown, "kernels by time: role, stage and the rule that gave them")
+    click.echo(f"unclassified (no rule): {share:.1%} of device time")
+    line = unclassified_warning(share, top_names)
+    if line:
+        warn(line)
+
+
+COMMANDS: list[click.Command] = [collectives, moe, classify]

@@ -166,7 +166,8 @@ def table_rows(
 
 
 def _names_table(trace: Trace) -> tuple[list[str], list[tuple[int | None, list[Text]]]]:
-    """Events by name: count, total, mean and max duration."""
+    """Events by name (the short form of C++ names, labels.short_name_expr): count, total,
+    mean and max duration."""
     rows: list[tuple[int | None, list[Text]]] = []
     by_name = events_by_name(trace).head(MAX_ROWS)
     cols = ["name", "count", "total", "mean", "max"]
@@ -175,7 +176,7 @@ def _names_table(trace: Trace) -> tuple[list[str], list[tuple[int | None, list[T
             (
                 r["longest_id"],
                 [
-                    Text(safe_text(r["name"])),
+                    Text(safe_text(r["short_name"] or r["name"])),
                     Text(str(r["count"]), justify="right"),
                     _dur(r["total_ns"]),
                     _dur(r["mean_ns"]),
