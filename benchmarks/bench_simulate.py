@@ -1,10 +1,12 @@
 """Benchmark the executor: DeepSeek-V3 layer, 64 ranks, tile schedule, all ranks.
 
-Two figures, each with its ratio to a plain heapq event loop (`dag.heap_longest_path`) over
-the same scheduled graph (data edges + per-core order), measured in the same run:
+Two figures, each with its ratio to a plain heapq event loop
+(`testing.longest_path.heap_longest_path`) over the same scheduled graph (data edges +
+per-core order), measured in the same run:
 - engine only: `dag.chain_longest_path` (numpy across ranks and tiles, a lane's backlogged run
   of tasks per step) on that graph, i.e. the timing step once the per-core orders are fixed
-  (Kahn's sweep `dag.longest_path`, one task per lane and step, is timed beside it);
+  (Kahn's sweep `testing.longest_path.longest_path`, one task per lane and step, is timed
+  beside it);
 - end to end: `simulate()` (routing, graph build, durations, the tile schedule's offline
   planner (its candidate plans: those its lower bound does not rule out are timed by the
   engine), and the trace frames). Balanced routing with round-robin placement is
@@ -42,15 +44,13 @@ from moetrace.executor.dag import (
     DataEdges,
     chain_longest_path,
     chain_starts,
-    heap_longest_path,
-    lane_chain,
     lane_order,
-    longest_path,
 )
 from moetrace.executor.run import prepare, simulate
 from moetrace.executor.schedules import lane_layout, schedule
 from moetrace.executor.staticsched import static_schedule
 from moetrace.executor.tiles import build_graph
+from moetrace.testing.longest_path import heap_longest_path, lane_chain, longest_path
 
 
 def best_of(repeats: int, func, *args):  # type: ignore[no-untyped-def]

@@ -1,11 +1,11 @@
 """Longest paths on the executor's task DAGs (the timing core every scheduler shares).
 
 A schedule with fixed per-lane orders is a longest-path problem on a DAG whose edges are the
-data dependencies (with a delay each) plus "next task on the same lane". `chain_longest_path`,
-what the schedulers use, solves it with numpy across all ranks and tiles at once, a whole run
-of a lane's backlogged tasks per step; `longest_path` (Kahn's sweep over the same edges as one
-graph, one task per lane and step) and `heap_longest_path` (a plain heapq event loop) are its
-references, and the benchmark's. Kept in its own module
+data dependencies (with a delay each) plus "next task on the same lane". `chain_longest_path`
+(the one implementation in production) solves it with numpy across all ranks and tiles at once,
+a whole run of a lane's backlogged tasks per step; its references (Kahn's sweep over the same
+edges as one graph, a plain heapq event loop) are in `moetrace.testing.longest_path`, for the
+tests and the benchmark. Kept in its own module
 below the engine and both schedulers (engine, listsched, staticsched all import it), so that
 none of them imports another to reach it.
 """
@@ -13,7 +13,6 @@ none of them imports another to reach it.
 from __future__ import annotations
 
 import dataclasses
-import heapq
 from dataclasses import dataclass
 
 import numpy as np
@@ -23,57 +22,6 @@ from moetrace.executor.contention import lex_order
 
 class CycleError(RuntimeError):
     """The scheduled graph has a cycle (a bug in a schedule, never bad user input)."""
-
-
-def longest_path(
-    n: int,
-    dur: np.ndarray,
-    src: np.ndarray,
-    dst: np.ndarray,
-    w: np.ndarray,
-    floor: np.ndarray | None = None,
-) -> np.ndarray:
-    """Earliest start (int64 ns) of every node, with start[d] >= start[s] + dur[s] + w per edge
-    (and start >= floor when given).
-
-    A vectorised Kahn sweep: each iteration takes every node whose predecessors are all done
-    (one topological level, across all ranks and tiles), relaxes all their out-edges with
-    `np.maximum.at` and finds the next level. The cost is a few numpy calls per level, and
-    a lane of k tasks makes at least k levels (`chain_longest_path` condenses them).
-    """
-    order = np.argsort(src, kind="stable")
-    s_dst, s_w = dst[order], w[order]
-    deg = np.bincount(src, minlength=n)
-    ptr = np.zeros(n + 1, dtype=np.int64)
-    np.cumsum(deg, out=ptr[1:])
-    indeg = np.bincount(dst, minlength=n).astype(np.int64)
-    start = np.zeros(n, dtype=np.int64) if floor is None else floor.astype(np.int64)
-    steps = np.arange(src.size + 1)
-    frontier = np.flatnonzero(indeg == 0)
-    done = 0
-    max_at, sub_at, repeat = np.maximum.at, np.subtract.at, np.repeat
-    slot = np.zeros(n, dtype=np.int64)
-    while frontier.size:
-        done += frontier.size
-        cnt = deg[frontier]
-        csum = cnt.cumsum()
-        total = int(csum[-1])
-        if total == 0:
-            break
-        offs = repeat(ptr[frontier] - csum + cnt, cnt)
-        offs += steps[:total]
-        targets = s_dst[offs]
-        cand = repeat(start[frontier] + dur[frontier], cnt)
-        cand += s_w[offs]
-        max_at(start, targets, cand)
-        sub_at(indeg, targets, 1)
-        ready = targets[indeg[targets] == 0]
-        # distinct without sorting or hashing: keep the position that wrote last
-        slot[ready] = steps[: ready.size]
-        frontier = ready[slot[ready] == steps[: ready.size]]
-    if done != n:
-        raise CycleError(f"scheduled graph has a cycle ({n - done} tasks never became ready)")
-    return start
 
 
 @dataclass(frozen=True)
@@ -122,7 +70,7 @@ def chain_longest_path(
     first: np.ndarray,
     floor: np.ndarray | None = None,
 ) -> np.ndarray:
-    """`longest_path` of the data `edges` plus the lane-order edges of `chains` (task ids, each
+    """The longest path of the data `edges` plus the lane-order edges of `chains` (task ids, each
     lane's tasks in order, one lane after another; `first` marks where a lane begins; a task is
     on at most one lane), which have no delay: a lane runs its tasks back to back. The same
     starts (int64 ns), in far fewer numpy steps where lanes are long.
@@ -282,32 +230,6 @@ def _run_stops(
     return stop
 
 
-def heap_longest_path(
-    n: int, dur: np.ndarray, src: np.ndarray, dst: np.ndarray, w: np.ndarray
-) -> np.ndarray:
-    """The same answer as `longest_path` from a plain heapq event loop (one task at a time)."""
-    succ: list[list[tuple[int, int]]] = [[] for _ in range(n)]
-    for a, b, c in zip(src.tolist(), dst.tolist(), w.tolist(), strict=True):
-        succ[a].append((b, c))
-    indeg = np.bincount(dst, minlength=n).tolist()
-    ready = [0] * n
-    durs = dur.tolist()
-    start = [0] * n
-    events = [(0 + durs[i], i) for i in range(n) if indeg[i] == 0]
-    heapq.heapify(events)
-    while events:
-        end, i = heapq.heappop(events)
-        for j, delay in succ[i]:
-            t = end + delay
-            if t > ready[j]:
-                ready[j] = t
-            indeg[j] -= 1
-            if indeg[j] == 0:
-                start[j] = ready[j]
-                heapq.heappush(events, (ready[j] + durs[j], j))
-    return np.array(start, dtype=np.int64)
-
-
 def lane_order(lane: np.ndarray, key: np.ndarray) -> np.ndarray:
     """Ids of the tasks on a lane (lane >= 0) sorted by (lane, key, id): each lane's tasks in
     their order, one lane after another (the `chains` of `chain_longest_path`)."""
@@ -320,17 +242,3 @@ def chain_starts(lane: np.ndarray, chains: np.ndarray) -> np.ndarray:
     first = np.ones(chains.size, dtype=bool)
     np.not_equal(lane[chains[1:]], lane[chains[:-1]], out=first[1:])
     return first
-
-
-def lane_chain(lane: np.ndarray, key: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Edges task -> next task on the same lane, ordered by (key, id); lane < 0 means no lane.
-
-    Returned sorted by source (each task has at most one successor, so a scatter sorts them):
-    appended to the data edges, which come nearly sorted, `longest_path`'s stable sort by
-    source then merges two sorted runs instead of sorting a shuffled third of the edges."""
-    order = lane_order(lane, key)
-    same = lane[order[1:]] == lane[order[:-1]]
-    successor = np.full(lane.size, -1, dtype=np.int64)
-    successor[order[:-1][same]] = order[1:][same]
-    first = np.flatnonzero(successor >= 0)
-    return first, successor[first]

@@ -2,14 +2,13 @@
 
 Static schedules (what HyperParallel-MoE's scheduler pre-generates) fix each core's task order,
 so the run is a longest-path problem on a DAG whose edges are the data dependencies (with a
-delay each) plus "next task on the same lane". `longest_path` solves it level by level with numpy
-across all ranks and tiles at once (a vectorised Kahn sweep). The static order itself comes from
-a plan: the same graph with only the link ports and streams as FIFO servers (cores unlimited);
+delay each) plus "next task on the same lane". `dag.chain_longest_path` solves it with numpy
+across all ranks and tiles at once. The static order itself comes from a plan: the same graph
+with only the link ports and streams as FIFO servers (cores unlimited);
 each pool's tasks are then dealt round-robin to its cores in planned-start order.
 
 `dynamic` instead serves a ready queue at run time (earliest-free core, FIFO by release), with a
-heap: the ablation of the static order. The longest-path core lives in dag.py (re-exported here for
-the benchmarks).
+heap: the ablation of the static order. The longest-path core lives in dag.py.
 """
 
 from __future__ import annotations
@@ -19,7 +18,6 @@ import numpy as np
 from moetrace.executor.contention import lex_order
 from moetrace.executor.credits import retime_with_credits
 from moetrace.executor.dag import DataEdges, chain_longest_path, chain_starts, lane_order
-from moetrace.executor.dag import heap_longest_path as heap_longest_path
 from moetrace.executor.listsched import list_schedule
 from moetrace.executor.schedules import POOL_AIC, POOL_AIV, POOL_AIVC, POOL_RX, POOL_TX, Timed
 from moetrace.executor.staticsched import static_schedule

@@ -4,8 +4,8 @@ faster versions must reproduce exactly (tests/executor/test_engine.py):
 - `ordered_list_schedule_steps`: the tile planner's per-pool list schedule, one numpy step per
   task position across all (rank, pool) groups (`staticsched.ordered_list_schedule` now places
   a batch of tasks per group and step);
-- the longest path of data edges plus lane order as one graph (`dag.longest_path`, Kahn's
-  sweep one task per lane and step) stays in dag.py: `dag.chain_longest_path` must equal it.
+- the longest path of data edges plus lane order as one graph (Kahn's sweep one task per lane
+  and step, and a heapq event loop) is in `moetrace.testing.longest_path`.
 """
 
 from __future__ import annotations

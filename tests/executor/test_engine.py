@@ -15,16 +15,14 @@ from moetrace.executor.dag import (
     DataEdges,
     chain_longest_path,
     chain_starts,
-    heap_longest_path,
-    lane_chain,
     lane_order,
-    longest_path,
 )
 from moetrace.executor.engine import arrival_order_ports, run_static, static_graph, static_lanes
 from moetrace.executor.listsched import list_schedule
 from moetrace.executor.run import simulate_run
 from moetrace.executor.schedules import POOL_AIC, POOL_AIV, POOL_RX, POOL_TX, Timed, lane_layout
 from moetrace.executor.staticsched import ordered_list_schedule
+from moetrace.testing.longest_path import heap_longest_path, lane_chain, longest_path
 from moetrace.testing.schedule_reference import ordered_list_schedule_steps
 
 
