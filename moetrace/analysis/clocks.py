@@ -11,6 +11,13 @@ median |end_r - end_ref - o_r| says how simultaneous the ends are once aligned. 
 that cross (lower > upper) mean no constant offset is consistent (drift, or a collective
 that is not blocking): reported as a negative uncertainty. Shifting one rank's clock by D
 moves both bounds and the median by exactly D, so every aligned figure is unchanged.
+
+Ranks on one clock (one host) satisfy the bounds with offset 0 by causality, but the
+median of the ends is not 0 (a rank that leaves a collective later is not a rank whose
+clock is ahead). So when the causal bounds include 0 the offset is 0 (`one_clock` true):
+the data cannot tell that rank's clock from the reference's, and inventing an offset
+inside the bounds would move its events by up to the bounds' width for no evidence.
+`lower_ns`/`upper_ns` keep the bounds so every estimate can be checked.
 """
 
 from __future__ import annotations
@@ -27,6 +34,10 @@ OFFSET_SCHEMA: dict[str, pl.DataType] = {
     "residual_ns": pl.Int64(),  # median |end_r - end_ref - offset| over shared instances
     "instances": pl.Int64(),  # shared blocking instances the estimate used
     "reference": pl.Int64(),
+    "lower_ns": pl.Int64(),  # causal bounds of the offset: max(a_r - end_ref) ...
+    "upper_ns": pl.Int64(),  # ... min(end_r - a_ref); null without shared instances
+    "one_clock": pl.Boolean(),  # the bounds include 0: taken as the reference's clock
+    "mid_ns": pl.Int64(),  # median of end_r - end_ref (the estimate before the bounds)
 }
 
 
@@ -54,6 +65,8 @@ def clock_offsets(ops: pl.DataFrame) -> pl.DataFrame:
         .with_columns(
             pl.when(pl.col("rank") == reference)
             .then(0)
+            .when((pl.col("lower") <= 0) & (pl.col("upper") >= 0))
+            .then(0)
             .when(pl.col("lower") <= pl.col("upper"))
             .then(pl.col("mid").clip(pl.col("lower"), pl.col("upper")))
             .otherwise(pl.col("mid"))
@@ -62,6 +75,12 @@ def clock_offsets(ops: pl.DataFrame) -> pl.DataFrame:
             .then(0)
             .otherwise((pl.col("upper") - pl.col("lower")) // 2)
             .alias("uncertainty_ns"),
+            (
+                (pl.col("rank") == reference) | ((pl.col("lower") <= 0) & (pl.col("upper") >= 0))
+            ).alias("one_clock"),
+            pl.col("lower").alias("lower_ns"),
+            pl.col("upper").alias("upper_ns"),
+            pl.col("mid").alias("mid_ns"),
         )
     )
     resid = (
@@ -83,6 +102,7 @@ def clock_offsets(ops: pl.DataFrame) -> pl.DataFrame:
             pl.col("offset_ns").fill_null(0),
             pl.col("instances").fill_null(0),
             pl.lit(reference).alias("reference"),
+            (pl.col("one_clock").fill_null(False) | (pl.col("rank") == reference)),
         )
         .sort("rank")
         .select([pl.col(k).cast(v) for k, v in OFFSET_SCHEMA.items()])

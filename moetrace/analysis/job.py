@@ -65,6 +65,12 @@ class Job:
             "clock_residuals_ns": {
                 str(r): o for r, o in self.offsets.select("rank", "residual_ns").rows()
             },
+            "clock_bounds_ns": {
+                str(r): {"lower": lo, "upper": hi, "one_clock": one}
+                for r, lo, hi, one in self.offsets.select(
+                    "rank", "lower_ns", "upper_ns", "one_clock"
+                ).rows()
+            },
             "critical_path": {
                 "span_ns": span,
                 "comm_ns": comm,
@@ -148,6 +154,17 @@ def analyze_job(
                 f"the {len(present)} ranks present (missing ranks unknown; busbw uses "
                 f"n = {len(present)})"
             )
+    # a note only where the ends' median would have invented an offset
+    shared = offsets.filter(
+        pl.col("one_clock") & (pl.col("rank") != pl.col("reference")) & (pl.col("mid_ns") != 0)
+    )
+    if shared.height and not same_clock:
+        warnings.append(
+            "note: ranks "
+            + ", ".join(str(r) for r in shared["rank"].to_list())
+            + " share the reference rank's clock as far as the collectives can tell (their "
+            "causal offset bounds include 0): offset 0"
+        )
     lone = offsets.filter((pl.col("instances") == 0) & (pl.col("rank") != pl.col("reference")))
     if lone.height:
         warnings.append(

@@ -118,9 +118,10 @@ def test_job_critical_path_runs_through_the_late_ranks() -> None:
 
 def test_shifted_clock_gives_same_skews_and_stragglers() -> None:
     base = analyze_job(synthetic())
-    moved = analyze_job(synthetic(shift={1: 5_000_000}))
+    # 10 s: beyond the causal bounds' width, so the offset is estimated (within them, 0)
+    moved = analyze_job(synthetic(shift={1: 10_000_000_000}))
     offsets = dict(moved.offsets.select("rank", "offset_ns").rows())
-    assert offsets == {0: 0, 1: 5_000_000, 2: 0}
+    assert offsets == {0: 0, 1: 10_000_000_000, 2: 0}
     assert dict(base.offsets.select("rank", "offset_ns").rows()) == {0: 0, 1: 0, 2: 0}
     cols = ["group", "seq", "skew_ns", "transfer_ns", "last_rank", "first_arrival_ns"]
     assert moved.collectives.select(cols).equals(base.collectives.select(cols))
@@ -173,7 +174,12 @@ def test_gloo_same_clock_reports_but_does_not_apply_offsets(real_traces: Path) -
     job = analyze_job(load(_gloo(real_traces, "skewed")), same_clock=True)
     assert job.offsets["offset_ns"].to_list() == [0, 0, 0, 0]
     assert job.offsets["applied"].to_list() == [False] * 4
-    assert job.offsets["estimate_ns"].abs().max() > 0  # type: ignore[operator]
+    # one host: every rank's causal bounds include 0, so the estimate itself is 0, not the
+    # median of the collectives' end differences (which was -3.75 .. +5.05 ms here)
+    assert job.offsets["one_clock"].to_list() == [True] * 4
+    assert job.offsets["estimate_ns"].to_list() == [0, 0, 0, 0]
+    bounds = job.offsets.filter(pl.col("rank") != 0)
+    assert (bounds["lower_ns"] <= 0).all() and (bounds["upper_ns"] >= 0).all()
     # unaligned: raw arrivals; the straggler does not depend on the choice
     first = job.ops.sort("arrival_ns").group_by("group", "seq").agg(pl.col("arrival_ns").min())
     got = job.collectives.select("group", "seq", "first_arrival_ns")
@@ -193,7 +199,7 @@ def test_gloo_shifted_rank_same_stragglers(real_traces: Path) -> None:
     moved = Trace(
         trace.events.with_columns(
             pl.when(pl.col("track").is_in(rank1))
-            .then(pl.col("ts") + 5_000_000)
+            .then(pl.col("ts") + 10_000_000_000)  # beyond the causal bounds: estimated
             .otherwise("ts")
             .alias("ts")
         ),
@@ -203,13 +209,35 @@ def test_gloo_shifted_rank_same_stragglers(real_traces: Path) -> None:
         trace.meta,
     )
     a, b = analyze_job(trace), analyze_job(moved)
+    # moved 10 s and 20 s: both beyond the causal bounds, so both estimated, and every
+    # aligned figure is the same (the estimate moves with the clock)
+    c = analyze_job(
+        Trace(
+            moved.events.with_columns(
+                pl.when(pl.col("track").is_in(rank1))
+                .then(pl.col("ts") + 10_000_000_000)
+                .otherwise("ts")
+                .alias("ts")
+            ),
+            trace.tracks,
+            trace.deps,
+            trace.counters,
+            trace.meta,
+        )
+    )
     off_a = dict(a.offsets.select("rank", "offset_ns").rows())
     off_b = dict(b.offsets.select("rank", "offset_ns").rows())
-    assert off_b[1] - off_a[1] == 5_000_000
-    assert a.collectives.select("skew_ns", "last_rank").equals(
+    off_c = dict(c.offsets.select("rank", "offset_ns").rows())
+    assert off_c[1] - off_b[1] == 10_000_000_000
+    assert off_a[1] == 0 and off_b[1] != 0  # one clock; then moved outside the bounds
+    bounds_a = a.offsets.filter(pl.col("rank") == 1).row(0, named=True)
+    bounds_b = b.offsets.filter(pl.col("rank") == 1).row(0, named=True)
+    assert bounds_b["lower_ns"] - bounds_a["lower_ns"] == 10_000_000_000
+    assert bounds_b["upper_ns"] - bounds_a["upper_ns"] == 10_000_000_000
+    assert c.collectives.select("skew_ns", "last_rank").equals(
         b.collectives.select("skew_ns", "last_rank")
     )
-    assert a.stragglers.equals(b.stragglers)
+    assert c.stragglers.equals(b.stragglers)
 
 
 @pytest.mark.parametrize("seed", [0, 3])
@@ -227,10 +255,20 @@ def test_executor_sequential_zipf_straggler_has_most_tokens(seed: int) -> None:
     job = analyze_job(trace)
     top = job.to_dict()["stragglers"][0]
     assert top["rank"] == tokens["rank"][0]
-    assert (
-        job.critical_path.filter(pl.col("category") == "work")["rank"].to_list()[-1] == top["rank"]
+    # one clock (offsets 0): the path goes through the straggler's late work and ends on
+    # the rank whose own work ends last (not necessarily the straggler: its tail after combine)
+    work = job.critical_path.filter(pl.col("category") == "work")
+    assert top["rank"] in work["rank"].to_list()
+    last = (
+        trace.events_with_tracks()
+        .filter(pl.col("kind").is_in(["compute", "comm"]))
+        .group_by("rank")
+        .agg((pl.col("ts") + pl.col("dur")).max().alias("end"))
+        .sort("end")
     )
-    assert job.missing_ranks == [] and not job.warnings  # the executor states its 8 ranks
+    assert work["rank"].to_list()[-1] == last["rank"][-1]
+    assert job.missing_ranks == []  # the executor states its 8 ranks
+    assert [w for w in job.warnings if not w.startswith("note: ranks")] == []
     # drop rank 5: a partial job that names it
     kept = trace.tracks.filter(pl.col("rank") != 5)
     events = trace.events.filter(pl.col("track").is_in(kept["track"].implode()))
@@ -283,3 +321,33 @@ def test_metrics_json_has_the_job_for_several_files(real_traces: Path) -> None:
     assert waits == sorted(waits, reverse=True)
     assert set(job["clock_offsets_ns"]) == {"0", "1", "2", "3"}
     assert 0 < job["critical_path"]["comm_share"] < 1
+
+
+def _ops(rank1_shift_ns: int) -> pl.DataFrame:
+    """Two ranks, one blocking all-to-all each step: rank 1 arrives 50 ns after rank 0's
+    arrival and leaves 30 ns after rank 0 leaves (true clocks), its clock moved by the shift."""
+    rows = []
+    for seq in range(3):
+        t = seq * 1000
+        rows.append((0, seq, t, t + 100))
+        rows.append((1, seq, t + 50 + rank1_shift_ns, t + 130 + rank1_shift_ns))
+    return pl.DataFrame(
+        rows, schema=["rank", "seq", "arrival_ns", "end_ns"], orient="row"
+    ).with_columns(pl.lit("g").alias("group"), pl.lit("all_to_all").alias("collective"))
+
+
+def test_clock_offset_is_zero_when_the_causal_bounds_include_zero() -> None:
+    from moetrace.analysis.clocks import clock_offsets
+
+    one = clock_offsets(_ops(0)).filter(pl.col("rank") == 1).row(0, named=True)
+    # bounds by hand: a1 - end0 = 50 - 100 = -50, end1 - a0 = 130 - 0 = 130: 0 inside
+    assert (one["lower_ns"], one["upper_ns"]) == (-50, 130)
+    assert one["offset_ns"] == 0 and one["one_clock"] is True  # not the ends' median, 30
+
+
+def test_clock_offset_outside_zero_is_the_median_of_the_ends() -> None:
+    from moetrace.analysis.clocks import clock_offsets
+
+    far = clock_offsets(_ops(1000)).filter(pl.col("rank") == 1).row(0, named=True)
+    assert (far["lower_ns"], far["upper_ns"]) == (950, 1130)
+    assert far["offset_ns"] == 1030 and far["one_clock"] is False
