@@ -17,6 +17,8 @@ from pathlib import Path
 
 import polars as pl
 
+from moetrace.errors import MoetraceError
+
 CATEGORIES = (
     "attention",
     "router",
@@ -38,7 +40,7 @@ _RULE_KEYS = {"category", "patterns"}
 _TOP_KEYS = {"framework", "expert_patterns", "layer_patterns", "rule"}
 
 
-class RulesError(ValueError):
+class RulesError(MoetraceError, ValueError):
     """A rules file breaks the schema: names the file, the place and what is wrong."""
 
 
