@@ -261,3 +261,20 @@ def test_mfu_in_a_time_range_counts_the_flops_inside_it() -> None:
     half = row(analyze(t, time_range=(0, 500)))
     assert half["window_ns"] == 500
     assert half["mfu"] == pytest.approx(2.0e6 / (500e-9 * 8.0e15))
+
+
+def test_exposed_all_to_all_is_the_part_not_under_compute() -> None:
+    """An all-to-all half hidden under a GEMM: exposed is only the uncovered part, so a bug
+    that makes exposed all-to-all equal all of it (the review's planted bug) fails here.
+    By hand: gemm [0, 100) on one stream, a dispatch all-to-all [60, 140) on another ->
+    a2a 80 ns, of which [100, 140) = 40 ns exposed and [60, 100) = 40 ns overlapped."""
+    t = make(
+        [
+            (0, "gemm", "compute", 0, 100),
+            (1, "my_dispatch_tokens", "comm", 60, 80),
+        ],
+        ["stream", "stream"],
+    )
+    got = row(analyze(t))
+    assert (got["a2a_comm_ns"], got["a2a_exposed_ns"]) == (80, 40)
+    assert (got["comm_ns"], got["exposed_comm_ns"], got["overlapped_ns"]) == (80, 40, 40)
