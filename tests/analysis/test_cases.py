@@ -278,3 +278,21 @@ def test_exposed_all_to_all_is_the_part_not_under_compute() -> None:
     got = row(analyze(t))
     assert (got["a2a_comm_ns"], got["a2a_exposed_ns"]) == (80, 40)
     assert (got["comm_ns"], got["exposed_comm_ns"], got["overlapped_ns"]) == (80, 40, 40)
+
+
+def test_critical_path_tie_prefers_the_dependency_over_track_order() -> None:
+    """Two predecessors of c end at the same time: a on c's own stream (track order) and b on
+    another stream with a dependency b -> c. The dependency explains the wait, so the path
+    runs b -> c, not a -> c; swapping the tie-break (the review's planted bug) fails here.
+    By hand: a [0, 50) and c [50, 60) on stream 0, b [0, 50) on stream 1, dep b -> c."""
+    t = make(
+        [
+            (0, "a", "compute", 0, 50),
+            (1, "b", "compute", 0, 50),
+            (0, "c", "compute", 50, 10),
+        ],
+        ["stream", "stream"],
+        deps=[(1, 2, "data")],
+    )
+    cp = analyze(t).critical_path.sort("seq")
+    assert cp.select("event_id", "start_ns", "end_ns").rows() == [(1, 0, 50), (2, 50, 60)]
