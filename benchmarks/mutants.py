@@ -46,6 +46,27 @@ MUTANTS = (
         "tie = (et != EDGE_TRACK).astype(np.int64) * (n + 1) + src",
         ("tests/analysis/test_cases.py",),
     ),
+    Mutant(
+        "steps: an event at a step marker's start falls into the step before",
+        "moetrace/analysis/windows.py",
+        'pos = np.searchsorted(mkey[order], qkey, side="right") - 1',
+        'pos = np.searchsorted(mkey[order], qkey, side="left") - 1',
+        ("tests/analysis/test_cases.py", "tests/analysis/test_properties.py"),
+    ),
+    Mutant(
+        "track order: an event ending exactly at the start is no predecessor",
+        "moetrace/analysis/critical_path.py",
+        'at = np.searchsorted(end_key, start_key, side="right") - 1',
+        'at = np.searchsorted(end_key, start_key, side="left") - 1',
+        ("tests/analysis/test_cases.py", "tests/analysis/test_properties.py"),
+    ),
+    Mutant(
+        "summary: exposed ratio pooled from the overlapped ns",
+        "moetrace/analysis/report.py",
+        'out["exposed_ratio"] = (out["exposed_comm_ns"] or 0.0) / comm if comm else None',
+        'out["exposed_ratio"] = (out["overlapped_ns"] or 0.0) / comm if comm else None',
+        ("tests/analysis/test_cases.py", "tests/analysis/test_properties.py"),
+    ),
 )
 
 

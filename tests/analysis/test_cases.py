@@ -296,3 +296,23 @@ def test_critical_path_tie_prefers_the_dependency_over_track_order() -> None:
     )
     cp = analyze(t).critical_path.sort("seq")
     assert cp.select("event_id", "start_ns", "end_ns").rows() == [(1, 0, 50), (2, 50, 60)]
+
+
+def test_summary_pools_exposed_and_overlap_ratios_from_their_own_numerators() -> None:
+    """Two ranks, comm partly under compute. By hand: rank 0 gemm [0, 100), all-to-all
+    [70, 140) -> comm 70, overlapped 30, exposed 40; rank 1 all-to-all [0, 30) alone -> comm 30,
+    exposed 30. Pooled: exposed (40 + 30) / 100, overlap 30 / 100 (not a mean of per-rank
+    ratios, and not one numerator for the other)."""
+    t = make(
+        [
+            (0, "gemm", "compute", 0, 100),
+            (1, "my_dispatch_tokens", "comm", 70, 70),
+            (2, "my_dispatch_tokens", "comm", 0, 30),
+        ],
+        ["stream", "stream", "stream"],
+        ranks=[0, 0, 1],
+    )
+    s = analyze(t).summary()
+    assert (s["comm_ns"], s["exposed_comm_ns"], s["overlapped_ns"]) == (100, 70, 30)
+    assert s["exposed_ratio"] == pytest.approx(0.7)
+    assert s["overlap_ratio"] == pytest.approx(0.3)
