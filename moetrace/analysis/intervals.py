@@ -215,8 +215,3 @@ def covered_length(
         return np.where(i >= 0, before[ic] + inside, 0)
 
     return np.asarray(cov(qb, q_end) - cov(qa, q_start))
-
-
-def total_length(iv: Intervals) -> int:
-    """Σ (end - start) over all intervals (ns)."""
-    return int((iv.end - iv.start).sum())

@@ -18,6 +18,8 @@ from pathlib import Path
 
 import polars as pl
 
+from moetrace.errors import MoetraceError
+
 CATEGORIES = (
     "attention",
     "router",
@@ -72,7 +74,7 @@ _RULE_KEYS = {"category", "patterns", "role", "family", "collective", "source"}
 _TOP_KEYS = {"framework", "expert_patterns", "layer_patterns", "rule"}
 
 
-class RulesError(ValueError):
+class RulesError(MoetraceError, ValueError):
     """A rules file breaks the schema: names the file, the place and what is wrong."""
 
 

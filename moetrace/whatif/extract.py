@@ -25,6 +25,7 @@ import polars as pl
 from moetrace.analysis.collectives import event_frame
 from moetrace.analysis.moe import categorize
 from moetrace.analysis.moe_rules import load_rules
+from moetrace.errors import MoetraceError
 from moetrace.trace.model import Trace
 
 
@@ -33,7 +34,7 @@ def num(value: Any) -> float:
     return float("nan") if value is None else float(value)
 
 
-class WhatIfInputError(ValueError):
+class WhatIfInputError(MoetraceError, ValueError):
     """The trace holds no MoE layer we can read (or a --set value is bad): one line."""
 
 

@@ -261,3 +261,58 @@ def test_mfu_in_a_time_range_counts_the_flops_inside_it() -> None:
     half = row(analyze(t, time_range=(0, 500)))
     assert half["window_ns"] == 500
     assert half["mfu"] == pytest.approx(2.0e6 / (500e-9 * 8.0e15))
+
+
+def test_exposed_all_to_all_is_the_part_not_under_compute() -> None:
+    """An all-to-all half hidden under a GEMM: exposed is only the uncovered part, so a bug
+    that makes exposed all-to-all equal all of it (the review's planted bug) fails here.
+    By hand: gemm [0, 100) on one stream, a dispatch all-to-all [60, 140) on another ->
+    a2a 80 ns, of which [100, 140) = 40 ns exposed and [60, 100) = 40 ns overlapped."""
+    t = make(
+        [
+            (0, "gemm", "compute", 0, 100),
+            (1, "my_dispatch_tokens", "comm", 60, 80),
+        ],
+        ["stream", "stream"],
+    )
+    got = row(analyze(t))
+    assert (got["a2a_comm_ns"], got["a2a_exposed_ns"]) == (80, 40)
+    assert (got["comm_ns"], got["exposed_comm_ns"], got["overlapped_ns"]) == (80, 40, 40)
+
+
+def test_critical_path_tie_prefers_the_dependency_over_track_order() -> None:
+    """Two predecessors of c end at the same time: a on c's own stream (track order) and b on
+    another stream with a dependency b -> c. The dependency explains the wait, so the path
+    runs b -> c, not a -> c; swapping the tie-break (the review's planted bug) fails here.
+    By hand: a [0, 50) and c [50, 60) on stream 0, b [0, 50) on stream 1, dep b -> c."""
+    t = make(
+        [
+            (0, "a", "compute", 0, 50),
+            (1, "b", "compute", 0, 50),
+            (0, "c", "compute", 50, 10),
+        ],
+        ["stream", "stream"],
+        deps=[(1, 2, "data")],
+    )
+    cp = analyze(t).critical_path.sort("seq")
+    assert cp.select("event_id", "start_ns", "end_ns").rows() == [(1, 0, 50), (2, 50, 60)]
+
+
+def test_summary_pools_exposed_and_overlap_ratios_from_their_own_numerators() -> None:
+    """Two ranks, comm partly under compute. By hand: rank 0 gemm [0, 100), all-to-all
+    [70, 140) -> comm 70, overlapped 30, exposed 40; rank 1 all-to-all [0, 30) alone -> comm 30,
+    exposed 30. Pooled: exposed (40 + 30) / 100, overlap 30 / 100 (not a mean of per-rank
+    ratios, and not one numerator for the other)."""
+    t = make(
+        [
+            (0, "gemm", "compute", 0, 100),
+            (1, "my_dispatch_tokens", "comm", 70, 70),
+            (2, "my_dispatch_tokens", "comm", 0, 30),
+        ],
+        ["stream", "stream", "stream"],
+        ranks=[0, 0, 1],
+    )
+    s = analyze(t).summary()
+    assert (s["comm_ns"], s["exposed_comm_ns"], s["overlapped_ns"]) == (100, 70, 30)
+    assert s["exposed_ratio"] == pytest.approx(0.7)
+    assert s["overlap_ratio"] == pytest.approx(0.3)
