@@ -17,6 +17,7 @@ from moetrace.commands.report_tables import ranges
 from moetrace.text import visible
 
 if TYPE_CHECKING:
+    from moetrace.trace.model import Trace
     from moetrace.trace.options import LoadOptions
 
 _FLAVORS = click.Choice(["auto", "kineto", "ascend", "moetrace", "chrome"])
@@ -65,10 +66,33 @@ def _print_table(info: dict[str, Any]) -> None:
     )
     c = info["counters"]
     table.add_row("counters", f"{c['samples']:,} samples in {c['series']} series")
+    share = info["unclassified_share"]
+    if share is not None:
+        table.add_row("unclassified", f"{share:.1%} of device time matches no name rule")
     table.add_row("warnings", str(len(info["warnings"])))
     console.print(table)
     for warning in info["warnings"]:
         console.print(f"  [yellow]warning:[/] {_safe(warning)}")
+
+
+def _classification(trace: Trace) -> dict[str, Any]:
+    """`unclassified_share` (of device work time, null without device work) and its top
+    kernels, from the same classification stage `metrics` and `moe` use; the >10% warning
+    joins the reader's warnings."""
+    import polars as pl
+
+    from moetrace.analysis.labels import unclassified, unclassified_warning
+    from moetrace.analysis.steps import prepare_steps
+
+    prep = prepare_steps(trace)
+    has_device = bool(prep.ev.filter(pl.col("work") & pl.col("device")).height)
+    share, top = unclassified(prep.ev)
+    warning = unclassified_warning(share, top) if has_device else None
+    return {
+        "unclassified_share": share if has_device else None,
+        "unclassified_top_ns": dict(top),
+        "warnings": [*trace.warnings, *([warning] if warning else [])],
+    }
 
 
 @click.command("info")
@@ -104,6 +128,7 @@ def info(traces: tuple[str, ...], as_json: bool, flavor: str, loading: LoadOptio
 
     trace = load(list(traces), flavor=None if flavor == "auto" else flavor, options=loading)
     summary = describe(trace)
+    summary.update(_classification(trace))
     if as_json:
         click.echo(msgspec.json.format(msgspec.json.encode(summary), indent=2).decode())
     else:
