@@ -209,7 +209,8 @@ def _ops_of_calls(trace: Trace, call_ids: pl.Series) -> pl.DataFrame:
     order = np.argsort(ids, kind="stable")
     row = order[np.searchsorted(ids[order], call_ids.to_numpy().astype(np.int64))]
     op = parent[row]
-    for _ in range(int(ev["depth"].max() or 0) + 1):  # climb over annotations
+    depth = ev["depth"].to_numpy()
+    for _ in range(int(depth.max()) + 1 if len(depth) else 0):  # climb over annotations
         climb = (op >= 0) & annotation[np.clip(op, 0, None)]
         if not climb.any():
             break
