@@ -1,73 +1,23 @@
 """Kineto launch edges: a kernel / memcpy / memset and the runtime call that launched it share
-the `correlation` arg. Readers turn `ac2g` flows into `launch` deps, but many traces (e.g.
-sampled ones) have no flows, and a flow can be bound to the wrong (overlapping) kernel, so
-launch edges are checked and rebuilt from the correlation ids here.
+the `correlation` arg. The Kineto reader already turns them into `launch` deps
+(trace/flavors/kineto_links.py); they are checked and rebuilt here for traces that were not
+read by it (merged ranks, converted files), with the same rules.
 """
 
 from __future__ import annotations
 
 import polars as pl
 
+from moetrace.trace.flavors.kineto_links import (
+    arg_int,
+    correlation_launches,
+    drop_miscorrelated_launches,
+)
 
-def arg_int(name: str) -> pl.Expr:
-    """An integer arg from the JSON args text (null when absent)."""
-    return pl.col("args").str.extract(rf'"{name}"\s*:\s*(-?\d+)', 1).cast(pl.Int64, strict=False)
-
-
-def drop_miscorrelated_launches(ev: pl.DataFrame, deps: pl.DataFrame) -> tuple[pl.DataFrame, int]:
-    """Launch deps whose call and device event both carry a `correlation` arg and disagree
-    are mis-bound flows: a flow's end is bound to the slice enclosing its time, and when a
-    kernel overlaps the previous one on its stream (programmatic dependent launch) and was
-    moved to an overflow lane, that slice is the previous kernel. They are dropped (the
-    correlation rule then links the kernel to its real call). Returns (deps, how many)."""
-    launch = deps.with_row_index("_row").filter(pl.col("kind") == "launch")
-    if launch.height == 0:
-        return deps, 0
-    ends = pl.concat([launch["src"], launch["dst"]]).unique().implode()
-    corr = ev.filter(pl.col("id").is_in(ends)).select(
-        pl.col("id"), arg_int("correlation").alias("corr")
-    )
-    corr = corr.drop_nulls("corr")
-    bad = (
-        launch.join(corr.rename({"id": "src", "corr": "c_src"}), on="src")
-        .join(corr.rename({"id": "dst", "corr": "c_dst"}), on="dst")
-        .filter(pl.col("c_src") != pl.col("c_dst"))
-    )
-    if bad.height == 0:
-        return deps, 0
-    keep = deps.with_row_index("_row").filter(~pl.col("_row").is_in(bad["_row"].implode()))
-    return keep.drop("_row"), bad.height
+__all__ = ["arg_int", "drop_miscorrelated_launches", "kineto_launch_edges"]
 
 
 def kineto_launch_edges(ev: pl.DataFrame, deps: pl.DataFrame) -> pl.DataFrame | None:
     """`launch` deps (src host call, dst device event) by correlation, for device events that
     have none yet. `ev` needs id, rank, unit, kind, name, args."""
-    has_launch = deps.filter(pl.col("kind") == "launch")["dst"]
-    device = (
-        ev.filter(
-            (pl.col("unit") == "stream")
-            & pl.col("kind").is_in(["compute", "comm", "memory"])
-            & pl.col("args").is_not_null()
-            & ~pl.col("id").is_in(has_launch.implode())
-        )
-        .select("rank", pl.col("id").alias("dst"), arg_int("correlation").alias("corr"))
-        .drop_nulls("corr")
-    )
-    if device.height == 0:
-        return None
-    host = (
-        ev.filter(
-            (pl.col("unit") == "cpu")
-            & pl.col("name").str.contains(r"^(?:cuda|hip|cu)[A-Z]")
-            & pl.col("args").is_not_null()
-        )
-        .select("rank", pl.col("id").alias("src"), arg_int("correlation").alias("corr"))
-        .drop_nulls("corr")
-        .unique(subset=["rank", "corr"], keep="first")
-    )
-    found = device.join(host, on=["rank", "corr"], how="inner")
-    if found.height == 0:
-        return None
-    return found.select(
-        pl.col("src").cast(pl.UInt32), pl.col("dst").cast(pl.UInt32), pl.lit("launch").alias("kind")
-    )
+    return correlation_launches(ev, deps)

@@ -89,26 +89,174 @@ GRAPH_LAUNCH = r"^(?:cuda|hip)GraphLaunch|^cuGraphLaunch|GraphLaunch$"
 """Host calls that replay a captured CUDA/HIP graph (torch_npu's replay call ends the same)."""
 
 
+CAPTURE_BEGIN = r"StreamBeginCapture"
+CAPTURE_END = r"StreamEndCapture"
+"""The runtime calls that open and close a stream capture (cudaStreamBeginCapture,
+hipStreamEndCapture ...): TraceLens's capture roots (AMD-AGI/TraceLens,
+TraceLens/Trace2Tree/trace_capture_merge.py, merge_capture_trace_into_graph)."""
+
+CAPTURED_CALL = r"Launch|Memcpy|Memset"
+"""Runtime calls inside a capture that add a node to the graph (TraceLens filters the
+capture's cuda_runtime / cuda_driver events by "Launch" and "Memcpy"; memsets are nodes
+too)."""
+
+CAPTURE_SCHEMA = {
+    "event_id": pl.UInt32,
+    "capture_id": pl.UInt32,
+    "op_id": pl.UInt32,
+    "op": pl.String,
+}
+
+
 def capture_map(replay: Trace, capture: Trace) -> pl.DataFrame:
     """Map graph-replayed kernels back to the ops that launched them at capture time.
 
-    vLLM/SGLang capture their CUDA/HIP graphs under the profiler once (a capture trace, where
-    every kernel is launched by an op), then replay them with one graph launch per step. A
-    replay's kernels, in time order, repeat a run of the capture's kernels (capture launch
-    order): the first run with the same kernel names is taken. One row per replayed kernel
-    that was found: event_id (in `replay`), capture_id (the kernel in `capture`), op_id and
-    op (the capture op around its launch call; null when none).
+    vLLM/SGLang capture their CUDA/HIP graphs under the profiler once (a capture trace),
+    then replay them with one graph launch per step. While a stream captures, nothing runs:
+    Kineto records the launch calls (their kernel's name in `args.kernel`), between a
+    `*StreamBeginCapture` and a `*StreamEndCapture`, and no kernels. As TraceLens does
+    (Trace2Tree/trace_capture_merge.py), the replayed device events of one graph launch, in
+    time order, are the launch calls of one capture window in call order, one for one
+    (`capture_id` is the call, `op` the op around it). The window is the first whose calls
+    name the same kernels in the same order; failing that, the first with as many calls
+    (names unchecked: ROCm renames some); failing that, the i-th window for the i-th graph
+    launch (TraceLens's zip), only where the names agree. A capture trace without windows
+    whose kernels ran (an eager warm-up) is matched by kernel-name runs instead
+    (`capture_id` is then the kernel). One row per replayed kernel found (CAPTURE_SCHEMA).
     """
-    schema = {"event_id": pl.UInt32, "capture_id": pl.UInt32, "op_id": pl.UInt32, "op": pl.String}
-    rep_ops = launching_ops(replay)
+    groups = _replay_groups(replay)
+    if groups.height == 0:
+        return pl.DataFrame(schema=CAPTURE_SCHEMA)
+    calls = _captured_calls(capture)
+    if calls.height:
+        return _map_by_calls(groups, calls)
+    return _map_by_runs(groups, capture)
+
+
+def _replay_groups(replay: Trace) -> pl.DataFrame:
+    """Replayed device events: launch_id (the graph launch), event_id, name, in launch then
+    time order."""
     names = replay.events.select("id", "name", "ts")
     calls = names.rename({"id": "launch_id", "name": "call", "ts": "call_ts"})
-    groups = (
-        rep_ops.join(calls, on="launch_id")
+    return (
+        launching_ops(replay)
+        .join(calls, on="launch_id")
         .filter(pl.col("call").str.contains(GRAPH_LAUNCH))
         .join(names.rename({"id": "event_id"}), on="event_id")
-        .sort("launch_id", "ts", "event_id")
+        .sort("call_ts", "launch_id", "ts", "event_id")
+        .select("launch_id", "event_id", "name")
     )
+
+
+def _captured_calls(capture: Trace) -> pl.DataFrame:
+    """The launch calls of every capture window: window (0, 1, ...), capture_id, kernel
+    (`args.kernel`, else the call's name), op_id, op; in window then call order."""
+    ev = capture.events.join(capture.tracks.select("track", "unit"), on="track")
+    host = ev.filter(pl.col("unit") == "cpu")
+    begin = host.filter(pl.col("name").str.contains(CAPTURE_BEGIN)).sort("ts")
+    end = host.filter(pl.col("name").str.contains(CAPTURE_END)).sort("ts")
+    schema = {"window": pl.Int64, "capture_id": pl.UInt32, "kernel": pl.String}
+    if begin.height == 0 or end.height == 0:
+        return pl.DataFrame(schema={**schema, "op_id": pl.UInt32, "op": pl.String})
+    # each window: from the end of a begin call to the start of the first end call after it
+    b_end = (begin["ts"] + begin["dur"]).to_numpy()
+    e_ts = end["ts"].to_numpy()
+    at = np.searchsorted(e_ts, b_end, side="left")
+    ok = at < len(e_ts)
+    windows = pl.DataFrame(
+        {"lo": b_end[ok], "hi": e_ts[at[ok]]}, schema={"lo": pl.Int64, "hi": pl.Int64}
+    ).with_row_index("window")
+    launch = host.filter(
+        pl.col("name").str.contains(CAPTURED_CALL)
+        & ~pl.col("name").str.contains(CAPTURE_BEGIN + "|" + CAPTURE_END + "|" + GRAPH_LAUNCH)
+    ).sort("ts", "id")
+    lo = windows["lo"].to_numpy()
+    pos = np.searchsorted(lo, launch["ts"].to_numpy(), side="right") - 1
+    inside = pos >= 0
+    hi = windows["hi"].to_numpy()
+    inside[inside] = launch["ts"].to_numpy()[inside] <= hi[pos[inside]]
+    cand = launch.with_columns(pl.Series("window", pos, dtype=pl.Int64)).filter(pl.Series(inside))
+    kernel = pl.col("args").str.json_path_match("$.kernel")
+    picked = cand.select(
+        "window",
+        pl.col("id").alias("capture_id"),
+        pl.coalesce(kernel, pl.col("name")).alias("kernel"),
+    )
+    ops = _ops_of_calls(capture, picked["capture_id"])
+    return (
+        picked.join(ops, on="capture_id", how="left", maintain_order="left")
+        .join(
+            capture.events.select(pl.col("id").alias("op_id"), pl.col("name").alias("op")),
+            on="op_id",
+            how="left",
+            maintain_order="left",
+        )
+        .with_columns(pl.col("window").cast(pl.Int64), pl.col("capture_id").cast(pl.UInt32))
+    )
+
+
+def _ops_of_calls(trace: Trace, call_ids: pl.Series) -> pl.DataFrame:
+    """capture_id, op_id: the innermost non-annotation slice around each host call."""
+    ev = trace.events.sort("track", "ts", "id")
+    ids = ev["id"].to_numpy().astype(np.int64)
+    parent = parents(
+        ev["track"].to_numpy().astype(np.int64),
+        ev["ts"].to_numpy().astype(np.int64),
+        (ev["ts"] + ev["dur"]).to_numpy().astype(np.int64),
+        ev["depth"].to_numpy().astype(np.int64),
+    )
+    annotation = (ev["kind"] == "marker").to_numpy()
+    order = np.argsort(ids, kind="stable")
+    row = order[np.searchsorted(ids[order], call_ids.to_numpy().astype(np.int64))]
+    op = parent[row]
+    depth = ev["depth"].to_numpy()
+    for _ in range(int(depth.max()) + 1 if len(depth) else 0):  # climb over annotations
+        climb = (op >= 0) & annotation[np.clip(op, 0, None)]
+        if not climb.any():
+            break
+        op = np.where(climb, parent[np.clip(op, 0, None)], op)
+    op_id = np.where(op >= 0, ids[np.clip(op, 0, None)], -1)
+    return pl.DataFrame(
+        {"capture_id": call_ids, "op_id": pl.Series(op_id).replace(-1, None)}
+    ).select(pl.col("capture_id").cast(pl.UInt32), pl.col("op_id").cast(pl.UInt32))
+
+
+def _map_by_calls(groups: pl.DataFrame, calls: pl.DataFrame) -> pl.DataFrame:
+    """One graph launch's kernels onto one capture window's calls, position for position."""
+    by_window = {int(w): part for (w,), part in calls.group_by("window", maintain_order=True)}
+    seqs = {w: tuple(p["kernel"].to_list()) for w, p in by_window.items()}
+    parts = []
+    for i, ((_,), group) in enumerate(groups.group_by("launch_id", maintain_order=True)):
+        names = tuple(group["name"].to_list())
+        same = [w for w, s in seqs.items() if s == names]
+        sized = [w for w, s in seqs.items() if len(s) == len(names)]
+        if same or sized:
+            hit = by_window[(same or sized)[0]]
+            keep = pl.repeat(True, len(names), eager=True)
+        elif i in by_window:  # TraceLens's zip: the i-th window, where the names agree
+            hit = by_window[i].head(len(names))
+            group = group.head(hit.height)
+            keep = group["name"] == hit["kernel"]
+        else:
+            continue
+        parts.append(
+            pl.DataFrame(
+                {
+                    "event_id": group["event_id"],
+                    "capture_id": hit["capture_id"],
+                    "op_id": hit["op_id"],
+                    "op": hit["op"],
+                }
+            ).filter(keep)
+        )
+    if not parts:
+        return pl.DataFrame(schema=CAPTURE_SCHEMA)
+    return pl.concat(parts).select([pl.col(k).cast(v) for k, v in CAPTURE_SCHEMA.items()])
+
+
+def _map_by_runs(groups: pl.DataFrame, capture: Trace) -> pl.DataFrame:
+    """A capture whose kernels ran: a replay's kernels, in time order, repeat a run of the
+    capture's kernels (launch order); the first run with the same names is taken."""
     cap_ops = launching_ops(capture)
     cap = (
         cap_ops.join(
@@ -126,8 +274,8 @@ def capture_map(replay: Trace, capture: Trace) -> pl.DataFrame:
             maintain_order="left",
         )
     )
-    if groups.height == 0 or cap.height == 0:
-        return pl.DataFrame(schema=schema)
+    if cap.height == 0:
+        return pl.DataFrame(schema=CAPTURE_SCHEMA)
     vocab = pl.concat([cap["name"], groups["name"]]).unique().sort()
     code = {n: i for i, n in enumerate(vocab.to_list())}
     cap_codes = (
@@ -154,8 +302,8 @@ def capture_map(replay: Trace, capture: Trace) -> pl.DataFrame:
             )
         )
     if not parts:
-        return pl.DataFrame(schema=schema)
-    return pl.concat(parts).select([pl.col(k).cast(v) for k, v in schema.items()])
+        return pl.DataFrame(schema=CAPTURE_SCHEMA)
+    return pl.concat(parts).select([pl.col(k).cast(v) for k, v in CAPTURE_SCHEMA.items()])
 
 
 def _find_run(haystack: np.ndarray, needle: np.ndarray) -> int:

@@ -34,7 +34,7 @@ from moetrace.trace.atomic import atomic_write
 from moetrace.trace.formats.chrome.deep import TooDeep, call_deep
 from moetrace.trace.model import SCHEMAS, Trace
 
-CACHE_FORMAT_VERSION = 1
+CACHE_FORMAT_VERSION = 2  # 2: Kineto launch deps by correlation at read time
 """Bump whenever the reader's output or this layout changes: older entries are then rebuilt."""
 
 MAGIC = b"MOETRACE-CACHE\n"

@@ -72,4 +72,7 @@ def interpret(
     if built.stored:
         return moetrace.restored_trace(built, meta)
     tracks, events = flavor.interpret(built, top, path, meta)
-    return assemble(built, tracks, events, flow_deps(built), meta)
+    deps = flow_deps(built)
+    if flavor.links is not None:
+        deps = flavor.links(events, tracks, deps, meta)
+    return assemble(built, tracks, events, deps, meta)

@@ -60,6 +60,9 @@ Interpret = Callable[
 """(parts, top-level keys, path, meta to add warnings to) -> (tracks with unit and rank,
 events with kind)."""
 
+Links = Callable[[pl.DataFrame, pl.DataFrame, pl.DataFrame, dict[str, Any]], pl.DataFrame]
+"""(events with kind, tracks with unit and rank, flow deps, meta) -> deps."""
+
 
 @dataclass(frozen=True)
 class Flavor:
@@ -67,13 +70,16 @@ class Flavor:
 
     name: as in `meta["flavor"]` and `--flavor`. detect: does a file look like this
     producer's? interpret: units and ranks of tracks, kinds of events. restore: rebuild
-    tracks the file stores exactly (moetrace's own), instead of laying them out.
+    tracks the file stores exactly (moetrace's own), instead of laying them out. links:
+    the deps the producer's own fields give beyond its flows (Kineto: launches by
+    correlation id), from (events with kind, tracks with unit, flow deps, meta).
     """
 
     name: str
     detect: Callable[[Evidence], bool]
     interpret: Interpret
     restore: RestoreTracks | None = None
+    links: Links | None = None
 
 
 def track_attr(tracks: pl.DataFrame, column: str) -> pl.Expr:

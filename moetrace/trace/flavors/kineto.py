@@ -11,6 +11,7 @@ from typing import Any
 import polars as pl
 
 from moetrace.trace.flavors.base import RANK_LIMIT, Evidence, Flavor, with_kind
+from moetrace.trace.flavors.kineto_links import kineto_links
 from moetrace.trace.formats.chrome.build import Built
 
 NAME = "kineto"
@@ -181,4 +182,4 @@ def _kind_of_cat(cat: str) -> str:
     return "host" if cat in _KINETO_HOST_CATS else "other"
 
 
-KINETO = Flavor(NAME, detect, interpret)
+KINETO = Flavor(NAME, detect, interpret, links=kineto_links)
