@@ -59,7 +59,12 @@ LIBRARY_KERNELS: tuple[tuple[str, str, str, str | None], ...] = (
         "deepep",
     ),
     ("void dualpipe_ep::internode::combine<true, 4>(int4*, float*)", "comm", "combine", "deepep"),
-    ("void deep_ep::internode::cached_notify(int, int, int)", "comm", "comm", "deepep"),
+    (
+        "void deep_ep::internode::cached_notify<false, 8192>(int, int, int, int, int*, int)",
+        "comm",
+        "comm",
+        "deepep",
+    ),  # template <bool kLowLatencyMode, int kNumTMABytesPerWarp> in internode.cu
     (
         "void deep_ep::internode_ll::dispatch<false, 3, 10, 7168>(void*, float*)",
         "comm",
@@ -98,13 +103,19 @@ LIBRARY_KERNELS: tuple[tuple[str, str, str, str | None], ...] = (
     ("MoeFinalizeRouting", "compute", "topk_permute", None),
     ("MoeGatingTopK", "compute", "router", None),
     # perplexityai/pplx-kernels csrc/all_to_all/intranode_dispatch.cu, intranode_combine.cu
+    # (anonymous namespace in intranode_*.cu, global scope in internode_*.cu; not namespace pplx)
     (
-        "void pplx::dispatchKernel<__nv_bfloat16, 8>(int*, unsigned long)",
+        "void (anonymous namespace)::dispatchKernel<16u, true, true>(int*, unsigned long, std::byte*)",
         "comm",
         "dispatch",
         "pplx",
     ),
-    ("void pplx::combineKernel<__nv_bfloat16, __nv_bfloat16>(int*)", "comm", "combine", "pplx"),
+    (
+        "void combineKernel<__nv_bfloat16, __nv_bfloat16, 16ul, true, true>(__nv_bfloat16*, unsigned long)",
+        "comm",
+        "combine",
+        "pplx",
+    ),
     # ROCm/mori src/ops/dispatch_combine
     (
         "void mori::moe::EpDispatchIntraNodeKernel<hip_bfloat16>(mori::moe::EpDispatchCombineArgs<hip_bfloat16>)",
