@@ -197,7 +197,7 @@ LIBRARY_KERNELS: tuple[tuple[str, str, str, str | None], ...] = (
         "activation",
         None,
     ),
-    # deepseek-ai/DeepGEMM impls/sm90_fp8_gemm_1d2d.cuh (grouped)
+    # deepseek-ai/DeepGEMM impls/sm90_fp8_gemm_1d2d.cuh, sm100_fp8_gemm_1d1d.cuh (GemmType from common/types.cuh)
     (
         "void deep_gemm::sm90_fp8_gemm_1d2d_impl<0u, 4096u, 7168u, 32u, (deep_gemm::GemmType)1>(float*)",
         "compute",
@@ -205,7 +205,7 @@ LIBRARY_KERNELS: tuple[tuple[str, str, str, str | None], ...] = (
         None,
     ),
     (
-        "void deep_gemm::m_grouped_fp8_gemm_nt_contiguous_kernel<128>(float*)",
+        "void deep_gemm::sm100_fp8_gemm_1d1d_impl<0u, 4096u, 7168u, 128u, 256u, (deep_gemm::GemmType)5, false, __nv_bfloat16>(int*, unsigned int, unsigned int, unsigned int)",
         "compute",
         "expert_gemm",
         None,
