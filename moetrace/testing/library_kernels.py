@@ -133,28 +133,28 @@ LIBRARY_KERNELS: tuple[tuple[str, str, str, str | None], ...] = (
     ("void nvshmemi_transfer_rma_nbi<(nvshmemi_op_t)0>(void*, void*)", "comm", "comm", "nvshmem"),
     # microsoft/mscclpp apps/nccl/src/allreduce.hpp
     (
-        "void allreduce8<__nv_bfloat16>(__nv_bfloat16*, mscclpp::DeviceHandle<mscclpp::MemoryChannel>*)",
+        "void allreduce8<__nv_bfloat16>(__nv_bfloat16*, __nv_bfloat16*, __nv_bfloat16*, mscclpp::DeviceHandle<mscclpp::SmChannel>*, mscclpp::DeviceHandle<mscclpp::SmChannel>*, unsigned long, unsigned long, int, int, int, unsigned long)",
         "comm",
         "comm",
         "mscclpp",
     ),
     # vllm-project/vllm csrc/custom_all_reduce.cuh
     (
-        "void vllm::cross_device_reduce_1stage<__nv_bfloat16, 8>(vllm::RankData*, vllm::RankSignals)",
+        "void vllm::cross_device_reduce_1stage<__nv_bfloat16, 8>(vllm::RankData*, vllm::RankSignals, vllm::Signal*, __nv_bfloat16*, int, int)",
         "comm",
         "comm",
         "custom_allreduce",
     ),
     # NVIDIA/TensorRT-LLM customAllReduceKernels.cu, allReduceFusionKernels.cu
     (
-        "void tensorrt_llm::kernels::oneShotAllReduceKernel<__nv_bfloat16, 8>(AllReduceParams)",
+        "void tensorrt_llm::kernels::oneShotAllReduceKernel<__nv_bfloat16, 8, true, false>(tensorrt_llm::kernels::AllReduceParams)",
         "comm",
         "comm",
         "custom_allreduce",
     ),
     # pytorch/pytorch c10d/symm_mem/CUDASymmetricMemoryOps.cu
     (
-        "void c10d::symmetric_memory::multimem_all_reduce_kernel<__nv_bfloat16, 16>(__nv_bfloat16*)",
+        "void (anonymous namespace)::multimem_all_reduce_kernel<c10::BFloat16, 16>(c10::BFloat16*, unsigned long, unsigned int**, unsigned long, unsigned long)",
         "comm",
         "comm",
         "symm_mem",
