@@ -231,7 +231,8 @@ LIBRARY_KERNELS: tuple[tuple[str, str, str, str | None], ...] = (
         None,
     ),
     # ROCm/aiter fmoe asm kernels, csrc/kernels/moe_sorting_kernels.cu
-    ("fmoe_bf16_g1u1_subGU_256", "compute", "expert_gemm", None),
+    # (ROCm/aiter hsa/gfx942/fmoe/silu/fmoe_bf16_blockscaleFp8_g1u1_vs_silu_1tg_32x128.co: the code object stem)
+    ("fmoe_bf16_blockscaleFp8_g1u1_vs_silu_1tg_32x128", "compute", "expert_gemm", None),
     (
         "void ck_tile::kentry<1, ck_tile::MoeSortingKernel<ck_tile::MoeSortingProblem<int> > >(ck_tile::MoeSortingKernel::Kargs)",
         "compute",
