@@ -24,6 +24,13 @@ LIBRARY_KERNELS: tuple[tuple[str, str, str, str | None], ...] = (
     ),
     ("ncclDevKernel_SendRecv(ncclDevKernelArgsStorage<4096ul>)", "comm", "comm", "nccl"),
     ("ncclKernel_AllGather_RING_LL_Sum_int8_t(ncclWorkElem)", "comm", "comm", "nccl"),
+    # NVIDIA/nccl src/device/symmetric/generate.py (kernel_cname)
+    (
+        "ncclSymkDevKernel_AllReduce_RSxLDMC_AGxSTMC_sum_bf16(ncclSymkDevWorkArgs4K)",
+        "comm",
+        "comm",
+        "nccl",
+    ),
     # ROCm/rccl (generic kernel)
     ("ncclDevKernel_Generic(ncclDevKernelArgsStorage<4096ul>)", "comm", "comm", "nccl"),
     # deepseek-ai/DeepEP csrc/kernels/intranode.cu, internode.cu, internode_ll.cu, layout.cu
@@ -84,6 +91,20 @@ LIBRARY_KERNELS: tuple[tuple[str, str, str, str | None], ...] = (
         "deepep",
     ),
     ("_ZN7deep_ep9internode8dispatchILb1ELi4ELi8EEEvP4int4", "comm", "dispatch", "deepep"),
+    # deepseek-ai/DeepEP V2 csrc/kernels/ep/dispatch.hpp, combine.hpp (JIT; names from the
+    # __instantiate_kernel strings, template values of one instance)
+    (
+        "void deep_ep::ep::dispatch_impl<true, false, false, 132, 4, 28, 8, 14336, 56, 4096, 256, 8, 128, 12, 100000000000l>(void*, void*)",
+        "comm",
+        "dispatch",
+        "deepep",
+    ),
+    (
+        "void deep_ep::ep::combine_impl<true, false, false, 132, 4, 28, 8, 14336, 4096, 8, 12, 100000000000l>(void*, void*)",
+        "comm",
+        "combine",
+        "deepep",
+    ),
     (
         "void deep_ep::layout::get_dispatch_layout<256, 32, 8>(long const*, int*)",
         "compute",
