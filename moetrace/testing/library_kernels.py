@@ -150,8 +150,14 @@ LIBRARY_KERNELS: tuple[tuple[str, str, str, str | None], ...] = (
         "combine",
         "mori",
     ),
-    # NVIDIA nvshmem src/device
-    ("void nvshmemi_transfer_rma_nbi<(nvshmemi_op_t)0>(void*, void*)", "comm", "comm", "nvshmem"),
+    # NVIDIA nvshmem: __global__ nvshmemi_proxy_rma_entrypoint<nvshmemi_op_t desc, int is_nbi>
+    # (on-stream RMA entry kernel; nvshmemi_transfer_rma_nbi is a __device__ function, not a kernel)
+    (
+        "void nvshmemi_proxy_rma_entrypoint<(nvshmemi_op_t)0, 1>(void*, void*, rma_bytesdesc_t, int)",
+        "comm",
+        "comm",
+        "nvshmem",
+    ),
     # microsoft/mscclpp apps/nccl/src/allreduce.hpp
     (
         "void allreduce8<__nv_bfloat16>(__nv_bfloat16*, __nv_bfloat16*, __nv_bfloat16*, mscclpp::DeviceHandle<mscclpp::SmChannel>*, mscclpp::DeviceHandle<mscclpp::SmChannel>*, unsigned long, unsigned long, int, int, int, unsigned long)",
