@@ -252,7 +252,7 @@ LIBRARY_KERNELS: tuple[tuple[str, str, str, str | None], ...] = (
         None,
     ),
     (
-        "void vllm::act_and_mul_kernel<c10::BFloat16, &vllm::silu_kernel<c10::BFloat16> >(c10::BFloat16*)",
+        "void vllm::act_and_mul_kernel<c10::BFloat16, &vllm::silu_kernel<c10::BFloat16>, true>(c10::BFloat16*, c10::BFloat16 const*, int)",
         "compute",
         "activation",
         None,
