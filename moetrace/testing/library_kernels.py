@@ -24,6 +24,13 @@ LIBRARY_KERNELS: tuple[tuple[str, str, str, str | None], ...] = (
     ),
     ("ncclDevKernel_SendRecv(ncclDevKernelArgsStorage<4096ul>)", "comm", "comm", "nccl"),
     ("ncclKernel_AllGather_RING_LL_Sum_int8_t(ncclWorkElem)", "comm", "comm", "nccl"),
+    # NVIDIA/nccl src/device/symmetric/generate.py (kernel_cname)
+    (
+        "ncclSymkDevKernel_AllReduce_RSxLDMC_AGxSTMC_sum_bf16(ncclSymkDevWorkArgs4K)",
+        "comm",
+        "comm",
+        "nccl",
+    ),
     # ROCm/rccl (generic kernel)
     ("ncclDevKernel_Generic(ncclDevKernelArgsStorage<4096ul>)", "comm", "comm", "nccl"),
     # deepseek-ai/DeepEP csrc/kernels/intranode.cu, internode.cu, internode_ll.cu, layout.cu
@@ -59,7 +66,12 @@ LIBRARY_KERNELS: tuple[tuple[str, str, str, str | None], ...] = (
         "deepep",
     ),
     ("void dualpipe_ep::internode::combine<true, 4>(int4*, float*)", "comm", "combine", "deepep"),
-    ("void deep_ep::internode::cached_notify(int, int, int)", "comm", "comm", "deepep"),
+    (
+        "void deep_ep::internode::cached_notify<false, 8192>(int, int, int, int, int*, int)",
+        "comm",
+        "comm",
+        "deepep",
+    ),  # template <bool kLowLatencyMode, int kNumTMABytesPerWarp> in internode.cu
     (
         "void deep_ep::internode_ll::dispatch<false, 3, 10, 7168>(void*, float*)",
         "comm",
@@ -79,6 +91,20 @@ LIBRARY_KERNELS: tuple[tuple[str, str, str, str | None], ...] = (
         "deepep",
     ),
     ("_ZN7deep_ep9internode8dispatchILb1ELi4ELi8EEEvP4int4", "comm", "dispatch", "deepep"),
+    # deepseek-ai/DeepEP V2 csrc/kernels/ep/dispatch.hpp, combine.hpp (JIT; names from the
+    # __instantiate_kernel strings, template values of one instance)
+    (
+        "void deep_ep::ep::dispatch_impl<true, false, false, 132, 4, 28, 8, 14336, 56, 4096, 256, 8, 128, 12, 100000000000l>(void*, void*)",
+        "comm",
+        "dispatch",
+        "deepep",
+    ),
+    (
+        "void deep_ep::ep::combine_impl<true, false, false, 132, 4, 28, 8, 14336, 4096, 8, 12, 100000000000l>(void*, void*)",
+        "comm",
+        "combine",
+        "deepep",
+    ),
     (
         "void deep_ep::layout::get_dispatch_layout<256, 32, 8>(long const*, int*)",
         "compute",
@@ -98,13 +124,19 @@ LIBRARY_KERNELS: tuple[tuple[str, str, str, str | None], ...] = (
     ("MoeFinalizeRouting", "compute", "topk_permute", None),
     ("MoeGatingTopK", "compute", "router", None),
     # perplexityai/pplx-kernels csrc/all_to_all/intranode_dispatch.cu, intranode_combine.cu
+    # (anonymous namespace in intranode_*.cu, global scope in internode_*.cu; not namespace pplx)
     (
-        "void pplx::dispatchKernel<__nv_bfloat16, 8>(int*, unsigned long)",
+        "void (anonymous namespace)::dispatchKernel<16u, true, true>(int*, unsigned long, std::byte*)",
         "comm",
         "dispatch",
         "pplx",
     ),
-    ("void pplx::combineKernel<__nv_bfloat16, __nv_bfloat16>(int*)", "comm", "combine", "pplx"),
+    (
+        "void combineKernel<__nv_bfloat16, __nv_bfloat16, 16ul, true, true>(__nv_bfloat16*, unsigned long)",
+        "comm",
+        "combine",
+        "pplx",
+    ),
     # ROCm/mori src/ops/dispatch_combine
     (
         "void mori::moe::EpDispatchIntraNodeKernel<hip_bfloat16>(mori::moe::EpDispatchCombineArgs<hip_bfloat16>)",
@@ -118,32 +150,38 @@ LIBRARY_KERNELS: tuple[tuple[str, str, str, str | None], ...] = (
         "combine",
         "mori",
     ),
-    # NVIDIA nvshmem src/device
-    ("void nvshmemi_transfer_rma_nbi<(nvshmemi_op_t)0>(void*, void*)", "comm", "comm", "nvshmem"),
+    # NVIDIA nvshmem: __global__ nvshmemi_proxy_rma_entrypoint<nvshmemi_op_t desc, int is_nbi>
+    # (on-stream RMA entry kernel; nvshmemi_transfer_rma_nbi is a __device__ function, not a kernel)
+    (
+        "void nvshmemi_proxy_rma_entrypoint<(nvshmemi_op_t)0, 1>(void*, void*, rma_bytesdesc_t, int)",
+        "comm",
+        "comm",
+        "nvshmem",
+    ),
     # microsoft/mscclpp apps/nccl/src/allreduce.hpp
     (
-        "void allreduce8<__nv_bfloat16>(__nv_bfloat16*, mscclpp::DeviceHandle<mscclpp::MemoryChannel>*)",
+        "void allreduce8<__nv_bfloat16>(__nv_bfloat16*, __nv_bfloat16*, __nv_bfloat16*, mscclpp::DeviceHandle<mscclpp::SmChannel>*, mscclpp::DeviceHandle<mscclpp::SmChannel>*, unsigned long, unsigned long, int, int, int, unsigned long)",
         "comm",
         "comm",
         "mscclpp",
     ),
     # vllm-project/vllm csrc/custom_all_reduce.cuh
     (
-        "void vllm::cross_device_reduce_1stage<__nv_bfloat16, 8>(vllm::RankData*, vllm::RankSignals)",
+        "void vllm::cross_device_reduce_1stage<__nv_bfloat16, 8>(vllm::RankData*, vllm::RankSignals, vllm::Signal*, __nv_bfloat16*, int, int)",
         "comm",
         "comm",
         "custom_allreduce",
     ),
     # NVIDIA/TensorRT-LLM customAllReduceKernels.cu, allReduceFusionKernels.cu
     (
-        "void tensorrt_llm::kernels::oneShotAllReduceKernel<__nv_bfloat16, 8>(AllReduceParams)",
+        "void tensorrt_llm::kernels::oneShotAllReduceKernel<__nv_bfloat16, 8, true, false>(tensorrt_llm::kernels::AllReduceParams)",
         "comm",
         "comm",
         "custom_allreduce",
     ),
     # pytorch/pytorch c10d/symm_mem/CUDASymmetricMemoryOps.cu
     (
-        "void c10d::symmetric_memory::multimem_all_reduce_kernel<__nv_bfloat16, 16>(__nv_bfloat16*)",
+        "void (anonymous namespace)::multimem_all_reduce_kernel<c10::BFloat16, 16>(c10::BFloat16*, unsigned long, unsigned int**, unsigned long, unsigned long)",
         "comm",
         "comm",
         "symm_mem",
@@ -186,7 +224,7 @@ LIBRARY_KERNELS: tuple[tuple[str, str, str, str | None], ...] = (
         "activation",
         None,
     ),
-    # deepseek-ai/DeepGEMM impls/sm90_fp8_gemm_1d2d.cuh (grouped)
+    # deepseek-ai/DeepGEMM impls/sm90_fp8_gemm_1d2d.cuh, sm100_fp8_gemm_1d1d.cuh (GemmType from common/types.cuh)
     (
         "void deep_gemm::sm90_fp8_gemm_1d2d_impl<0u, 4096u, 7168u, 32u, (deep_gemm::GemmType)1>(float*)",
         "compute",
@@ -194,7 +232,7 @@ LIBRARY_KERNELS: tuple[tuple[str, str, str, str | None], ...] = (
         None,
     ),
     (
-        "void deep_gemm::m_grouped_fp8_gemm_nt_contiguous_kernel<128>(float*)",
+        "void deep_gemm::sm100_fp8_gemm_1d1d_impl<0u, 4096u, 7168u, 128u, 256u, (deep_gemm::GemmType)5, false, __nv_bfloat16>(int*, unsigned int, unsigned int, unsigned int)",
         "compute",
         "expert_gemm",
         None,
@@ -214,13 +252,14 @@ LIBRARY_KERNELS: tuple[tuple[str, str, str, str | None], ...] = (
         None,
     ),
     (
-        "void vllm::act_and_mul_kernel<c10::BFloat16, &vllm::silu_kernel<c10::BFloat16> >(c10::BFloat16*)",
+        "void vllm::act_and_mul_kernel<c10::BFloat16, &vllm::silu_kernel<c10::BFloat16>, true>(c10::BFloat16*, c10::BFloat16 const*, int)",
         "compute",
         "activation",
         None,
     ),
     # ROCm/aiter fmoe asm kernels, csrc/kernels/moe_sorting_kernels.cu
-    ("fmoe_bf16_g1u1_subGU_256", "compute", "expert_gemm", None),
+    # (ROCm/aiter hsa/gfx942/fmoe/silu/fmoe_bf16_blockscaleFp8_g1u1_vs_silu_1tg_32x128.co: the code object stem)
+    ("fmoe_bf16_blockscaleFp8_g1u1_vs_silu_1tg_32x128", "compute", "expert_gemm", None),
     (
         "void ck_tile::kentry<1, ck_tile::MoeSortingKernel<ck_tile::MoeSortingProblem<int> > >(ck_tile::MoeSortingKernel::Kargs)",
         "compute",
