@@ -38,7 +38,7 @@ NOT_TRACES = frozenset({"run_meta.json"})
 
 
 def _is_trace_name(name: str) -> bool:
-    """A .json/.json.gz file that is a trace: not a run's metadata nor torch_npu's profiler_info_N.json."""
+    """A .json/.json.gz trace: not run metadata, nor torch_npu's profiler_info_N.json."""
     if name in NOT_TRACES or name.startswith("profiler_info"):
         return False
     return name.endswith((".json", ".json.gz"))
