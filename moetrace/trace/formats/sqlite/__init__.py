@@ -10,14 +10,16 @@ turns events keyed by (pid, tid) into tracks with Perfetto-style overflow lanes.
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
+from typing import BinaryIO
 
 import numpy as np
 import polars as pl
 
-from moetrace.trace.model import TraceFormatError
+from moetrace.trace.model import Trace, TraceFormatError
 from moetrace.trace.nesting import MAX_OVERFLOW_LANE, overflow_lane_name_expr, overflow_lanes
 
 MAGIC = b"SQLite format 3\x00"
@@ -179,3 +181,34 @@ def layout(events: pl.DataFrame, warnings: list[str]) -> tuple[pl.DataFrame, pl.
         .drop("base", "lane")
     )
     return ev, tracks
+
+
+@dataclass(frozen=True)
+class ReadOnlySqliteFormat:
+    """A registry `Format` for an SQLite profile moetrace reads but never writes: the SQLite
+    header sniffs it, `claims` (its table names) says which reader takes it."""
+
+    name: str
+    extensions: tuple[str, ...]
+    what: str  # "msprof databases", "nsys exports": the subject of the not-written line
+    claims_tables: Callable[[set[str]], bool]
+    read_path: Callable[[Path], Trace]
+
+    def sniff(self, head: bytes) -> bool:
+        """The SQLite header; which SQLite reader takes the file is `claims`' decision."""
+        return is_sqlite(head)
+
+    def claims(self, tables: set[str]) -> bool:
+        """True when an SQLite file with these tables is in this format."""
+        return self.claims_tables(tables)
+
+    def read(self, path: Path, *, flavor: str | None = None) -> Trace:
+        """Read the database (its flavor is fixed by the producer)."""
+        return self.read_path(path)
+
+    def write(self, trace: Trace, out: Path | BinaryIO, *, force: bool) -> None:
+        """Not written: moetrace writes .json/.json.gz/.pftrace."""
+        raise TraceFormatError(
+            out if isinstance(out, Path) else None,
+            f"{self.what} are read, not written: use .json, .json.gz or .pftrace",
+        )
