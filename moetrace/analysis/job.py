@@ -159,11 +159,13 @@ def analyze_job(
         pl.col("one_clock") & (pl.col("rank") != pl.col("reference")) & (pl.col("mid_ns") != 0)
     )
     if shared.height and not same_clock:
+        names = shared["rank"].to_list()
         warnings.append(
-            "note: ranks "
-            + ", ".join(str(r) for r in shared["rank"].to_list())
-            + " share the reference rank's clock as far as the collectives can tell (their "
-            "causal offset bounds include 0): offset 0"
+            ("note: rank " if len(names) == 1 else "note: ranks ")
+            + ", ".join(str(r) for r in names)
+            + (" shares" if len(names) == 1 else " share")
+            + " the reference rank's clock as far as the collectives can tell (causal "
+            "offset bounds include 0): offset 0"
         )
     lone = offsets.filter((pl.col("instances") == 0) & (pl.col("rank") != pl.col("reference")))
     if lone.height:
