@@ -199,8 +199,13 @@ MOE_TRACES = (
     "kineto_moe/mi300x_gptoss20b_decode/graph_execution.json.gz",
     *(f"kineto_moe/b300_moe_microbench/moe_0{i}" for i in range(1, 7)),
     "kineto_moe/mi300x_resnet_rccl/resnet_act_checkpoint.json.gz",
+    "ascend/level0__rank0_ascend_pt__trace_view.json",
+    "ascend/level0__rank1_ascend_pt__trace_view.json",
+    "ascend/mstt_advisor__trace_view.json",
+    "ascend_db/level0",
+    "kineto/hta__nccl_parser_config__nccl_data.json.gz",
 )
-"""The shared GPU traces (the CPU-only gloo MoE jobs are not here: `moe` counts the main
+"""The shared GPU and NPU traces (the CPU-only gloo MoE jobs are not here: `moe` counts the main
 thread's self time while `metrics` unions gloo's worker threads, see docs/metrics.md)."""
 
 
