@@ -75,7 +75,7 @@ def _print_table(info: dict[str, Any]) -> None:
         console.print(f"  [yellow]warning:[/] {_safe(warning)}")
 
 
-def _classification(trace: Trace) -> dict[str, Any]:
+def _classification(trace: Trace, warnings: list[str]) -> dict[str, Any]:
     """`unclassified_share` (of device work time, null without device work) and its top
     kernels, from the same classification stage `metrics` and `moe` use; the >10% warning
     joins the reader's warnings."""
@@ -91,7 +91,7 @@ def _classification(trace: Trace) -> dict[str, Any]:
     return {
         "unclassified_share": share if has_device else None,
         "unclassified_top_ns": dict(top),
-        "warnings": [*trace.warnings, *([warning] if warning else [])],
+        "warnings": [*warnings, *([warning] if warning else [])],
     }
 
 
@@ -128,7 +128,8 @@ def info(traces: tuple[str, ...], as_json: bool, flavor: str, loading: LoadOptio
 
     trace = load(list(traces), flavor=None if flavor == "auto" else flavor, options=loading)
     summary = describe(trace)
-    summary.update(_classification(trace))
+    warnings = summary.pop("warnings")  # stays the last key
+    summary.update(_classification(trace, warnings))
     if as_json:
         click.echo(msgspec.json.format(msgspec.json.encode(summary), indent=2).decode())
     else:

@@ -68,8 +68,11 @@ def test_info_json_is_stable_and_exact(tmp_path: Path) -> None:
         "window_ns",
         "deps",
         "counters",
+        "unclassified_share",
+        "unclassified_top_ns",
         "warnings",
     ]
+    assert 0.0 <= info["unclassified_share"] <= 1.0
 
 
 def test_info_table_for_people(tmp_path: Path) -> None:
