@@ -212,9 +212,15 @@ def load_rules(extra: Sequence[str | Path] = ()) -> Rules:
     for path in extra:
         p = Path(path)
         try:
-            text = p.read_text(encoding="utf-8")
+            data = p.read_bytes()
         except OSError as exc:
             raise RulesError(f"{p}: cannot read rules file: {exc.strerror or exc}") from exc
+        try:
+            text = data.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise RulesError(
+                f"{p}: not UTF-8 text (byte 0x{data[exc.start]:02x} at offset {exc.start})"
+            ) from None
         parts.append(parse_rules(text, str(p)))
     base = resources.files("moetrace").joinpath("rules")
     for name in PACKAGED_RULES:

@@ -154,19 +154,6 @@ def check_output_path(
         raise UserError(str(exc)) from None
 
 
-def utf8_files(paths: tuple[str, ...] | list[str]) -> None:
-    """Refuse, with the file and offset, a text input (rules, TOML) that is not UTF-8."""
-    for path in paths:
-        with open(path, "rb") as fh:
-            data = fh.read()
-        try:
-            data.decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise UserError(
-                f"{path}: not UTF-8 text (byte 0x{data[exc.start]:02x} at offset {exc.start})"
-            ) from None
-
-
 def load_options(func: F) -> F:
     """--no-cache, --jobs N, --engine local|ray, --address: how traces are loaded. The command
     receives them as one `loading: LoadOptions` argument and passes it to every `load`."""

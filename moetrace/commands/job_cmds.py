@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from moetrace.commands._common import UserError, handle_errors, load_options, utf8_files, warn
+from moetrace.commands._common import UserError, handle_errors, load_options, warn
 from moetrace.commands.report_tables import cell, wide_console, write_csv
 from moetrace.text import human_bytes
 
@@ -180,6 +180,17 @@ def _by_category(frame: pl.DataFrame) -> pl.DataFrame:
     ).sort(index, nulls_last=False)
 
 
+_rules_option = click.option(
+    "--rules",
+    "rule_files",
+    multiple=True,
+    type=click.Path(dir_okay=False),
+    metavar="FILE",
+    help="Extra TOML name rules (tried before the built-in ones; repeatable).",
+)
+"""--rules FILE: the user's rule files, for every command that classifies events."""
+
+
 @click.command("moe")
 @click.argument("files", nargs=-1, required=True, type=click.Path())
 @click.option("--json", "as_json", is_flag=True, help="Print JSON of every table.")
@@ -191,14 +202,7 @@ def _by_category(frame: pl.DataFrame) -> pl.DataFrame:
     show_default=True,
     help="Which table --csv prints.",
 )
-@click.option(
-    "--rules",
-    "rule_files",
-    multiple=True,
-    type=click.Path(dir_okay=False),
-    metavar="FILE",
-    help="Extra TOML name rules (tried before the built-in ones; repeatable).",
-)
+@_rules_option
 @load_options
 @handle_errors
 def moe(
@@ -213,15 +217,11 @@ def moe(
     expert GEMM, activation, combine, shared expert, norm, other) per rank and step, per-expert
     time, bytes between ranks and token imbalance (max/mean of received bytes)."""
     from moetrace.analysis.moe import moe_view
-    from moetrace.analysis.moe_rules import RulesError, load_rules
+    from moetrace.analysis.moe_rules import load_rules
 
     if as_json and as_csv:
         raise UserError("--json and --csv are exclusive")
-    utf8_files(rule_files)
-    try:
-        rules = load_rules(rule_files)
-    except RulesError as exc:
-        raise UserError(str(exc)) from exc
+    rules = load_rules(rule_files)  # a RulesError is one line (handle_errors)
     trace = _load(files, loading)
     if trace.events.height == 0:  # as metrics: one line and exit 2, not an empty table
         raise UserError(f"{', '.join(files)}: nothing to analyze (no events)")
@@ -249,14 +249,7 @@ def moe(
 @click.argument("files", nargs=-1, required=True, type=click.Path(exists=True))
 @click.option("--top", default=25, show_default=True, help="How many kernels to list.")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")
-@click.option(
-    "--rules",
-    "rule_files",
-    multiple=True,
-    type=click.Path(dir_okay=False),
-    metavar="FILE",
-    help="Extra TOML name rules (tried before the built-in ones; repeatable).",
-)
+@_rules_option
 @click.option(
     "--write-rules",
     "write_rules",
@@ -286,14 +279,11 @@ def classify(
         unclassified,
         unclassified_warning,
     )
-    from moetrace.analysis.moe_rules import RulesError, load_rules
+    from moetrace.analysis.moe_rules import load_rules
     from moetrace.analysis.steps import prepare_steps
     from moetrace.trace.atomic import write_bytes_atomic
 
-    try:
-        rules = load_rules(rule_files)
-    except RulesError as exc:
-        raise UserError(str(exc)) from exc
+    rules = load_rules(rule_files)  # a RulesError is one line (handle_errors)
     trace = _load(files, loading)
     if trace.events.height == 0:
         raise UserError(f"{', '.join(files)}: nothing to classify (no events)")

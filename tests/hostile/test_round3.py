@@ -111,11 +111,12 @@ def test_calibrate_does_not_overwrite_its_trace(job: Path) -> None:
     assert r0.read_bytes() == before
 
 
-def test_non_utf8_rules_file_is_one_line(job: Path, tmp_path: Path) -> None:
+@pytest.mark.parametrize("command", ["moe", "classify"])
+def test_non_utf8_rules_file_is_one_line(job: Path, tmp_path: Path, command: str) -> None:
     rules = tmp_path / "rules.toml"
     data = b'[[rule]]\nname = "caf\xe9"\n'
     rules.write_bytes(data)
-    code, _, err = _cli(["moe", str(job), "--rules", str(rules)])
+    code, _, err = _cli([command, str(job), "--rules", str(rules)])
     assert code == 2
     line = _one_error_line(err)
     assert f"rules.toml: not UTF-8 text (byte 0xe9 at offset {data.index(0xE9)})" in line, line
