@@ -57,9 +57,23 @@ def launching_ops(trace: Trace, comm_patterns: Sequence[str] = ()) -> pl.DataFra
     schema = {"event_id": pl.UInt32, "launch_id": pl.UInt32, "op_id": pl.UInt32, "step": pl.Int64}
     if launch.height == 0:
         return pl.DataFrame(schema=schema)
+    src_row, op_id = enclosing_ops(ev, launch["src"])
+    return pl.DataFrame(
+        {
+            "event_id": launch["dst"],
+            "launch_id": launch["src"],
+            "op_id": op_id,
+            "step": ev["step"].gather(pl.Series(src_row)),
+        }
+    ).select([pl.col(k).cast(v) for k, v in schema.items()])
+
+
+def enclosing_ops(ev: pl.DataFrame, call_ids: pl.Series) -> tuple[np.ndarray, pl.Series]:
+    """For each host call id: its row in `ev` (id, track, ts, end, depth, kind) and the id of
+    the innermost slice around it that is not an annotation (null when there is none)."""
     ids = ev["id"].to_numpy().astype(np.int64)
     order = np.argsort(ids, kind="stable")
-    src_row = order[np.searchsorted(ids[order], launch["src"].to_numpy().astype(np.int64))]
+    row = order[np.searchsorted(ids[order], call_ids.to_numpy().astype(np.int64))]
     parent = parents(
         ev["track"].to_numpy().astype(np.int64),
         ev["ts"].to_numpy().astype(np.int64),
@@ -67,7 +81,7 @@ def launching_ops(trace: Trace, comm_patterns: Sequence[str] = ()) -> pl.DataFra
         ev["depth"].to_numpy().astype(np.int64),
     )
     annotation = (ev["kind"] == "marker").to_numpy()
-    op = parent[src_row]
+    op = parent[row]
     depth = ev["depth"].to_numpy()
     for _ in range(int(depth.max()) + 1 if len(depth) else 0):  # climb over annotations
         climb = (op >= 0) & annotation[np.clip(op, 0, None)]
@@ -75,14 +89,7 @@ def launching_ops(trace: Trace, comm_patterns: Sequence[str] = ()) -> pl.DataFra
             break
         op = np.where(climb, parent[np.clip(op, 0, None)], op)
     op_id = np.where(op >= 0, ids[np.clip(op, 0, None)], -1)
-    return pl.DataFrame(
-        {
-            "event_id": launch["dst"],
-            "launch_id": launch["src"],
-            "op_id": pl.Series(op_id).replace(-1, None),
-            "step": ev["step"].gather(pl.Series(src_row)),
-        }
-    ).select([pl.col(k).cast(v) for k, v in schema.items()])
+    return row, pl.Series("op_id", op_id).replace(-1, None)
 
 
 GRAPH_LAUNCH = r"^(?:cuda|hip)GraphLaunch|^cuGraphLaunch|GraphLaunch$"
@@ -197,28 +204,11 @@ def _captured_calls(capture: Trace) -> pl.DataFrame:
 
 def _ops_of_calls(trace: Trace, call_ids: pl.Series) -> pl.DataFrame:
     """capture_id, op_id: the innermost non-annotation slice around each host call."""
-    ev = trace.events.sort("track", "ts", "id")
-    ids = ev["id"].to_numpy().astype(np.int64)
-    parent = parents(
-        ev["track"].to_numpy().astype(np.int64),
-        ev["ts"].to_numpy().astype(np.int64),
-        (ev["ts"] + ev["dur"]).to_numpy().astype(np.int64),
-        ev["depth"].to_numpy().astype(np.int64),
+    ev = trace.events.with_columns((pl.col("ts") + pl.col("dur")).alias("end"))
+    _, op_id = enclosing_ops(ev, call_ids)
+    return pl.DataFrame({"capture_id": call_ids, "op_id": op_id}).select(
+        pl.col("capture_id").cast(pl.UInt32), pl.col("op_id").cast(pl.UInt32)
     )
-    annotation = (ev["kind"] == "marker").to_numpy()
-    order = np.argsort(ids, kind="stable")
-    row = order[np.searchsorted(ids[order], call_ids.to_numpy().astype(np.int64))]
-    op = parent[row]
-    depth = ev["depth"].to_numpy()
-    for _ in range(int(depth.max()) + 1 if len(depth) else 0):  # climb over annotations
-        climb = (op >= 0) & annotation[np.clip(op, 0, None)]
-        if not climb.any():
-            break
-        op = np.where(climb, parent[np.clip(op, 0, None)], op)
-    op_id = np.where(op >= 0, ids[np.clip(op, 0, None)], -1)
-    return pl.DataFrame(
-        {"capture_id": call_ids, "op_id": pl.Series(op_id).replace(-1, None)}
-    ).select(pl.col("capture_id").cast(pl.UInt32), pl.col("op_id").cast(pl.UInt32))
 
 
 def _map_by_calls(groups: pl.DataFrame, calls: pl.DataFrame) -> pl.DataFrame:
