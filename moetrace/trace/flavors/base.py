@@ -19,6 +19,16 @@ from moetrace.trace.model import Trace
 STEP_MARKER = r"^(?:ProfilerStep#|step )(\d+)$"
 """Step markers (kind `marker`): Kineto/Ascend `ProfilerStep#N`, the executor's `step N`."""
 
+DEVICE_COMM_KERNEL = (
+    r"(?i)^(?:nccl|rccl)"
+    r"|multimem_all_reduce|one_shot_all_reduce|two_shot_all_reduce|cross_device_reduce"
+    r"|deep_ep::.*(?:dispatch|combine)|^(?:dispatch|combine)(?:_kernel)?(?:<|$|\()"
+)
+"""Collective kernels on a GPU stream, the readers' first guess at `kind == comm` (METRICS.md):
+NCCL/RCCL (ncclKernel_*, ncclDevKernel_*, ncclSymkDevKernel_*), symmetric-memory and custom
+all-reduce, DeepEP dispatch/combine. The classification stage (analysis/labels.py) refines it
+with the libraries' rules; Kineto's `Collective name` arg is checked before it."""
+
 LAUNCH_FLOW_CATS = ["ac2g", "async_cpu_to_gpu", "HostToDevice", "async_npu"]
 """Flow categories that are host -> device launches (Kineto ac2g, Ascend HostToDevice...)."""
 

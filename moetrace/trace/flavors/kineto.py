@@ -10,19 +10,11 @@ from typing import Any
 
 import polars as pl
 
-from moetrace.trace.flavors.base import RANK_LIMIT, Evidence, Flavor, with_kind
+from moetrace.trace.flavors.base import DEVICE_COMM_KERNEL, RANK_LIMIT, Evidence, Flavor, with_kind
 from moetrace.trace.flavors.kineto_links import kineto_links
 from moetrace.trace.formats.chrome.build import Built
 
 NAME = "kineto"
-
-KINETO_COMM_KERNEL = (
-    r"^(?:nccl(?:Dev)?Kernel_|rccl|ncclDevKernel)"
-    r"|multimem_all_reduce|one_shot_all_reduce|two_shot_all_reduce|cross_device_reduce"
-    r"|deep_ep::.*(?:dispatch|combine)|^(?:dispatch|combine)(?:_kernel)?(?:<|$|\()"
-)
-"""Collective kernels on a GPU stream (METRICS.md): NCCL/RCCL, symmetric-memory and custom
-all-reduce, DeepEP dispatch/combine. `Collective name` in args is checked first."""
 
 _KINETO_GPU_CATS = [
     "kernel",
@@ -139,7 +131,7 @@ def _kineto(built: Built, rank: int | None) -> tuple[pl.DataFrame, pl.DataFrame]
         # A filter of args would copy their text (~100 MB at 1M events): the literal test
         # runs on every row instead (cheap), the regex on the kernels' names only.
         collective = ev["args"].str.contains('"Collective name"', literal=True).fill_null(False)
-        named = ev["name"].filter(is_kernel).str.contains(KINETO_COMM_KERNEL).fill_null(False)
+        named = ev["name"].filter(is_kernel).str.contains(DEVICE_COMM_KERNEL).fill_null(False)
         hit = collective.filter(is_kernel) | named
         comm = comm.scatter(is_kernel.arg_true(), hit)
     cpu_comm = (  # host ops are comm only in CPU-only traces: skip the regex otherwise

@@ -18,7 +18,7 @@ from typing import Any
 
 import polars as pl
 
-from moetrace.trace.flavors.base import STEP_MARKER
+from moetrace.trace.flavors.base import DEVICE_COMM_KERNEL, STEP_MARKER
 from moetrace.trace.formats.sqlite import (
     columns_of,
     fetch,
@@ -41,8 +41,6 @@ NVTX_RANGES = (59, 60, 70, 71)
 """NVTX_EVENTS.eventType of ranges (push/pop, start/end, and their domain variants), from
 ENUM_NSYS_EVENT_TYPE: NvtxPushPopRange 59, NvtxStartEndRange 60, NvtxtPushPopRange 70,
 NvtxtStartEndRange 71."""
-COMM_KERNEL = r"^(?:nccl|rccl)"
-"""NCCL/RCCL kernels (ncclKernel_*, ncclDevKernel_*): communication."""
 EXPORT_HINT = (
     "an Nsight Systems report is a binary file moetrace does not read: export it first with "
     "`nsys export --type sqlite -o report.sqlite report.nsys-rep` and pass the .sqlite"
@@ -186,7 +184,7 @@ def _gpu(
                 *_device_cols(ids),
                 "name",
                 pl.lit("kernel").alias("cat"),
-                pl.when(pl.col("name").str.contains(COMM_KERNEL))
+                pl.when(pl.col("name").str.contains(DEVICE_COMM_KERNEL))
                 .then(pl.lit("comm"))
                 .otherwise(pl.lit("compute"))
                 .alias("kind"),

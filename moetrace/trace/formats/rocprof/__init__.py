@@ -20,12 +20,12 @@ from typing import Any, BinaryIO
 
 import polars as pl
 
+from moetrace.trace.flavors.base import DEVICE_COMM_KERNEL
 from moetrace.trace.formats.sqlite import layout
 from moetrace.trace.model import Trace, TraceFormatError
 
 NAME = "rocprofv3-json"
 KEY = b'"rocprofiler-sdk-tool"'
-COMM_KERNEL = r"(?i)^(?:nccl|rccl)"
 
 
 def looks_like(path: Path, head: bytes) -> bool:
@@ -105,7 +105,7 @@ def read(path: Path) -> Trace:
         pl.lit(None, pl.Int32).alias("rank"),
         "name",
         pl.lit("kernel").alias("cat"),
-        pl.when(pl.col("name").str.contains(COMM_KERNEL))
+        pl.when(pl.col("name").str.contains(DEVICE_COMM_KERNEL))
         .then(pl.lit("comm"))
         .otherwise(pl.lit("compute"))
         .alias("kind"),
