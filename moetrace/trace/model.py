@@ -109,7 +109,9 @@ def empty_frame(table: str) -> pl.DataFrame:
 
 def conform(frame: pl.DataFrame | Mapping[str, Any] | None, table: str) -> pl.DataFrame:
     """Cast `frame` to the schema of `table`: missing nullable columns become null, column
-    order is fixed, extra columns are dropped. Raises `TraceValidationError` on a bad cast."""
+    order is fixed, extra columns are dropped; deps are put in (src, dst, kind) order, so the
+    same trace is the same frames (and the same written bytes) on every run. Raises
+    `TraceValidationError` on a bad cast."""
     schema = SCHEMAS[table]
     if frame is None:
         return empty_frame(table)
@@ -121,8 +123,11 @@ def conform(frame: pl.DataFrame | Mapping[str, Any] | None, table: str) -> pl.Da
             exprs.append(pl.col(name).cast(dtype, strict=True))
         else:
             exprs.append(pl.lit(None, dtype=dtype).alias(name))
+    query = frame.lazy().select(exprs)
+    if table == "deps":  # one order whatever join built them: writers number flows by row
+        query = query.sort("src", "dst", "kind", maintain_order=True)
     try:
-        out = frame.lazy().select(exprs).collect()
+        out = query.collect()
     except (pl.exceptions.InvalidOperationError, pl.exceptions.ComputeError) as exc:
         raise TraceValidationError(f"{table}: {exc}") from exc
     return _align_chunks(out)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import polars as pl
 import pytest
@@ -165,3 +167,38 @@ def test_conform_aligns_chunks_without_copying() -> None:
             expected = before[name][k][1] + (row - starts[name][k]) * width
             assert address(chunk) == expected, (name, row)
             row += len(chunk)
+
+
+def test_deps_come_in_one_order_whatever_order_they_are_given(tmp_path: Path) -> None:
+    """Readers build deps by joins whose row order varies run to run; writers number flows by
+    row, so the Trace fixes the order (src, dst, kind) and the written bytes are the same."""
+    from moetrace.trace.io import write_trace
+
+    events = {
+        "id": [0, 1, 2, 3],
+        "track": [0, 0, 1, 1],
+        "name": ["a", "b", "k1", "k2"],
+        "kind": ["host", "host", "compute", "compute"],
+        "ts": [0, 10, 20, 30],
+        "dur": [5, 5, 5, 5],
+    }
+    tracks = {"track": [0, 1], "pid": ["p", "p"], "tid": ["t", "s"], "unit": ["cpu", "stream"]}
+    edges = [(1, 3, "launch"), (0, 2, "launch"), (0, 3, "sync"), (1, 2, "launch")]
+    written = []
+    for order in (edges, edges[::-1], [edges[2], edges[0], edges[3], edges[1]]):
+        deps = {
+            "src": [e[0] for e in order],
+            "dst": [e[1] for e in order],
+            "kind": [e[2] for e in order],
+        }
+        trace = Trace.from_frames(events, tracks, deps)
+        assert trace.deps.rows() == [
+            (0, 2, "launch"),
+            (0, 3, "sync"),
+            (1, 2, "launch"),
+            (1, 3, "launch"),
+        ]
+        out = tmp_path / f"t{len(written)}.json"
+        write_trace(trace, out)
+        written.append(out.read_bytes())
+    assert written[0] == written[1] == written[2]
