@@ -58,10 +58,10 @@ def interpret(
     built: Built, top: dict[str, Any], path: str | Path, meta: dict[str, Any]
 ) -> tuple[pl.DataFrame, pl.DataFrame]:
     """Hardware streams, HCCL links, host threads; the rank from the path."""
-    return _ascend(built, _ascend_rank(path))
+    return _ascend(built, ascend_rank(path))
 
 
-def _ascend_rank(path: str | Path) -> int | None:
+def ascend_rank(path: str | Path) -> int | None:
     """Rank from `*rank<N>*` in the path (torch_npu's `rank0_ascend_pt` folders), else from a
     `profiler_info_<N>.json` next to ASCEND_PROFILER_OUTPUT, else unknown."""
     p = Path(path)

@@ -15,21 +15,20 @@ from __future__ import annotations
 
 import sqlite3
 from pathlib import Path
-from typing import Any
 
 import polars as pl
 
-from moetrace.trace.flavors.ascend import ASCEND_MEMORY_TASKS, _ascend_rank
+from moetrace.trace.flavors.ascend import ASCEND_MEMORY_TASKS, ascend_rank
 from moetrace.trace.flavors.base import STEP_MARKER
 from moetrace.trace.formats.sqlite import (
     columns_of,
     fetch,
-    layout,
     lookup,
     open_readonly,
     strings,
     table_names,
 )
+from moetrace.trace.formats.table import table_trace
 from moetrace.trace.model import Trace, TraceFormatError
 
 NAME = "ascend-db"
@@ -91,21 +90,16 @@ def read(path: Path) -> Trace:
         pl.lit(rank, pl.Int32).alias("rank")
     )
     events = events.filter(pl.col("ts").is_not_null())
-    bad = events.filter(pl.col("dur") < 0).height
-    if bad:
-        warnings.append(f"{bad} row(s) end before they start: dropped")
-        events = events.filter(pl.col("dur") >= 0)
     if rank is None:
         warnings.append("no rank in RANK_DEVICE_MAP or the path")
-    ev, tracks = layout(events, warnings)
-    deps = _launch_deps(ev, conn_ids)
-    meta: dict[str, Any] = {
-        "format": NAME,
-        "flavor": "ascend",
-        "source": [str(path)],
-        "warnings": warnings,
-    }
-    return Trace.from_frames(ev, tracks, deps, None, meta)
+    return table_trace(
+        events,
+        warnings,
+        path=path,
+        name=NAME,
+        flavor="ascend",
+        deps_of=lambda ev: _launch_deps(ev, conn_ids),
+    )
 
 
 def _rank(conn: sqlite3.Connection, tables: set[str], path: Path) -> int | None:
@@ -116,7 +110,7 @@ def _rank(conn: sqlite3.Connection, tables: set[str], path: Path) -> int | None:
             (r,) = ranks
             if isinstance(r, int) and 0 <= r < 2**31:
                 return r
-    return _ascend_rank(path)
+    return ascend_rank(path)
 
 
 def _tasks(

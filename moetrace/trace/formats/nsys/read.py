@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import sqlite3
 from pathlib import Path
-from typing import Any
 
 import polars as pl
 
@@ -22,12 +21,12 @@ from moetrace.trace.flavors.base import DEVICE_COMM_KERNEL, STEP_MARKER
 from moetrace.trace.formats.sqlite import (
     columns_of,
     fetch,
-    layout,
     lookup,
     open_readonly,
     strings,
     table_names,
 )
+from moetrace.trace.formats.table import table_trace
 from moetrace.trace.model import Trace, TraceFormatError
 
 NAME = "nsys-sqlite"
@@ -108,19 +107,7 @@ def read(path: Path) -> Trace:
         pl.lit(None, pl.Int32).alias("rank"),
         pl.col("process_name").fill_null(pl.lit("Process ") + pl.col("pid")),
     )
-    bad = events.filter(pl.col("dur") < 0).height
-    if bad:
-        warnings.append(f"{bad} row(s) end before they start: dropped")
-        events = events.filter(pl.col("dur") >= 0)
-    ev, tracks = layout(events, warnings)
-    deps = _launch_deps(ev)
-    meta: dict[str, Any] = {
-        "format": NAME,
-        "flavor": "nsys",
-        "source": [str(path)],
-        "warnings": warnings,
-    }
-    return Trace.from_frames(ev, tracks, deps, None, meta)
+    return table_trace(events, warnings, path=path, name=NAME, flavor="nsys", deps_of=_launch_deps)
 
 
 def _device_cols(ids: pl.DataFrame) -> list[pl.Expr]:

@@ -21,7 +21,7 @@ from typing import Any, BinaryIO
 import polars as pl
 
 from moetrace.trace.flavors.base import DEVICE_COMM_KERNEL
-from moetrace.trace.formats.sqlite import layout
+from moetrace.trace.formats.table import table_trace
 from moetrace.trace.model import Trace, TraceFormatError
 
 NAME = "rocprofv3-json"
@@ -120,18 +120,7 @@ def read(path: Path) -> Trace:
         .struct.json_encode()
         .alias("args"),
     )
-    bad = events.filter(pl.col("dur") < 0).height
-    if bad:
-        warnings.append(f"{bad} dispatch(es) end before they start: dropped")
-        events = events.filter(pl.col("dur") >= 0)
-    ev, tracks = layout(events, warnings)
-    meta: dict[str, Any] = {
-        "format": NAME,
-        "flavor": "rocprof",
-        "source": [str(path)],
-        "warnings": warnings,
-    }
-    return Trace.from_frames(ev, tracks, None, None, meta)
+    return table_trace(events, warnings, path=path, name=NAME, flavor="rocprof")
 
 
 def lookup_frame(frame: pl.DataFrame, key: str, value: str) -> pl.DataFrame:

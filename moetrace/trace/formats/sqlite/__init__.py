@@ -3,8 +3,7 @@
 A database is opened strictly read-only (`file:...?mode=ro&immutable=1`): SQLite then
 neither takes locks nor reads or creates a `-wal`/`-shm` beside the file, so reading a
 profile never changes anything next to it. Rows come out in bulk (`fetchall` into Polars
-columns, see `fetch`); every SQLite error becomes one `TraceFormatError` line. `layout`
-turns events keyed by (pid, tid) into tracks with Perfetto-style overflow lanes.
+columns, see `fetch`); every SQLite error becomes one `TraceFormatError` line.
 """
 
 from __future__ import annotations
@@ -16,11 +15,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO
 
-import numpy as np
 import polars as pl
 
 from moetrace.trace.model import Trace, TraceFormatError
-from moetrace.trace.nesting import MAX_OVERFLOW_LANE, overflow_lane_name_expr, overflow_lanes
 
 MAGIC = b"SQLite format 3\x00"
 """The first 16 bytes of every SQLite 3 database (sqlite.org/fileformat.html, 1.3)."""
@@ -126,61 +123,6 @@ def strings(conn: sqlite3.Connection, table: str, id_col: str, value_col: str) -
 def lookup(ids: pl.Expr, table: pl.DataFrame) -> pl.Expr:
     """Text of each id in `ids` from a `strings` frame (null when unknown)."""
     return ids.replace_strict(table["id"], table["value"], default=None, return_dtype=pl.String)
-
-
-def layout(events: pl.DataFrame, warnings: list[str]) -> tuple[pl.DataFrame, pl.DataFrame]:
-    """Tracks for events keyed by `pid`, `tid` (text) with `process_name`, `thread_name`,
-    `unit` and `rank`: one track per (pid, tid), overflow lanes (as the Chrome reader and
-    Perfetto do) for slices that overlap without nesting. Returns (events with `track`,
-    `depth` and `id` in time order, tracks)."""
-    keys = ["pid", "tid"]
-    threads = (
-        events.group_by(keys, maintain_order=True)
-        .agg(pl.col("process_name", "thread_name", "unit", "rank").first())
-        .sort(["rank", "process_name", "pid", "tid"], nulls_last=True)
-        .with_row_index("base")
-    )
-    ev = events.join(threads.select(*keys, "base"), on=keys, how="left").sort(
-        ["base", "ts", "dur"], descending=[False, False, True]
-    )
-    base = ev["base"].to_numpy().astype(np.int64)
-    lane, depth = overflow_lanes(base, ev["ts"], ev["dur"], MAX_OVERFLOW_LANE)
-    moved = int((lane > 0).sum())
-    if moved:
-        warnings.append(
-            f"{moved} slice(s) overlap an earlier slice on their thread without nesting: "
-            "moved to overflow tracks (as Perfetto does)"
-        )
-    ev = ev.with_columns(
-        pl.Series("lane", lane, dtype=pl.Int64), pl.Series("depth", depth, dtype=pl.UInt16)
-    )
-    lanes = (
-        ev.select("base", "lane")
-        .unique()
-        .sort("base", "lane")
-        .with_row_index("track")
-        .join(threads, on="base", how="left")
-    )
-    tracks = lanes.select(
-        "track",
-        "rank",
-        "pid",
-        "tid",
-        "process_name",
-        pl.when(pl.col("lane") == 0)
-        .then(pl.col("thread_name"))
-        .otherwise(overflow_lane_name_expr(pl.col("thread_name"), pl.col("lane")))
-        .alias("thread_name"),
-        "unit",
-        pl.col("track").cast(pl.Int32).alias("sort_index"),
-    )
-    ev = (
-        ev.join(lanes.select("base", "lane", "track"), on=["base", "lane"], how="left")
-        .sort(["ts", "track", "dur"], descending=[False, False, True], maintain_order=True)
-        .with_row_index("id")
-        .drop("base", "lane")
-    )
-    return ev, tracks
 
 
 @dataclass(frozen=True)
