@@ -243,9 +243,10 @@ CATEGORY_SCHEMA: dict[str, pl.DataType] = {
 }
 
 
-def category_times(ev: pl.DataFrame) -> pl.DataFrame:
-    """Per (rank, step, layer, category): time_ns, exposed_ns, share (`CATEGORY_SCHEMA`)."""
-    mask = _work_mask(ev).to_numpy()
+def category_times(ev: pl.DataFrame, work_mask: pl.Series | None = None) -> pl.DataFrame:
+    """Per (rank, step, layer, category): time_ns, exposed_ns, share (`CATEGORY_SCHEMA`);
+    `work_mask`: the events counted (default `_work_mask(ev)`, passed when already known)."""
+    mask = (_work_mask(ev) if work_mask is None else work_mask).to_numpy()
     work_rows = np.flatnonzero(mask)
     if len(work_rows) == 0:
         return pl.DataFrame(schema=CATEGORY_SCHEMA)
@@ -478,7 +479,7 @@ def moe_view(trace: Trace, rules: Rules | None = None) -> MoeView:
         ev.with_columns(mask.alias("work"), pl.lit(True).alias("device")), top=5
     )
     return MoeView(
-        categories=category_times(ev),
+        categories=category_times(ev, mask),
         experts=expert_times(ev, rules),
         traffic=pairs,
         received=received(pairs, trace.ranks or [0]),
