@@ -191,40 +191,24 @@ def test_gloo_same_clock_reports_but_does_not_apply_offsets(real_traces: Path) -
     assert job.to_dict()["stragglers"][0]["rank"] == 0
 
 
+def _shift_rank(trace: Trace, rank: int, ns: int) -> Trace:
+    """`trace` with every event of `rank` moved by `ns` (that rank's clock set off)."""
+    tracks = trace.tracks.filter(pl.col("rank") == rank)["track"].implode()
+    events = trace.events.with_columns(
+        pl.when(pl.col("track").is_in(tracks)).then(pl.col("ts") + ns).otherwise("ts").alias("ts")
+    )
+    return Trace(events, trace.tracks, trace.deps, trace.counters, trace.meta)
+
+
 def test_gloo_shifted_rank_same_stragglers(real_traces: Path) -> None:
     from moetrace.trace.io import load
 
     trace = load(_gloo(real_traces, "skewed"))
-    rank1 = trace.tracks.filter(pl.col("rank") == 1)["track"].implode()
-    moved = Trace(
-        trace.events.with_columns(
-            pl.when(pl.col("track").is_in(rank1))
-            .then(pl.col("ts") + 10_000_000_000)  # beyond the causal bounds: estimated
-            .otherwise("ts")
-            .alias("ts")
-        ),
-        trace.tracks,
-        trace.deps,
-        trace.counters,
-        trace.meta,
-    )
-    a, b = analyze_job(trace), analyze_job(moved)
     # moved 10 s and 20 s: both beyond the causal bounds, so both estimated, and every
     # aligned figure is the same (the estimate moves with the clock)
-    c = analyze_job(
-        Trace(
-            moved.events.with_columns(
-                pl.when(pl.col("track").is_in(rank1))
-                .then(pl.col("ts") + 10_000_000_000)
-                .otherwise("ts")
-                .alias("ts")
-            ),
-            trace.tracks,
-            trace.deps,
-            trace.counters,
-            trace.meta,
-        )
-    )
+    a = analyze_job(trace)
+    b = analyze_job(_shift_rank(trace, 1, 10_000_000_000))
+    c = analyze_job(_shift_rank(trace, 1, 20_000_000_000))
     off_a = dict(a.offsets.select("rank", "offset_ns").rows())
     off_b = dict(b.offsets.select("rank", "offset_ns").rows())
     off_c = dict(c.offsets.select("rank", "offset_ns").rows())

@@ -9,27 +9,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from click.testing import CliRunner
+from hostile_cli import one_error_line, run_cli
 
-from moetrace.cli import main
 from moetrace.commands.numbers import HW_RANGES
 from moetrace.trace.io import load
 
 SMALL = ["--ranks", "4", "--tokens", "128"]
-
-
-def _cli(args: list[str]) -> tuple[int, str, str]:
-    result = CliRunner().invoke(main, args)
-    if result.exception is not None and not isinstance(result.exception, SystemExit):
-        raise result.exception  # a traceback is a failure
-    return result.exit_code, result.stdout, result.stderr
-
-
-def _one_error_line(err: str) -> str:
-    lines = err.strip().splitlines()
-    assert len(lines) == 1, err
-    assert lines[0].startswith("moetrace: error: ")
-    return lines[0]
 
 
 def _write(path: Path, events: list[dict[str, Any]], **top: Any) -> Path:
@@ -60,16 +45,16 @@ def _x(name: str, ts: Any, dur: Any = 2, **more: Any) -> dict[str, Any]:
     ],
 )
 def test_bad_executor_numbers_are_one_line_exit_2(args: list[str], expected: str) -> None:
-    code, out, err = _cli(["run", *SMALL, *args])
+    code, out, err = run_cli(["run", *SMALL, *args])
     assert code == 2 and out == ""
-    assert expected in _one_error_line(err)
+    assert expected in one_error_line(err)
 
 
 def test_hw_file_values_are_checked_too(tmp_path: Path) -> None:
     hw = tmp_path / "hw.toml"
     hw.write_text("link_bw = 1.0\n")
-    code, _, err = _cli(["run", *SMALL, "--hw-file", str(hw)])
-    assert code == 2 and "--hw link_bw 1.0: must be a finite number" in _one_error_line(err)
+    code, _, err = run_cli(["run", *SMALL, "--hw-file", str(hw)])
+    assert code == 2 and "--hw link_bw 1.0: must be a finite number" in one_error_line(err)
 
 
 def test_every_range_accepts_its_ends_and_link_bw_zero_means_the_tables() -> None:
@@ -96,7 +81,7 @@ def test_every_numeric_hardware_field_has_a_range_that_fits_every_preset() -> No
 
 
 def test_valid_extreme_hw_values_run(tmp_path: Path) -> None:
-    code, out, err = _cli(["run", *SMALL, "--hw", "link_bw=1e6", "--json"])
+    code, out, err = run_cli(["run", *SMALL, "--hw", "link_bw=1e6", "--json"])
     assert code == 0, err
     assert json.loads(out)["makespan_ns"] > 0
 
@@ -104,16 +89,16 @@ def test_valid_extreme_hw_values_run(tmp_path: Path) -> None:
 @pytest.mark.parametrize("value", ["-1", "0", "nan", "inf", "1e9"])
 def test_peak_tflops_out_of_range(value: str) -> None:
     trace = Path(__file__).resolve().parents[2] / "sample_traces" / "tile_zipf.json.gz"
-    code, out, err = _cli(["metrics", str(trace), "--json", "--peak-tflops", value])
+    code, out, err = run_cli(["metrics", str(trace), "--json", "--peak-tflops", value])
     assert code == 2 and out == ""
-    assert "--peak-tflops" in _one_error_line(err) and "0.001..1e+06 TFLOP/s" in err
+    assert "--peak-tflops" in one_error_line(err) and "0.001..1e+06 TFLOP/s" in err
 
 
 def test_peak_tflops_in_range_changes_mfu_as_expected() -> None:
     trace = Path(__file__).resolve().parents[2] / "sample_traces" / "tile_zipf.json.gz"
-    code, out, _ = _cli(["metrics", str(trace), "--json", "--peak-tflops", "100"])
+    code, out, _ = run_cli(["metrics", str(trace), "--json", "--peak-tflops", "100"])
     assert code == 0
-    code2, out2, _ = _cli(["metrics", str(trace), "--json", "--peak-tflops", "200"])
+    code2, out2, _ = run_cli(["metrics", str(trace), "--json", "--peak-tflops", "200"])
     assert code2 == 0
     a = json.loads(out)["traces"][0]["summary"]["mfu"]
     b = json.loads(out2)["traces"][0]["summary"]["mfu"]
@@ -158,7 +143,7 @@ def test_distributed_rank_outside_int32_is_a_warning(tmp_path: Path, rank: Any) 
         distributedInfo={"rank": rank},
         schemaVersion=1,
     )
-    code, out, err = _cli(["info", str(path), "--json"])
+    code, out, err = run_cli(["info", str(path), "--json"])
     assert code == 0, err
     info = json.loads(out)
     assert info["ranks"] == []
@@ -175,11 +160,11 @@ def test_rank_2_31_minus_1_is_kept(tmp_path: Path) -> None:
 def test_300_character_file_names(tmp_path: Path) -> None:
     src = _write(tmp_path / "in.json", [_x("a", 1)])
     long_out = tmp_path / ("o" * 300 + ".json")
-    code, _, err = _cli(["convert", str(src), "-o", str(long_out)])
-    assert code == 2 and "file name too long (305 characters" in _one_error_line(err)
-    code, _, err = _cli(["info", str(tmp_path / ("i" * 300 + ".json"))])
+    code, _, err = run_cli(["convert", str(src), "-o", str(long_out)])
+    assert code == 2 and "file name too long (305 characters" in one_error_line(err)
+    code, _, err = run_cli(["info", str(tmp_path / ("i" * 300 + ".json"))])
     assert code == 2
-    line = _one_error_line(err)
+    line = one_error_line(err)
     assert "name too long" in line.lower() or "no such file" in line
     assert sorted(p.name for p in tmp_path.iterdir()) == ["in.json"]
 
@@ -187,7 +172,7 @@ def test_300_character_file_names(tmp_path: Path) -> None:
 def test_convert_reports_warnings_and_refuses_an_empty_output(tmp_path: Path) -> None:
     src = _write(tmp_path / "in.json", [_x("a", "x"), _x("b", 1, None)])
     out = tmp_path / "out.json"
-    code, stdout, err = _cli(["convert", str(src), "-o", str(out)])
+    code, stdout, err = run_cli(["convert", str(src), "-o", str(out)])
     assert code == 2 and stdout == ""
     lines = err.strip().splitlines()
     assert lines[0].startswith("warning: 1 event(s) with a non-numeric or out-of-range 'ts'")
@@ -202,7 +187,7 @@ def test_convert_reports_truncation_and_writes_what_was_kept(tmp_path: Path) -> 
     src = tmp_path / "cut.json"
     src.write_text('[{"ph":"X","name":"a","pid":1,"tid":1,"ts":1,"dur":2},{"ph":"X","na')
     out = tmp_path / "out.json"
-    code, _, err = _cli(["convert", str(src), "-o", str(out)])
+    code, _, err = run_cli(["convert", str(src), "-o", str(out)])
     assert code == 0
     assert err.startswith("warning: truncated at byte 67")
     assert "wrote 1 events" in err
@@ -212,21 +197,21 @@ def test_convert_reports_truncation_and_writes_what_was_kept(tmp_path: Path) -> 
 def test_convert_of_an_empty_trace_is_fine(tmp_path: Path) -> None:
     src = tmp_path / "empty.json"
     src.write_text("[]")
-    code, _, err = _cli(["convert", str(src), "-o", str(tmp_path / "out.json")])
+    code, _, err = run_cli(["convert", str(src), "-o", str(tmp_path / "out.json")])
     assert code == 0 and "wrote 0 events" in err
 
 
 def test_warnings_with_control_characters_are_shown_escaped(tmp_path: Path) -> None:
     src = _write(tmp_path / "in.json", [_x("ok", 1), {"ph": "\x1b", "ts": 1}])
-    code, _, err = _cli(["convert", str(src), "-o", str(tmp_path / "o.json")])
+    code, _, err = run_cli(["convert", str(src), "-o", str(tmp_path / "o.json")])
     assert code == 0
     assert "\x1b" not in err and "\\x1b" in err
 
 
 def test_convert_refuses_an_unknown_output_format_before_reading(tmp_path: Path) -> None:
     missing = tmp_path / "not_read.json"  # never opened: the format is checked first
-    code, _, err = _cli(["convert", str(missing), "-o", str(tmp_path / "out.txt")])
-    assert code == 2 and "unknown output format" in _one_error_line(err)
+    code, _, err = run_cli(["convert", str(missing), "-o", str(tmp_path / "out.txt")])
+    assert code == 2 and "unknown output format" in one_error_line(err)
 
 
 def _levels(value: Any) -> int:
@@ -251,23 +236,23 @@ def test_deeply_nested_top_level_value_survives_the_cache_and_pftrace(tmp_path: 
     for trace in (load(src), load(src)):  # read and cached, then read from the cache
         assert _levels(trace.meta["top"]["deep"]) == depth - 1
         assert trace.events["name"].to_list() == ["k"]
-    code, _, err = _cli(["convert", str(src), "-o", str(tmp_path / "deep.pftrace")])
+    code, _, err = run_cli(["convert", str(src), "-o", str(tmp_path / "deep.pftrace")])
     assert code == 0, err
     assert _levels(load(tmp_path / "deep.pftrace").meta["top"]["deep"]) == depth - 1
     for command in (["info", str(src)], ["metrics", "--json", str(src)]):
-        assert _cli(command)[0] == 0
+        assert run_cli(command)[0] == 0
 
 
-def test_pftrace_with_a_corrupt_nested_message_is_one_error_line(tmp_path: Path) -> None:
+def test_pftrace_with_a_corrupt_nested_message_isone_error_line(tmp_path: Path) -> None:
     """Found by the fuzzing campaign (seed 777): a packet whose own fields frame correctly but
     whose track descriptor (field 60) holds corrupt bytes passed the vectorised scan and then
     raised protobuf's DecodeError out of `moetrace info`."""
     packet = b"\xe2\x03\x02\xff\xff"  # field 60, length 2, an unterminated varint
     src = tmp_path / "corrupt.pftrace"
     src.write_bytes(b"\x0a" + bytes([len(packet)]) + packet)
-    code, _, err = _cli(["info", "--no-cache", str(src)])
+    code, _, err = run_cli(["info", "--no-cache", str(src)])
     assert code == 2
-    assert "corrupt.pftrace" in _one_error_line(err)
+    assert "corrupt.pftrace" in one_error_line(err)
 
 
 def _stored_table(n_tracks: int) -> dict[str, Any]:
@@ -310,25 +295,25 @@ def test_damaged_stored_track_table_lays_the_tracks_out_instead(
     assert sorted(trace.events["name"].to_list()) == ["a", "b"]
     assert trace.tracks.height == 2
     assert any("moetrace track table is damaged" in w for w in trace.meta["warnings"])
-    assert _cli(["metrics", "--json", "--no-cache", str(src)])[0] == 0
+    assert run_cli(["metrics", "--json", "--no-cache", str(src)])[0] == 0
 
 
-def test_stored_deps_without_events_are_one_error_line(tmp_path: Path) -> None:
+def test_stored_deps_without_events_areone_error_line(tmp_path: Path) -> None:
     """Found by the fuzzing campaign (seed 777): a moetrace file whose deps name events it
     does not have (all of them cut off) raised an IndexError from the critical path."""
     src = _write(tmp_path / "no_events.json", [], moetrace=_stored_table(2))
-    code, _, err = _cli(["metrics", "--json", "--no-cache", str(src)])
+    code, _, err = run_cli(["metrics", "--json", "--no-cache", str(src)])
     assert code == 2
-    assert "nothing to analyze" in _one_error_line(err)
+    assert "nothing to analyze" in one_error_line(err)
 
 
-def test_moe_of_a_trace_without_events_is_one_error_line(tmp_path: Path) -> None:
+def test_moe_of_a_trace_without_events_isone_error_line(tmp_path: Path) -> None:
     """`moe` printed an empty table (exit 0) for a trace whose events were all cut off;
     like `metrics`, it now says there is nothing to analyze."""
     src = tmp_path / "cut.json"
     src.write_text('{"traceEvents":[')
     for extra in ([], ["--json"]):
-        code, out, err = _cli(["moe", *extra, "--no-cache", str(src)])
+        code, out, err = run_cli(["moe", *extra, "--no-cache", str(src)])
         assert code == 2 and out == ""
         errors = [ln for ln in err.splitlines() if not ln.startswith("moetrace: warning: ")]
-        assert "nothing to analyze (no events)" in _one_error_line("\n".join(errors))
+        assert "nothing to analyze (no events)" in one_error_line("\n".join(errors))

@@ -9,24 +9,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from click.testing import CliRunner
+from hostile_cli import one_error_line, run_cli
 
-from moetrace.cli import main
 from moetrace.trace.io import load
-
-
-def _cli(args: list[str]) -> tuple[int, str, str]:
-    result = CliRunner().invoke(main, args)
-    if result.exception is not None and not isinstance(result.exception, SystemExit):
-        raise result.exception  # a traceback is a failure
-    return result.exit_code, result.stdout, result.stderr
-
-
-def _one_error_line(err: str) -> str:
-    lines = err.strip().splitlines()
-    assert len(lines) == 1, err
-    assert lines[0].startswith("moetrace: error: "), err
-    return lines[0]
 
 
 def _rank(path: Path, rank: int, n: int) -> Path:
@@ -67,9 +52,11 @@ def _spellings(job: Path) -> list[tuple[list[str], str]]:
 def test_convert_job_into_its_own_rank_file_is_refused(job: Path, force: bool) -> None:
     """The campaign's case: `convert job/ -o job/r1.json --force` replaced rank 1's file."""
     before = {p.name: p.read_bytes() for p in job.iterdir()}
-    code, _, err = _cli(["convert", str(job), "-o", str(job / "r1.json"), *(["--force"] * force)])
+    code, _, err = run_cli(
+        ["convert", str(job), "-o", str(job / "r1.json"), *(["--force"] * force)]
+    )
     assert code == 2, err
-    assert "input" in _one_error_line(err)
+    assert "input" in one_error_line(err)
     assert {p.name: p.read_bytes() for p in job.iterdir()} == before
     assert load(str(job)).events.height == 18
 
@@ -77,15 +64,15 @@ def test_convert_job_into_its_own_rank_file_is_refused(job: Path, force: bool) -
 def test_every_spelling_is_refused(job: Path) -> None:
     before = {p.name: p.read_bytes() for p in job.iterdir()}
     for inputs, target in _spellings(job):
-        code, _, err = _cli(["convert", *inputs, "-o", target, "--force"])
+        code, _, err = run_cli(["convert", *inputs, "-o", target, "--force"])
         assert code == 2, (inputs, target, err)
-        assert "input" in _one_error_line(err)
+        assert "input" in one_error_line(err)
     assert {p.name: p.read_bytes() for p in job.iterdir()} == before
     assert load(str(job)).events.height == 18
 
 
 def test_a_new_output_beside_the_inputs_is_written(job: Path, tmp_path: Path) -> None:
-    code, _, err = _cli(["convert", str(job), "-o", str(tmp_path / "merged.json")])
+    code, _, err = run_cli(["convert", str(job), "-o", str(tmp_path / "merged.json")])
     assert code == 0, err
     assert load(str(tmp_path / "merged.json")).events.height == 18
 
@@ -96,18 +83,18 @@ def test_sweep_and_run_do_not_overwrite_their_hw_file(tmp_path: Path) -> None:
     before = hw.read_bytes()
     small = ["--ranks", "4", "--tokens", "128", "--hw-file", str(hw)]
     for args in (["sweep", *small, "-o", str(hw)], ["run", *small, "-o", str(hw)]):
-        code, _, err = _cli([*args, "--force"])
+        code, _, err = run_cli([*args, "--force"])
         assert code == 2, err
-        _one_error_line(err)
+        one_error_line(err)
     assert hw.read_bytes() == before
 
 
 def test_calibrate_does_not_overwrite_its_trace(job: Path) -> None:
     r0 = job / "r0.json"
     before = r0.read_bytes()
-    code, _, err = _cli(["calibrate", str(r0), "-o", str(r0), "--force"])
+    code, _, err = run_cli(["calibrate", str(r0), "-o", str(r0), "--force"])
     assert code == 2, err
-    assert "input" in _one_error_line(err)
+    assert "input" in one_error_line(err)
     assert r0.read_bytes() == before
 
 
@@ -116,24 +103,26 @@ def test_non_utf8_rules_file_is_one_line(job: Path, tmp_path: Path, command: str
     rules = tmp_path / "rules.toml"
     data = b'[[rule]]\nname = "caf\xe9"\n'
     rules.write_bytes(data)
-    code, _, err = _cli([command, str(job), "--rules", str(rules)])
+    code, _, err = run_cli([command, str(job), "--rules", str(rules)])
     assert code == 2
-    line = _one_error_line(err)
+    line = one_error_line(err)
     assert f"rules.toml: not UTF-8 text (byte 0xe9 at offset {data.index(0xE9)})" in line, line
 
 
 @pytest.mark.parametrize("value", ["8:nan", "8:inf,64:1e9", "nan:1e9", "8:1e9,64:-inf"])
 def test_nan_inside_a_compound_hw_value_is_one_line(value: str) -> None:
-    code, _, err = _cli(["run", "--ranks", "4", "--tokens", "128", "--hw", f"dispatch_bw={value}"])
+    code, _, err = run_cli(
+        ["run", "--ranks", "4", "--tokens", "128", "--hw", f"dispatch_bw={value}"]
+    )
     assert code == 2
-    assert "is not a finite number" in _one_error_line(err)
+    assert "is not a finite number" in one_error_line(err)
 
 
 def test_whatif_checks_its_hw_change_too(job: Path) -> None:
     """whatif's --hw went to the executor unchecked (parse_overrides only)."""
-    code, _, err = _cli(["whatif", str(job / "r0.json"), "--hw", "dispatch_bw=8:nan"])
+    code, _, err = run_cli(["whatif", str(job / "r0.json"), "--hw", "dispatch_bw=8:nan"])
     assert code == 2
-    assert "'nan' is not a finite number" in _one_error_line(err)
+    assert "'nan' is not a finite number" in one_error_line(err)
 
 
 class PanicException(BaseException):
@@ -162,7 +151,7 @@ def test_resource_exhaustion_is_one_line(
         raise raised
 
     monkeypatch.setattr(io, "load", boom)
-    code, _, err = _cli(["info", str(job)])
+    code, _, err = run_cli(["info", str(job)])
     assert code == (130 if isinstance(raised, KeyboardInterrupt) else 2)
     lines = err.strip().splitlines()
     assert len(lines) == 1 and expected in lines[0], err
@@ -177,7 +166,7 @@ def test_other_runtime_errors_are_not_hidden(job: Path, monkeypatch: pytest.Monk
 
     monkeypatch.setattr(io, "load", boom)
     with pytest.raises(RuntimeError, match="a bug"):
-        _cli(["info", str(job)])
+        run_cli(["info", str(job)])
 
 
 @pytest.mark.parametrize(
@@ -200,16 +189,16 @@ def test_other_runtime_errors_are_not_hidden(job: Path, monkeypatch: pytest.Monk
 def test_query_sees_only_the_trace(job: Path, tmp_path: Path, sql: str, expected: str) -> None:
     secret = tmp_path / "secret.csv"
     secret.write_text("password\nhunter2\n")
-    code, out, err = _cli(["query", str(job), sql.format(secret=secret), "--csv"])
+    code, out, err = run_cli(["query", str(job), sql.format(secret=secret), "--csv"])
     assert code == 2
-    assert expected in _one_error_line(err)
+    assert expected in one_error_line(err)
     assert "hunter2" not in out
     assert secret.read_text() == "password\nhunter2\n"
 
 
 def test_query_still_answers_selects(job: Path) -> None:
     sql = "SELECT replace(name, 'k', 'z') AS r, count(*) AS n FROM events GROUP BY r ORDER BY r"
-    code, out, err = _cli(["query", str(job), sql, "--csv"])
+    code, out, err = run_cli(["query", str(job), sql, "--csv"])
     assert code == 0, err
     rows = out.strip().splitlines()
     assert rows[0] == "r,n" and rows[1] == "z0,2" and len(rows) == 10
@@ -236,23 +225,23 @@ SMALL = ["--ranks", "4", "--tokens", "128"]
 def test_seeds_beyond_the_limit_need_yes(tmp_path: Path) -> None:
     from moetrace.commands.executor_common import MAX_RUNS
 
-    code, _, err = _cli(["run", *SMALL, "--seeds", "100000"])
+    code, _, err = run_cli(["run", *SMALL, "--seeds", "100000"])
     assert code == 2
-    line = _one_error_line(err)
+    line = one_error_line(err)
     assert "100,000 runs requested" in line and "--yes" in line
-    code, _, err = _cli(["run", *SMALL, "--seeds", str(MAX_RUNS + 1)])
-    assert code == 2 and f"{MAX_RUNS + 1:,} runs" in _one_error_line(err)
+    code, _, err = run_cli(["run", *SMALL, "--seeds", str(MAX_RUNS + 1)])
+    assert code == 2 and f"{MAX_RUNS + 1:,} runs" in one_error_line(err)
 
 
 def test_sweep_grid_beyond_the_limit_needs_yes_and_says_how_many(tmp_path: Path) -> None:
     out = tmp_path / "grid.csv"
     tokens = ",".join(str(128 + i) for i in range(15))
     seeds = ",".join(str(i) for i in range(14))
-    code, _, err = _cli(
+    code, _, err = run_cli(
         ["sweep", "--ranks", "4", "--tokens", tokens, "--seed", seeds, "-o", str(out)]
     )
     assert code == 2
-    assert f"{15 * 14} runs requested" in _one_error_line(err)
+    assert f"{15 * 14} runs requested" in one_error_line(err)
     assert not out.exists()
 
 
@@ -260,44 +249,44 @@ def test_sweep_grid_beyond_the_limit_needs_yes_and_says_how_many(tmp_path: Path)
 @pytest.mark.parametrize("value", ["", ",", " , "])
 def test_sweep_refuses_an_empty_list(tmp_path: Path, option: str, value: str) -> None:
     out = tmp_path / "grid.csv"
-    code, _, err = _cli(["sweep", *SMALL, option, value, "-o", str(out)])
+    code, _, err = run_cli(["sweep", *SMALL, option, value, "-o", str(out)])
     assert code == 2
-    assert "expected one or more comma-separated values" in _one_error_line(err)
+    assert "expected one or more comma-separated values" in one_error_line(err)
     assert not out.exists()
 
 
 @pytest.mark.parametrize("skew", ["nan", "inf", "-inf"])
 def test_zipf_non_finite_is_refused_for_that_reason(skew: str) -> None:
-    code, _, err = _cli(["run", *SMALL, "--routing", f"zipf:{skew}"])
+    code, _, err = run_cli(["run", *SMALL, "--routing", f"zipf:{skew}"])
     assert code == 2
-    assert _one_error_line(err).endswith("S must be a finite number")
+    assert one_error_line(err).endswith("S must be a finite number")
 
 
 @pytest.mark.parametrize("pair", ["hidden=0", "tokens=0", "experts=-3"])
 def test_calibrate_set_zero_is_refused(job: Path, pair: str) -> None:
-    code, _, err = _cli(["calibrate", str(job / "r0.json"), "--set", pair])
+    code, _, err = run_cli(["calibrate", str(job / "r0.json"), "--set", pair])
     assert code == 2
-    assert _one_error_line(err).endswith(f"--set {pair}: must be a whole number >= 1")
+    assert one_error_line(err).endswith(f"--set {pair}: must be a whole number >= 1")
 
 
 def test_symlink_loop_is_named(tmp_path: Path) -> None:
     a, b = tmp_path / "a.json", tmp_path / "b.json"
     a.symlink_to(b)
     b.symlink_to(a)
-    code, _, err = _cli(["info", str(a)])
+    code, _, err = run_cli(["info", str(a)])
     assert code == 2
-    assert _one_error_line(err).endswith(
+    assert one_error_line(err).endswith(
         "a.json: symbolic link loop (too many levels of symbolic links)"
     )
     dangling = tmp_path / "d.json"
     dangling.symlink_to(tmp_path / "gone.json")
-    code, _, err = _cli(["info", str(dangling)])
-    assert "which does not exist" in _one_error_line(err)
+    code, _, err = run_cli(["info", str(dangling)])
+    assert "which does not exist" in one_error_line(err)
 
 
 def test_demo_says_where_it_writes_and_how_much(tmp_path: Path) -> None:
     out = tmp_path / "demo"
-    code, stdout, err = _cli(
+    code, stdout, err = run_cli(
         ["demo", "--ranks", "4", "--tokens", "128", "--no-view", "--jobs", "1", "--out", str(out)]
     )
     assert code == 0, err
@@ -355,6 +344,6 @@ def test_ctrl_c_outside_a_commands_handler_exits_130(
         raise KeyboardInterrupt
 
     monkeypatch.setattr(options, "LoadOptions", interrupted)
-    code, _, err = _cli(["metrics", str(job)])
+    code, _, err = run_cli(["metrics", str(job)])
     assert code == 130
     assert err.strip() == "moetrace: interrupted"
