@@ -51,6 +51,13 @@ def _has(conn: sqlite3.Connection, tables: set[str], table: str, cols: tuple[str
     return table in tables and set(cols) <= columns_of(conn, table)
 
 
+def _enum(conn: sqlite3.Connection, tables: set[str], table: str) -> pl.DataFrame:
+    """One of msprof's ENUM_* tables (id -> name) as `id`, `value`; empty when it is absent."""
+    if _has(conn, tables, table, ("id", "name")):
+        return strings(conn, table, "id", "name")
+    return pl.DataFrame(schema={"id": I64, "value": pl.String()})
+
+
 def read(path: Path) -> Trace:
     """Read one msprof database (read-only); raise TraceFormatError on bad input."""
     warnings: list[str] = []
@@ -251,11 +258,7 @@ def _comm_ops(conn: sqlite3.Connection, tables: set[str], ids: pl.DataFrame) -> 
             "optype": I64,
         },
     )
-    dtypes = (
-        strings(conn, "ENUM_HCCL_DATA_TYPE", "id", "name")
-        if _has(conn, tables, "ENUM_HCCL_DATA_TYPE", ("id", "name"))
-        else pl.DataFrame(schema={"id": I64, "value": pl.String()})
-    )
+    dtypes = _enum(conn, tables, "ENUM_HCCL_DATA_TYPE")
     group = lookup(pl.col("group_id"), ids).fill_null("?")
     return op.select(
         pl.lit("HCCL").alias("pid"),
@@ -317,11 +320,7 @@ def _host(conn: sqlite3.Connection, tables: set[str], ids: pl.DataFrame) -> pl.D
             "type": I64,
         },
     )
-    types = (
-        strings(conn, "ENUM_API_TYPE", "id", "name")
-        if _has(conn, tables, "ENUM_API_TYPE", ("id", "name"))
-        else pl.DataFrame(schema={"id": I64, "value": pl.String()})
-    )
+    types = _enum(conn, tables, "ENUM_API_TYPE")
     name = lookup(pl.col("name_id"), ids).fill_null("?")
     return api.select(
         *_thread_cols(pl.col("gtid"), "Python"),
@@ -350,11 +349,7 @@ def _cann(conn: sqlite3.Connection, tables: set[str], ids: pl.DataFrame) -> pl.D
         "SELECT startNs, endNs, type, globalTid, connectionId, name FROM CANN_API",
         {"ts": I64, "end": I64, "type": I64, "gtid": I64, "connection": I64, "name_id": I64},
     )
-    types = (
-        strings(conn, "ENUM_API_TYPE", "id", "name")
-        if _has(conn, tables, "ENUM_API_TYPE", ("id", "name"))
-        else pl.DataFrame(schema={"id": I64, "value": pl.String()})
-    )
+    types = _enum(conn, tables, "ENUM_API_TYPE")
     return api.select(
         *_thread_cols(pl.col("gtid"), "CANN"),
         lookup(pl.col("name_id"), ids).fill_null("?").alias("name"),
