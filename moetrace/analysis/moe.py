@@ -11,6 +11,7 @@ the step markers (CPU-only PyTorch). exposed_ns = time only that category was ru
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -243,13 +244,12 @@ CATEGORY_SCHEMA: dict[str, pl.DataType] = {
 }
 
 
-def category_times(ev: pl.DataFrame, work_mask: pl.Series | None = None) -> pl.DataFrame:
-    """Per (rank, step, layer, category): time_ns, exposed_ns, share (`CATEGORY_SCHEMA`);
-    `work_mask`: the events counted (default `_work_mask(ev)`, passed when already known)."""
-    mask = (_work_mask(ev) if work_mask is None else work_mask).to_numpy()
+def _grouped_union(
+    ev: pl.DataFrame, mask: np.ndarray, key_cols: list[str]
+) -> tuple[pl.DataFrame, iv.Intervals]:
+    """(keys with `gid`, the union of the work events' self intervals per gid, ns): self =
+    span minus the spans of work children, so nested and overlapping events count once."""
     work_rows = np.flatnonzero(mask)
-    if len(work_rows) == 0:
-        return pl.DataFrame(schema=CATEGORY_SCHEMA)
     ts = ev["ts"].to_numpy().astype(np.int64)
     end = ev["end"].to_numpy().astype(np.int64)
     parent = ev["parent"].to_numpy()
@@ -260,17 +260,41 @@ def category_times(ev: pl.DataFrame, work_mask: pl.Series | None = None) -> pl.D
     children = iv.union(iv.make(pos[parent[kids]], ts[kids], end[kids]))
     spans = iv.union(iv.make(np.arange(len(work_rows)), ts[work_rows], end[work_rows]))
     own = iv.difference(spans, children)  # self intervals, grouped by work-event position
-    work = (
-        ev[work_rows]
-        .select("rank", pl.col("step").fill_null(-1), pl.col("layer").fill_null(-1), "category")
-        .with_row_index("_w")
-    )
-    key_cols = ["rank", "step", "layer", "category"]
-    keys = work.select(key_cols).unique().sort(key_cols)
-    keys = keys.with_row_index("gid")
-    work = work.join(keys, on=key_cols, how="left").sort("_w")
+    work = ev[work_rows].select(key_cols).with_row_index("_w")
+    keys = work.select(key_cols).unique().sort(key_cols, nulls_last=False).with_row_index("gid")
+    work = work.join(keys, on=key_cols, how="left", nulls_equal=True).sort("_w")
     gid = work["gid"].to_numpy().astype(np.int64)
-    per_cat = iv.union(iv.Intervals(gid[own.group], own.start, own.end))
+    return keys, iv.union(iv.Intervals(gid[own.group], own.start, own.end))
+
+
+def union_times(
+    ev: pl.DataFrame, key_cols: Sequence[str], work_mask: pl.Series | None = None
+) -> pl.DataFrame:
+    """Per distinct `key_cols` of the work events of `ev` (categorize output; `work_mask`
+    default `_work_mask(ev)`): time_ns = length of the union of their self intervals (ns).
+    Include `rank` in the keys: a union across ranks is not a time on any device."""
+    mask = (_work_mask(ev) if work_mask is None else work_mask).to_numpy()
+    schema = {**{k: ev.schema[k] for k in key_cols}, "time_ns": pl.Int64()}
+    if not mask.any():
+        return pl.DataFrame(schema=schema)
+    keys, per_key = _grouped_union(ev, mask, list(key_cols))
+    time_ns = iv.lengths_by_group(per_key, keys.height)
+    return (
+        keys.with_columns(pl.Series("time_ns", time_ns, dtype=pl.Int64))
+        .drop("gid")
+        .filter(pl.col("time_ns") > 0)
+    )
+
+
+def category_times(ev: pl.DataFrame, work_mask: pl.Series | None = None) -> pl.DataFrame:
+    """Per (rank, step, layer, category): time_ns, exposed_ns, share (`CATEGORY_SCHEMA`);
+    `work_mask`: the events counted (default `_work_mask(ev)`, passed when already known)."""
+    mask = (_work_mask(ev) if work_mask is None else work_mask).to_numpy()
+    if not mask.any():
+        return pl.DataFrame(schema=CATEGORY_SCHEMA)
+    key_cols = ["rank", "step", "layer", "category"]
+    filled = ev.with_columns(pl.col("step").fill_null(-1), pl.col("layer").fill_null(-1))
+    keys, per_cat = _grouped_union(filled, mask, key_cols)
     time_ns = iv.lengths_by_group(per_cat, keys.height)
     # exposed: sweep all categories of a (rank, step) together; where exactly one is active,
     # the running sum of active category codes names it
@@ -377,15 +401,21 @@ class MoeView:
         }
 
 
-def moe_view(trace: Trace, rules: Rules | None = None) -> MoeView:
-    """Categories, experts, traffic and received bytes of `trace` (see module docstring)."""
-    rules = rules or load_rules()
+def moe_events(trace: Trace, rules: Rules) -> tuple[pl.DataFrame, pl.Series]:
+    """(categorized events of `trace`, the work mask `moe` counts): the input of
+    `category_times` and `union_times`; a trace that names no rank is rank 0."""
     ev = event_frame(trace)
     if ev["rank"].null_count() == ev.height:  # a single trace that names no rank: rank 0
         ev = ev.with_columns(pl.lit(0, pl.Int64).alias("rank"))
     ev = categorize(ev, trace.deps, rules)
+    return ev, _work_mask(ev)
+
+
+def moe_view(trace: Trace, rules: Rules | None = None) -> MoeView:
+    """Categories, experts, traffic and received bytes of `trace` (see module docstring)."""
+    rules = rules or load_rules()
+    ev, mask = moe_events(trace, rules)
     pairs = traffic(trace, ev)
-    mask = _work_mask(ev)
     share, top = unclassified(
         ev.with_columns(mask.alias("work"), pl.lit(True).alias("device")), top=5
     )
