@@ -180,7 +180,7 @@ def _by_category(frame: pl.DataFrame) -> pl.DataFrame:
     ).sort(index, nulls_last=False)
 
 
-_rules_option = click.option(
+rules_option = click.option(
     "--rules",
     "rule_files",
     multiple=True,
@@ -202,7 +202,7 @@ _rules_option = click.option(
     show_default=True,
     help="Which table --csv prints.",
 )
-@_rules_option
+@rules_option
 @load_options
 @handle_errors
 def moe(
@@ -249,7 +249,7 @@ def moe(
 @click.argument("files", nargs=-1, required=True, type=click.Path(exists=True))
 @click.option("--top", default=25, show_default=True, help="How many kernels to list.")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")
-@_rules_option
+@rules_option
 @click.option(
     "--write-rules",
     "write_rules",
