@@ -12,7 +12,7 @@ the step markers (CPU-only PyTorch). exposed_ns = time only that category was ru
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -21,13 +21,22 @@ import polars as pl
 from moetrace.analysis import intervals as iv
 from moetrace.analysis.classify import CPU_COMM_PATTERN, DEVICE_UNITS, STEP_PATTERN
 from moetrace.analysis.collectives import event_frame
+from moetrace.analysis.event_codes import inherit, own_index
 from moetrace.analysis.labels import join_labels, rule_kind_expr, unclassified
+from moetrace.analysis.moe_load import (
+    empty_load,
+    experts_of,
+    load_stats,
+    measured_load,
+    with_ranks,
+)
 from moetrace.analysis.moe_rules import (
     CATEGORIES,
     Rules,
     load_rules,
 )
 from moetrace.analysis.moe_traffic import received, traffic
+from moetrace.analysis.routing_dumps import read_routing
 from moetrace.trace.model import Kind, Trace
 
 COMM_STAGES = ("dispatch", "combine", "comm")
@@ -74,38 +83,6 @@ def _launch_links(ev: pl.DataFrame, deps: pl.DataFrame) -> tuple[np.ndarray, np.
     return s[keep], d[keep]
 
 
-def _inherit(
-    own: np.ndarray, parent: np.ndarray, depth: np.ndarray, links: tuple[np.ndarray, np.ndarray]
-) -> np.ndarray:
-    """Codes (-1 = none) filled from the enclosing event, then from the launching host call,
-    then again from the enclosing event; one vectorised pass per nesting level."""
-    code = own.copy()
-    levels = range(1, int(depth.max(initial=0)) + 1)
-    for level in levels:
-        kids = np.flatnonzero((depth == level) & (code < 0) & (parent >= 0))
-        code[kids] = code[parent[kids]]
-    s, d = links
-    if len(s):
-        take = code[d] < 0
-        code[d[take]] = code[s[take]]
-        for level in levels:  # children of a launched kernel (rare) inherit again
-            kids = np.flatnonzero((depth == level) & (code < 0) & (parent >= 0))
-            code[kids] = code[parent[kids]]
-    return code
-
-
-def _own_layer(ev: pl.DataFrame, rules: Rules) -> np.ndarray:
-    """Layer index from the event's own name (first layer pattern that matches), else -1."""
-    expr: pl.Expr = pl.lit(None, pl.Int64)
-    for pattern in reversed(rules.layer_patterns):
-        got = pl.col("name").str.extract(pattern, 1).cast(pl.Int64, strict=False)
-        expr = pl.when(got.is_not_null()).then(got).otherwise(expr)
-    names = ev.select(pl.col("name").unique())
-    by_name = names.with_columns(expr.alias("layer"))
-    layer = ev.select("name").join(by_name, on="name", how="left", maintain_order="left")["layer"]
-    return layer.fill_null(-1).to_numpy().astype(np.int64)
-
-
 def categorize(ev: pl.DataFrame, deps: pl.DataFrame, rules: Rules) -> pl.DataFrame:
     """`ev` (event_frame) with the labels.py columns, `kind` as the analysis sees it (a
     kernel rule's role wins), `category` (own rule, else enclosing op, else launching host
@@ -143,14 +120,18 @@ def categorize(ev: pl.DataFrame, deps: pl.DataFrame, rules: Rules) -> pl.DataFra
     parent = _parents(ev)
     depth = ev["depth"].to_numpy().astype(np.int64)
     links = _launch_links(ev, deps)
-    cat = _inherit(np.where(frame, -1, own), parent, depth, links)
+    cat = inherit(np.where(frame, -1, own), parent, depth, links)
     _from_device_annotations(ev, cat)
     if frame.any():  # Python frames never override a kernel or op rule: last resort
-        by_frame = _inherit(own, parent, depth, links)
+        by_frame = inherit(own, parent, depth, links)
         cat = np.where(cat >= 0, cat, by_frame)
     cat[cat < 0] = codes["other"]
     cat = _comm_stages(ev, cat, codes)
-    layer = _inherit(_own_layer(ev, rules), parent, depth, links) if rules.layer_patterns else None
+    layer = (
+        inherit(own_index(ev, rules.layer_patterns), parent, depth, links)
+        if rules.layer_patterns
+        else None
+    )
     return ev.drop("_cpu_comm").with_columns(
         pl.Series("category", np.asarray(CATEGORIES, dtype=object)[cat], dtype=pl.String),
         pl.Series("layer", layer, dtype=pl.Int64).replace(-1, None)
@@ -387,6 +368,8 @@ class MoeView:
     rule_sources: tuple[str, ...]
     unclassified_share: float = 0.0
     unclassified_top: tuple[tuple[str, int], ...] = ()
+    load: pl.DataFrame = field(default_factory=empty_load)  # moe_load.LOAD_SCHEMA
+    load_stats: pl.DataFrame = field(default_factory=pl.DataFrame)  # moe_load.STATS_SCHEMA
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready: each frame as a list of rows."""
@@ -398,6 +381,8 @@ class MoeView:
             "rules": list(self.rule_sources),
             "unclassified_share": self.unclassified_share,
             "unclassified_top": [{"short_name": n, "ns": t} for n, t in self.unclassified_top],
+            "load": self.load.to_dicts(),
+            "load_stats": self.load_stats.to_dicts(),
         }
 
 
@@ -411,11 +396,18 @@ def moe_events(trace: Trace, rules: Rules) -> tuple[pl.DataFrame, pl.Series]:
     return ev, _work_mask(ev)
 
 
-def moe_view(trace: Trace, rules: Rules | None = None) -> MoeView:
-    """Categories, experts, traffic and received bytes of `trace` (see module docstring)."""
+def moe_view(
+    trace: Trace, rules: Rules | None = None, routing_files: Sequence[str] = ()
+) -> MoeView:
+    """Categories, experts, traffic, received bytes and measured load of `trace` (see module
+    docstring); `routing_files`: the routers' own expert-distribution dumps (routing_dumps)."""
     rules = rules or load_rules()
     ev, mask = moe_events(trace, rules)
     pairs = traffic(trace, ev)
+    ranks = trace.ranks or [0]
+    dumps = [read_routing(f, len(ranks)) for f in routing_files]
+    experts = experts_of(trace.meta)
+    load = with_ranks(pl.concat([measured_load(ev, pairs, rules), *dumps]), len(ranks), experts)
     share, top = unclassified(
         ev.with_columns(mask.alias("work"), pl.lit(True).alias("device")), top=5
     )
@@ -427,4 +419,6 @@ def moe_view(trace: Trace, rules: Rules | None = None) -> MoeView:
         rule_sources=rules.sources,
         unclassified_share=share,
         unclassified_top=tuple(top),
+        load=load,
+        load_stats=load_stats(load, experts, ranks),
     )
