@@ -109,3 +109,16 @@ def test_compare_bad_input_is_one_line_exit_2(pair: tuple[Path, Path], tmp_path:
         code, out, err = run("compare", str(a), str(b), *args)
         assert code == 2, (args, out, err)
         assert len(err.strip().splitlines()) == 1 and "Traceback" not in err, err
+
+
+def test_compare_gloo_runs_json_equals_the_api(real_traces: Path) -> None:
+    """The shared balanced vs skewed gloo jobs (directories, 4 ranks each): the CLI's stage
+    rows are the API's, most moved first."""
+    a, b = (real_traces / "torch_gloo_moe" / v for v in ("balanced", "skewed"))
+    code, out, _ = run("compare", str(a), str(b), "--json")
+    assert code == 0
+    stages = json.loads(out)["stages"]
+    files = [sorted(str(p) for p in d.glob("rank*.pt.trace.json.gz")) for d in (a, b)]
+    want = stage_diff(diff_side(load(files[0])), diff_side(load(files[1])))
+    assert stages == want.to_dicts()
+    assert abs(stages[0]["delta_ns"]) == max(abs(r["delta_ns"]) for r in stages)

@@ -10,12 +10,15 @@ from pathlib import Path
 
 import polars as pl
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from moetrace.analysis.diff import DiffSide, diff_side, family_expr, kernel_diff, stage_diff
 from moetrace.analysis.labels import short_name_expr
 from moetrace.analysis.moe import moe_view
 from moetrace.analysis.moe_rules import load_rules
 from moetrace.testing import reference as ref
+from moetrace.testing.builders import random_trace
 from moetrace.trace.io import load
 from moetrace.trace.model import Trace
 
@@ -162,3 +165,13 @@ def test_gloo_balanced_vs_skewed_names_the_most_moved_stage(real_traces: Path) -
     for diff_col, trace in (("a_ns", ta), ("b_ns", tb)):
         cats = moe_view(trace).categories
         assert got[diff_col].sum() == cats["time_ns"].sum()
+
+
+@settings(max_examples=8, deadline=None)
+@given(seed=st.integers(0, 10_000), annotations=st.booleans())
+def test_random_nested_traces_equal_the_slow_reference(seed: int, annotations: bool) -> None:
+    """Random multi-rank traces with nested slices, steps and overflow lanes: every stage's
+    union of self intervals equals the per-event reference on both sides."""
+    a = diff_side(random_trace(seed, annotations=annotations))
+    b = diff_side(random_trace(seed + 1, annotations=annotations))
+    _check_against_slow(a, b)
