@@ -42,7 +42,7 @@ def assumed_fields(wl: LayerWorkload, cal: Calibration, extra: dict[str, str]) -
             out[f"hardware.{f.field}"] = f"{f.how}: {f.value:g}"
     fitted = {f.field for f in cal.fits}
     for key in cal.base.to_dict():
-        if key in ("name", "peak_flops") or key in fitted:
+        if key in ("name", "peak_flops") or key in fitted or key in cal.known:
             continue
         out[f"hardware.{key}"] = f"assumed: {cal.base.name} preset"
     return out
@@ -109,9 +109,11 @@ def _row(label: str, time_ns: float, exposed_ns: float, idle_ns: float) -> str:
 
 def fit_line(fit: dict[str, Any]) -> str:
     """One fitted field: value, unit, R², events used and how it was fitted."""
+    err = fit.get("err")
+    pm = f"±{100 * err:.1f}%" if err is not None else "±?"
     return (
-        f"    {fit['field']:<16} {fit['value']:<12.5g} {fit['unit']:<8} R²={fit['r2']:.3f} "
-        f"n={fit['n']}  {fit['how']}"
+        f"    {fit['field']:<16} {fit['value']:<12.5g} {fit['unit']:<8} {pm:<7} "
+        f"R²={fit['r2']:.3f} n={fit['n']}  {fit['how']}"
     )
 
 
