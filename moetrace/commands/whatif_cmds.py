@@ -56,9 +56,9 @@ def _sets(pairs: tuple[str, ...]) -> dict[str, Any]:
 
 def _base(hardware: str) -> Any:
     """A preset name, or a hardware TOML in the presets' format (e.g. from calibrate)."""
-    from moetrace.executor.hardware import get_hardware, load_preset
+    from moetrace.executor.hardware import get_hardware, is_hardware_file, load_preset
 
-    if hardware.endswith(".toml"):
+    if is_hardware_file(hardware):
         return load_preset(hardware)[0]
     return get_hardware(hardware)
 
@@ -147,7 +147,15 @@ def calibrate_cmd(
 @click.option(
     "--placement",
     default=None,
-    help="What-if placement: round-robin|balanced (default: as measured).",
+    help="What-if placement: round-robin|balanced|eplb[:R]|FILE (an expert -> rank map; "
+    "default: as measured).",
+)
+@click.option("--chunks", type=int, default=None, help="Micro-batches of a chunked what-if.")
+@click.option("--no-one-sided", is_flag=True, help="Tile what-if ablation: two-sided transfers.")
+@click.option("--no-l2", is_flag=True, help="Tile what-if ablation: intermediates through HBM.")
+@click.option("--dynamic", is_flag=True, help="Tile what-if ablation: run-time ready queue.")
+@click.option(
+    "--order", default="auto", show_default=True, help="Tile transfer order: auto|arrival|expert."
 )
 @click.option(
     "--hw",
@@ -161,6 +169,11 @@ def whatif_cmd(
     traces: tuple[str, ...],
     schedule: str,
     placement: str | None,
+    chunks: int | None,
+    no_one_sided: bool,
+    no_l2: bool,
+    dynamic: bool,
+    order: str,
     hardware: str,
     hw_pairs: tuple[str, ...],
     set_pairs: tuple[str, ...],
@@ -170,7 +183,7 @@ def whatif_cmd(
 ) -> None:
     """Replay a trace's MoE layer on hardware fitted to it, then under another schedule."""
     from moetrace.commands.numbers import check_hw_overrides
-    from moetrace.executor.hardware import parse_overrides
+    from moetrace.executor.hardware import is_hardware_file, parse_overrides
     from moetrace.whatif.report import text, what_if
 
     out = check_output_path(output, force) if output else None
@@ -180,10 +193,23 @@ def whatif_cmd(
     with _whatif_errors():
         change = check_hw_overrides(parse_overrides(hw_pairs))
         base = _base(hardware)
-        calibrated = base if hardware.endswith(".toml") else None
+        calibrated = base if is_hardware_file(hardware) else None
         trace, name = _load(traces)
+        if chunks is not None and chunks < 1:
+            raise UserError(f"--chunks {chunks}: must be >= 1")
+        options = {"one_sided": not no_one_sided, "l2": not no_l2, "dynamic": dynamic}
         result = what_if(
-            trace, name, base, schedule, placement, change, _sets(set_pairs), calibrated
+            trace,
+            name,
+            base,
+            schedule,
+            placement,
+            change,
+            _sets(set_pairs),
+            calibrated,
+            chunks,
+            {**options, "order": order},
+            hardware if calibrated is not None else "",
         )
     if out is not None and replay_out is not None:
         result.whatif.write(out, force=force)  # trace writers are atomic

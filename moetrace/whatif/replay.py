@@ -22,6 +22,7 @@ from moetrace.executor.run import execute, prepare, to_trace
 from moetrace.executor.workload import MoEShape, make_workload, place, route
 from moetrace.trace.model import Trace
 from moetrace.whatif.extract import LayerWorkload
+from moetrace.whatif.placement import as_round_robin
 
 
 @dataclass
@@ -92,14 +93,7 @@ def _relabel(wl: LayerWorkload) -> LayerWorkload:
     """Contiguous placement (expert e on rank e // per) as round-robin: relabel the experts so
     that the rows each rank receives stay the measured ones."""
     per = wl.experts // wl.ranks
-    new_rows = [0] * wl.experts
-    for e, r in enumerate(wl.expert_rows):
-        rank, slot = divmod(e, per)
-        new_rows[slot * wl.ranks + rank] = r
-    out = LayerWorkload(**{**wl.__dict__})
-    out.expert_rows = new_rows
-    out.expert_rank = [e % wl.ranks for e in range(wl.experts)]
-    return out
+    return as_round_robin(wl, [e // per for e in range(wl.experts)])
 
 
 def figures(trace: Trace) -> tuple[float, float]:
@@ -116,8 +110,10 @@ def simulate_layer(
     placement: str | None = None,
     label: str = "",
     chunks: int | None = None,
+    options: dict[str, Any] | None = None,
 ) -> Scenario:
-    """The layer on `hw` under `schedule` (and `placement`, default: as measured)."""
+    """The layer on `hw` under `schedule` (and `placement`, default: as measured); `options`
+    are the executor's schedule knobs (one_sided, l2, dynamic, order)."""
     with tempfile.TemporaryDirectory(prefix="moetrace-whatif-") as folder:
         routing, assumed = routing_of(wl, Path(folder))
         measured_placement, more = placement_of(wl, routing)
@@ -142,6 +138,7 @@ def simulate_layer(
             shared_expert=wl.shared_expert,
             tile_rows=wl.tile_rows,
             n_tile=wl.n_tile,
+            **(options or {}),
         )
         run = execute(workload, hardware, opts)
         trace = to_trace(run)
