@@ -8,17 +8,20 @@ The hidden values are passed to `simulate` and removed from the trace's meta
 from __future__ import annotations
 
 import math
+from pathlib import Path
 
+import numpy as np
 import pytest
 
 from moetrace.executor.hardware import get_hardware
 from moetrace.executor.run import simulate
+from moetrace.executor.workload import make_workload, route, rows_per_source_expert
 from moetrace.testing.hidden_hardware import hide_hardware
 from moetrace.trace.model import Trace
 from moetrace.whatif.calibrate import calibrate
 from moetrace.whatif.calibration import Fit, refuse_unidentified
 from moetrace.whatif.extract import extract
-from moetrace.whatif.replay import simulate_layer
+from moetrace.whatif.replay import routing_of, shape_of, simulate_layer
 
 HIDDEN = {"gemm_eff": 0.55, "link_bw": 60e9}
 MUST_FIT = [*HIDDEN, "launch_ns", "a2a_setup_ns", "link_latency_ns"]
@@ -82,3 +85,22 @@ def test_a_fit_the_trace_cannot_identify_is_refused() -> None:
     assert [f.field for f in kept] == ["launch_ns"]
     assert len(notes) == 2 and "link_bw not identified" in notes[0]
     assert f"{base.link_bw:g} kept" in notes[0]
+
+
+def test_the_replay_draws_the_measured_rows_per_expert(skewed: Trace, tmp_path: Path) -> None:
+    """The zipf run's rows per expert as routing weights under-load its hottest experts (k
+    distinct experts per token); the fitted weights give back the measured rows."""
+    wl = extract(skewed)
+    routing, assumed = routing_of(wl, tmp_path)
+    probe = make_workload(shape_of(wl), wl.ranks, wl.tokens, routing, "round-robin")
+    drawn = rows_per_source_expert(probe, route(probe)).sum(axis=0)
+    target = np.asarray(wl.expert_rows)
+    hottest = int(np.argmax(target))
+    # the draws are whole rows: a few rows off on the cold experts, the hottest within 1%
+    assert np.abs(drawn - target).sum() < 0.01 * target.sum()
+    assert abs(drawn[hottest] / target[hottest] - 1) < 0.01
+    assert "fitted to the measured rows" in assumed["routing"]
+    naive = tmp_path / "naive.txt"
+    naive.write_text(" ".join(map(str, wl.expert_rows)))
+    probe = make_workload(shape_of(wl), wl.ranks, wl.tokens, f"counts:{naive}", "round-robin")
+    assert rows_per_source_expert(probe, route(probe)).sum(axis=0)[hottest] < target[hottest]
