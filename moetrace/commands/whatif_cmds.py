@@ -85,6 +85,12 @@ def _shared_options(output_help: str, json_help: str) -> Callable[[F], F]:
             click.option("-o", "--output", type=click.Path(dir_okay=False), help=output_help),
             click.option("--force", is_flag=True, help="Overwrite the output file(s)."),
             click.option("--json", "as_json", is_flag=True, help=json_help),
+            click.option(
+                "--ignore-meta",
+                is_flag=True,
+                help="Fit every field the events identify, not the hardware a moetrace "
+                "trace states in its meta (checks the stated hardware against the events).",
+            ),
         ]
         for option in reversed(options):
             func = option(func)
@@ -103,19 +109,20 @@ def calibrate_cmd(
     output: str | None,
     force: bool,
     as_json: bool,
+    ignore_meta: bool,
 ) -> None:
     """Fit the executor's hardware (GEMM efficiency, HBM, all-to-all, launches) to a trace."""
     from moetrace.trace.atomic import write_bytes_atomic
     from moetrace.whatif.calibrate import calibrate, to_toml
     from moetrace.whatif.extract import extract
-    from moetrace.whatif.report import assumed_fields, assumed_lines, fit_line
+    from moetrace.whatif.report import assumed_fields, assumed_lines, fit_line, known_line
 
     out = check_output_path(output, force) if output else None
     with _whatif_errors():
         base = _base(hardware)
         trace, name = _load(traces)
         wl = extract(trace, _sets(set_pairs))
-        cal = calibrate(trace, wl, base, name)
+        cal = calibrate(trace, wl, base, name, not ignore_meta)
         if out is not None:
             write_bytes_atomic(out, to_toml(cal).encode(), force=force)
     if as_json:
@@ -125,7 +132,9 @@ def calibrate_cmd(
     for fit in cal.to_dict()["fits"]:
         if not fit["how"].startswith("derived"):
             click.echo(fit_line(fit))
-    for line in assumed_lines(assumed_fields(wl, cal, {}), cal.base.name)[1:]:
+    for line in (
+        known_line(cal.to_dict()) + assumed_lines(assumed_fields(wl, cal, {}), cal.base.name)[1:]
+    ):
         click.echo(line)
     for note in cal.notes:
         click.echo(f"  note: {note}")
@@ -180,6 +189,7 @@ def whatif_cmd(
     as_json: bool,
     output: str | None,
     force: bool,
+    ignore_meta: bool,
 ) -> None:
     """Replay a trace's MoE layer on hardware fitted to it, then under another schedule."""
     from moetrace.commands.numbers import check_hw_overrides
@@ -210,6 +220,7 @@ def whatif_cmd(
             chunks,
             {**options, "order": order},
             hardware if calibrated is not None else "",
+            not ignore_meta,
         )
     if out is not None and replay_out is not None:
         result.whatif.write(out, force=force)  # trace writers are atomic

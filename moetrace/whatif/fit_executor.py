@@ -361,12 +361,15 @@ def trace_hardware(trace: Trace, base: Hardware) -> tuple[Hardware, frozenset[st
     return hw, frozenset(known), notes
 
 
-def calibrate_executor(trace: Trace, base: Hardware, name: str) -> Calibration:
+def calibrate_executor(
+    trace: Trace, base: Hardware, name: str, use_meta: bool = True
+) -> Calibration:
     """Fit launch, GEMM, HBM and link fields from an executor trace (module docstring): the
-    fields the trace's meta states are taken from it, only the others are fitted."""
+    fields the trace's meta states are taken from it (unless not `use_meta`), only the
+    others are fitted."""
     ev = trace.events_with_tracks()
     schedule = _schedule_name(set(ev["name"].unique().to_list()))
-    base, known, notes = trace_hardware(trace, base)
+    base, known, notes = trace_hardware(trace, base) if use_meta else (base, frozenset(), [])
     fits = _fit_launches(ev)
     # the tile kernel's per-task flag wait is inside every tile's duration; the trace does not
     # show it apart, so the base preset's value is used to take it out (assumed)

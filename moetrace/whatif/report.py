@@ -63,6 +63,7 @@ def what_if(
     chunks: int | None = None,
     options: dict[str, Any] | None = None,
     hardware_file: str = "",
+    use_meta: bool = True,
 ) -> WhatIf:
     """Extract the layer, calibrate (unless `calibrated` hardware, read from `hardware_file`,
     is given: then it is replayed as given), replay it as measured, then under
@@ -79,7 +80,7 @@ def what_if(
             given=hardware_file or calibrated.name,
         )
     else:
-        cal = calibrate(trace, wl, base, trace_name)
+        cal = calibrate(trace, wl, base, trace_name, use_meta)
     hw = cal.hardware
     replayed = simulate_layer(wl, hw, wl.schedule, label="replayed")
     target = apply_overrides(hw, change or {})
@@ -166,6 +167,12 @@ def fit_line(fit: dict[str, Any]) -> str:
     )
 
 
+def known_line(calibration: dict[str, Any]) -> list[str]:
+    """The hardware fields read from the trace's meta (not fitted), in one line, if any."""
+    known = calibration.get("known_from_trace") or []
+    return [f"    hardware from the trace's meta: {', '.join(known)}"] if known else []
+
+
 def assumed_lines(assumed: dict[str, str], base: str) -> list[str]:
     """What was not read from the trace: workload fields one a line with why, hardware fields
     derived by a model in one line, the rest named as the base preset's."""
@@ -226,6 +233,7 @@ def text(report: dict[str, Any]) -> list[str]:
         if fit["how"].startswith("derived"):
             continue
         lines.append(fit_line(fit))
+    lines += known_line(report["calibration"])
     for note in report["calibration"]["notes"]:
         lines.append(f"    note: {note}")
     lines += assumed_lines(report["assumed"], report["calibration"]["base"])
