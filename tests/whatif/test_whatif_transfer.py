@@ -104,3 +104,27 @@ def test_the_replay_draws_the_measured_rows_per_expert(skewed: Trace, tmp_path: 
     naive.write_text(" ".join(map(str, wl.expert_rows)))
     probe = make_workload(shape_of(wl), wl.ranks, wl.tokens, f"counts:{naive}", "round-robin")
     assert rows_per_source_expert(probe, route(probe)).sum(axis=0)[hottest] < target[hottest]
+
+
+@pytest.mark.parametrize(("schedule", "tokens"), [("tile", 1024), ("chunked", 512)])
+def test_a_fit_on_one_schedule_and_size_predicts_another(
+    sequential: Trace, schedule: str, tokens: int
+) -> None:
+    """Fitted on the balanced sequential run, replaying a zipf run of another schedule and
+    token count on the same hardware (its own trace, hidden alike)."""
+    cal = calibrate(sequential, extract(sequential), "ascend-a3", "fit")
+    other = simulate(
+        "deepseek-v3", "ascend-a3", 16, tokens, schedule, "zipf:1.0", seed=1, hw_overrides=HIDDEN
+    )
+    wl = extract(hide_hardware(other, MUST_FIT))
+    assert wl.schedule == schedule and wl.tokens == tokens
+    replay = simulate_layer(wl, cal.hardware, schedule)
+    assert replay.makespan_ns == pytest.approx(wl.measured_ns, rel=0.15)
+
+
+def test_ignoring_the_meta_fits_over_the_given_base(sequential: Trace) -> None:
+    cal = calibrate(sequential, extract(sequential), "ascend-a3", "x", use_meta=False)
+    assert cal.known == [] and not any("from the trace's meta" in n for n in cal.notes)
+    fits = {f.field: f.value for f in cal.fits}
+    assert fits["gemm_eff"] == pytest.approx(HIDDEN["gemm_eff"], rel=0.05)
+    assert "tile_gemm_eff" in fits  # not stated now: derived from gemm_eff (assumed ratio)
