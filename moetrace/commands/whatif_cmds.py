@@ -231,7 +231,7 @@ def whatif_cmd(
         click.echo(json.dumps(result.report, indent=2, sort_keys=True, default=str))
         return
     for line in text(result.report):
-        click.echo(line)
+        click.echo(visible(line))  # trace and file names are data
     if out is not None:
         click.echo(
             f"  traces: {replay_out} (replayed), {out} (what-if); "

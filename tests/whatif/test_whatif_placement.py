@@ -67,3 +67,19 @@ def test_a_file_with_unequal_ranks_is_refused(tmp_path: Path) -> None:
     path.write_text("0 0 0 1\n")
     with pytest.raises(WhatIfInputError, match="same number of experts"):
         what_if_layer(_layer([8, 4, 2, 2], 2), str(path))
+
+
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        (b"\xff\xfe\x00binary", "cannot read placement: not text"),
+        ("0 1 \u00b2 1".encode(), "is not a rank in 0..1"),
+        (b"0 1 0", "3 ranks given, the layer has 4 experts"),
+    ],
+)
+def test_a_bad_placement_file_is_one_line(tmp_path: Path, content: bytes, message: str) -> None:
+    path = tmp_path / "map\x1b[31m.txt"
+    path.write_bytes(content)
+    with pytest.raises(WhatIfInputError, match=message) as info:
+        what_if_layer(_layer([8, 4, 2, 2], 2), str(path))
+    assert "\x1b" not in str(info.value)
