@@ -22,7 +22,6 @@ from pathlib import Path
 
 import numpy as np
 
-from moetrace.text import visible
 from moetrace.whatif.extract import LayerWorkload, WhatIfInputError
 
 BUILTIN = ("round-robin", "balanced")
@@ -57,20 +56,15 @@ def read_placement(path: str, experts: int, ranks: int) -> list[int]:
         text = Path(path).read_text()
     except (OSError, UnicodeDecodeError) as exc:
         why = exc.strerror if isinstance(exc, OSError) else "not text"
-        raise WhatIfInputError(f"{visible(path)}: cannot read placement: {why}") from None
+        raise WhatIfInputError(f"{path}: cannot read placement: {why}") from None
     words = " ".join(line.split("#", 1)[0] for line in text.splitlines()).replace(",", " ")
     out = []
     for i, word in enumerate(words.split()):
         if not re.fullmatch(r"[0-9]+", word) or int(word) >= ranks:
-            raise WhatIfInputError(
-                f"{visible(path)}: expert {i}: {visible(repr(word))} is not a rank in "
-                f"0..{ranks - 1}"
-            )
+            raise WhatIfInputError(f"{path}: expert {i}: {word!r} is not a rank in 0..{ranks - 1}")
         out.append(int(word))
     if len(out) != experts:
-        raise WhatIfInputError(
-            f"{visible(path)}: {len(out)} ranks given, the layer has {experts} experts"
-        )
+        raise WhatIfInputError(f"{path}: {len(out)} ranks given, the layer has {experts} experts")
     return out
 
 
@@ -120,13 +114,11 @@ def what_if_layer(wl: LayerWorkload, spec: str | None) -> tuple[LayerWorkload, s
     if spec == "eplb" or spec.startswith("eplb:"):
         tail = spec.partition(":")[2] or "0"
         if not re.fullmatch(r"[0-9]+", tail):
-            raise WhatIfInputError(
-                f"--placement {visible(spec)}: expected eplb or eplb:R (R redundant)"
-            )
+            raise WhatIfInputError(f"--placement {spec}: expected eplb or eplb:R (R redundant)")
         return eplb(wl, int(tail)), "round-robin", f"eplb ({int(tail)} redundant)"
     if not Path(spec).exists():
         raise WhatIfInputError(
-            f"--placement {visible(spec)}: not round-robin, balanced, eplb[:R] or an existing file"
+            f"--placement {spec}: not round-robin, balanced, eplb[:R] or an existing file"
         )
     mapped = as_round_robin(wl, read_placement(spec, wl.experts, wl.ranks))
-    return mapped, "round-robin", f"file {visible(Path(spec).name)}"
+    return mapped, "round-robin", f"file {Path(spec).name}"

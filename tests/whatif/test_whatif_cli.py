@@ -138,6 +138,19 @@ def test_counterfactual_placement_chunks_and_knobs(measured: Path, tmp_path: Pat
     assert json.loads(out)["whatif_placement"] == "file map.txt"
 
 
+def test_a_placement_file_name_is_data(measured: Path, tmp_path: Path) -> None:
+    """An escape in the file's name is shown escaped, in the error and in the report."""
+    path = tmp_path / "map\x1b[31m.txt"
+    path.write_text("0 1 2\n")
+    code, _out, err = _run(["whatif", str(measured), "--placement", str(path)])
+    assert code == 2 and "3 ranks given, the layer has 8 experts" in err
+    assert "\x1b" not in err and "\\x1b" in err and err.count("\n") == 1
+    path.write_text("1 0 3 2 5 4 7 6\n")
+    code, out, err = _run(["whatif", str(measured), "--placement", str(path)])
+    assert code == 0, err
+    assert "\x1b" not in out and "file map\\x1b[31m.txt" in out
+
+
 @pytest.mark.parametrize(
     ("args", "message"),
     [
