@@ -38,6 +38,21 @@ def nice_step(span: float, cells: int, min_cells: int = 14) -> float:
     return float(base * 10)
 
 
+def tick_label(t: float, step: float) -> str:
+    """A ruler tick's time with as many decimals as the tick step needs to tell neighbours
+    apart (6.741 ms, 6.742 ms at a 1 µs step, where `fmt_ns` would say 6.74 ms twice);
+    trailing zeros dropped (2 ms, not 2.000 ms)."""
+    a = abs(t)
+    unit, scale = next(
+        (u, f) for u, f in (("s", 1e9), ("ms", 1e6), ("µs", 1e3), ("ns", 1.0)) if a >= f or f == 1.0
+    )
+    decimals = max(0, math.ceil(-math.log10(step / scale) - 1e-9)) if step > 0 else 0
+    text = f"{t / scale + 0.0:.{decimals}f}"
+    if "." in text:
+        text = text.rstrip("0").rstrip(".")
+    return f"{'0' if text in ('-0', '') else text} {unit}"
+
+
 TIME_UNITS = {"ns": 1.0, "us": 1e3, "µs": 1e3, "ms": 1e6, "s": 1e9}
 
 

@@ -135,9 +135,9 @@ class LanePainter:
     def ruler(self, f: Frame) -> Strip:
         """Row 1: the time ruler with the cursor ┃ and the marks ▼."""
         v = f.view
-        ruler = ruler_strip(v.t0, v.t1, f.width)
         marks = {v.column_of(v.cursor_t): "┃"}
         marks.update({v.column_of(m): "▼" for m in v.marks})
+        ruler = ruler_strip(v.t0, v.t1, f.width, reserved=frozenset(marks))
         ruler = overlay_marks(ruler, marks, MARK_STYLE)
         span = f"{fmt_ns(v.t1 - v.t0)} view"
         return Strip.join([label_strip(span, 0, f.label_width, LABEL_STYLE), ruler])

@@ -30,7 +30,7 @@ from ..binning import (
     VIEWPORT,
     runs,
 )
-from ..format import fmt_ns, nice_step
+from ..format import nice_step, tick_label
 from .layout import PENDING_STYLE
 
 COMPUTE_BY_UNIT = {"aic": "#4e9bd6", "aiv": "#5fbf6f", "stream": "#4e9bd6", "cpu": "#8fb8c8"}
@@ -142,20 +142,26 @@ def label_strip(text: str, indent: int, width: int, style: Style, marker: str = 
     return Strip([Segment(body.ljust(width), style)], width)
 
 
-def ruler_strip(t0: float, t1: float, width: int, origin_label: str = "") -> Strip:
-    """Time ruler: a tick every 1/2/5×10^k ns with its time from the trace start."""
+def ruler_strip(
+    t0: float, t1: float, width: int, origin_label: str = "", reserved: frozenset[int] = frozenset()
+) -> Strip:
+    """Time ruler: a tick every 1/2/5×10^k ns with its time from the trace start. A label is
+    drawn only where it fits whole: before the next tick and clear of the `reserved` columns
+    (where the cursor and marks go), so no glyph ever overwrites a digit."""
     chars = [" "] * width
     if width > 0 and t1 > t0:
         step = nice_step(t1 - t0, width)
         first = np.ceil(t0 / step) * step
         cell = (t1 - t0) / width
-        for tick in np.arange(first, t1, step):
-            col = int((tick - t0) / cell)
-            if 0 <= col < width:
-                chars[col] = "╵"
-                label = fmt_ns(float(tick))
-                if col + 1 + len(label) <= width:
-                    chars[col + 1 : col + 1 + len(label)] = list(label)
+        cols = [(int((tick - t0) / cell), float(tick)) for tick in np.arange(first, t1, step)]
+        cols = [(col, tick) for col, tick in cols if 0 <= col < width]
+        for i, (col, tick) in enumerate(cols):
+            chars[col] = "╵"
+            label = tick_label(tick, step)
+            end = col + 1 + len(label)  # one past the label's last column
+            limit = cols[i + 1][0] if i + 1 < len(cols) else width + 1
+            if end < limit and end <= width and not any(c in reserved for c in range(col + 1, end)):
+                chars[col + 1 : end] = list(label)
     return Strip([Segment("".join(chars), RULER_STYLE)], width)
 
 
