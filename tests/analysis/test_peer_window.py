@@ -8,6 +8,7 @@ import csv
 import json
 from pathlib import Path
 
+import polars as pl
 import pytest
 from click.testing import CliRunner
 
@@ -15,52 +16,44 @@ from moetrace.analysis import analyze
 from moetrace.analysis.peer_window import peer_note
 from moetrace.cli import main
 from moetrace.trace.model import Trace
-from tests.analysis.test_issue8 import build
+from tests.analysis.test_issue8 import _lagging, build
 
 io = pytest.importorskip("moetrace.trace.io")
 
 
-def _steps_and_a_late_copy() -> Trace:
-    """Host steps 1 [0, 100), 2 [100, 200); kernels A [30, 60), B [60, 170) (step 1), C
-    [120, 140) on a second stream and D [170, 230) (step 2); a device-to-host copy [300, 350)
-    after the last step, launched by nothing."""
-    host, s0, s1 = 0, 1, 2
-    return build(
-        [
-            (host, "ProfilerStep#1", "user_annotation", "host", 0, 100),
-            (host, "ProfilerStep#2", "user_annotation", "host", 100, 100),
-            (host, "cudaLaunchKernel", "cuda_runtime", "host", 10, 2),  # 2 -> A
-            (host, "cudaLaunchKernel", "cuda_runtime", "host", 20, 2),  # 3 -> B
-            (host, "cudaLaunchKernel", "cuda_runtime", "host", 110, 2),  # 4 -> C
-            (host, "cudaLaunchKernel", "cuda_runtime", "host", 115, 2),  # 5 -> D
-            (s0, "A", "kernel", "compute", 30, 30),
-            (s0, "B", "kernel", "compute", 60, 110),
-            (s1, "C", "kernel", "compute", 120, 20),
-            (s0, "D", "kernel", "compute", 170, 60),
-            (s0, "Memcpy DtoH", "gpu_memcpy", "memory", 300, 50),
-        ],
-        [(0, "cpu", "1", "1"), (0, "stream", "0", "7"), (0, "stream", "0", "8")],
-        [(call, call + 4, "launch") for call in range(2, 6)],
+def _lagging_then_a_copy() -> Trace:
+    """test_issue8's lagging GPU (kernels A [30, 60), B [60, 170), C [120, 140), D [170, 230)
+    in steps 1-2, E [300, 320) in step 3, after a stall) and a device-to-host copy [330, 350)
+    on the first stream after the last step, launched by nothing."""
+    t = _lagging()
+    copy = t.events.tail(1).with_columns(
+        pl.col("id") + 1,
+        pl.lit("Memcpy DtoH").alias("name"),
+        pl.lit("gpu_memcpy").alias("cat"),
+        pl.lit("memory").cast(t.events["kind"].dtype).alias("kind"),
+        pl.lit(330, pl.Int64).alias("ts"),
+        pl.lit(20, pl.Int64).alias("dur"),
     )
+    return Trace(pl.concat([t.events, copy]), t.tracks, t.deps, t.counters, t.meta)
 
 
 def test_peer_window_by_hand() -> None:
-    """By hand: peer window [30, 350) = 320 ns, busy [30, 230) ∪ [300, 350) = 250, idle 70.
-    moetrace's step windows (compute and comm span them): step 1 [30, 120) = 90, step 2
-    [120, 230) = 110, Σ 200, idle 0; the difference 200 - 320 = -120 ns = -37.5 %."""
-    r = analyze(_steps_and_a_late_copy())
+    """By hand: peer window [30, 350) = 320 ns, busy [30, 230) ∪ [300, 320) ∪ [330, 350) = 240,
+    idle 80. moetrace's step windows (compute and comm span them): [30, 120) 90, [120, 230)
+    110, [300, 320) 20: Σ 220, idle 0; the difference 220 - 320 = -100 ns = -31.25 %."""
+    r = analyze(_lagging_then_a_copy())
     assert r.peer_window.height == 1
     got = r.peer_window.row(0, named=True)
     assert (got["rank"], got["start_ns"], got["end_ns"], got["total_ns"]) == (0, 30, 350, 320)
-    assert (got["busy_ns"], got["idle_ns"]) == (250, 70)
-    assert (got["moetrace_window_ns"], got["moetrace_idle_ns"]) == (200, 0)
-    assert got["diff_ns"] == -120 and got["diff_pct"] == pytest.approx(-37.5)
+    assert (got["busy_ns"], got["idle_ns"]) == (240, 80)
+    assert (got["moetrace_window_ns"], got["moetrace_idle_ns"]) == (220, 0)
+    assert got["diff_ns"] == -100 and got["diff_pct"] == pytest.approx(-31.25)
     note = r.meta["peer_note"]
-    assert note.startswith("note: peer window") and "-120 ns (-37.50%)" in note
+    assert note.startswith("note: peer window") and "-100 ns (-31.25%)" in note
     # the peers' window itself: no difference left
-    same = analyze(_steps_and_a_late_copy(), window="trace", window_span="work")
+    same = analyze(_lagging_then_a_copy(), window="trace", window_span="work")
     row = same.peer_window.row(0, named=True)
-    assert (row["moetrace_window_ns"], row["diff_ns"]) == (320, 0)
+    assert (row["moetrace_window_ns"], row["moetrace_idle_ns"], row["diff_ns"]) == (320, 80, 0)
     assert "equal to it" in str(same.meta["peer_note"])
     assert same.to_dict()["peer_window"]["ranks"][0]["total_ns"] == 320
 
