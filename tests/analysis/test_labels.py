@@ -282,3 +282,26 @@ def test_metrics_and_moe_warn_over_ten_percent_unclassified() -> None:
     view = moe_view(_two_kernels(200, 800))
     assert view.unclassified_share == pytest.approx(0.2)
     assert view.unclassified_top[0][0] == "zz_mystery_kernel"
+
+
+def test_overlapping_dispatch_and_combine_count_once_in_moe() -> None:
+    """DualPipe-style: a dispatch [0, 100) on one stream and a combine [50, 150) on another,
+    a GEMM [20, 60) on a third. By hand: metrics comm = |[0, 150)| = 150 ns; moe gives the
+    shared [50, 100) to dispatch (the first comm stage): dispatch 100, combine 50, Σ 150."""
+    names = [
+        "void deep_ep::intranode::dispatch<8, 768, 8192>(int4*, float*, int const*)",
+        "void deep_ep::intranode::combine<__nv_bfloat16, 8, 768>(__nv_bfloat16*, float*)",
+        "fused_moe_kernel",
+    ]
+    ev = pl.DataFrame(
+        {"id": [0, 1, 2], "track": [0, 1, 2], "name": names, "kind": ["compute"] * 3,
+         "ts": [0, 50, 20], "dur": [100, 100, 40]}
+    )  # fmt: skip
+    tracks = pl.DataFrame(
+        {"track": [0, 1, 2], "rank": [0] * 3, "pid": ["0"] * 3, "tid": ["1", "2", "3"],
+         "unit": ["stream"] * 3}
+    )  # fmt: skip
+    trace = Trace.from_frames(ev, tracks)
+    assert int(analyze(trace).ranks["comm_ns"].sum()) == 150
+    cats = dict(moe_view(trace).categories.select("category", "time_ns").iter_rows())
+    assert (cats["dispatch"], cats["combine"], cats["expert_gemm"]) == (100, 50, 40)
