@@ -305,3 +305,24 @@ def test_overlapping_dispatch_and_combine_count_once_in_moe() -> None:
     assert int(analyze(trace).ranks["comm_ns"].sum()) == 150
     cats = dict(moe_view(trace).categories.select("category", "time_ns").iter_rows())
     assert (cats["dispatch"], cats["combine"], cats["expert_gemm"]) == (100, 50, 40)
+
+
+def test_collectives_read_the_labels() -> None:
+    """collectives.collective_ops takes what is a collective, its family and kind from the
+    classification stage: every comm kernel of the library table once (DeepEP under a fork's
+    namespace included, the layout kernel not), grouped family:collective without args."""
+    from moetrace.analysis.collectives import collective_ops
+
+    trace = library_trace()
+    ops = collective_ops(trace)
+    names = trace.events.select(pl.col("id").cast(pl.Int64).alias("event_id"), "name")
+    got = ops.join(names, on="event_id")
+    assert got["event_id"].n_unique() == got.height
+    assert set(got["name"]) == {n for n, role, _s, _f in LIBRARY_KERNELS if role == "comm"}
+    kind = {n: (g, c) for n, g, c in got.select("name", "group", "collective").iter_rows()}
+    fork = next(n for n in kind if n.startswith("void dualpipe_ep::internode::combine"))
+    assert kind[fork] == ("deepep:all_to_all", "all_to_all")
+    nccl = next(n for n in kind if n.startswith("ncclDevKernel_AllReduce_Sum_bf16"))
+    assert kind[nccl] == ("nccl:all_reduce", "all_reduce")
+    assert kind["MoeDistributeDispatchV2"] == ("hccl_mc2:all_to_all", "all_to_all")
+    assert kind["hcom_alltoallv__456_2_1"][1] == "all_to_all"
