@@ -6,7 +6,10 @@ takes the category of its innermost enclosing event on the same track (a `record
 range such as `moe/dispatch`), and a device kernel that still has none takes the category of
 the host call that launched it. A rank's time is the self time (span minus children) of its
 work events: device kernels where the rank has device tracks, else the host thread holding
-the step markers (CPU-only PyTorch). exposed_ns = time only that category was running.
+the step markers (CPU-only PyTorch); except the comm stages (dispatch, combine, comm), whose
+time is metrics' comm set itself (`comm_pieces`: the same events and windows, every thread
+of a CPU-only rank), so `moe`'s comm stages equal `metrics`' comm on every trace.
+exposed_ns = time only that category was running.
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ import polars as pl
 from moetrace.analysis import intervals as iv
 from moetrace.analysis.classify import CPU_COMM_PATTERN, DEVICE_UNITS, STEP_PATTERN
 from moetrace.analysis.collectives import event_frame
+from moetrace.analysis.comm import device_events, keyed_partition
 from moetrace.analysis.event_codes import inherit, own_index
 from moetrace.analysis.labels import join_labels, rule_kind_expr, unclassified
 from moetrace.analysis.moe_load import (
@@ -36,7 +40,10 @@ from moetrace.analysis.moe_rules import (
     load_rules,
 )
 from moetrace.analysis.moe_traffic import received, traffic
+from moetrace.analysis.prepared import NO_RANK, Prepared
 from moetrace.analysis.routing_dumps import read_routing
+from moetrace.analysis.steps import prepare_steps
+from moetrace.analysis.windows import with_windows
 from moetrace.trace.model import Kind, Trace
 
 COMM_STAGES = ("dispatch", "combine", "comm")
@@ -145,9 +152,9 @@ def _comm_stages(ev: pl.DataFrame, cat: np.ndarray, codes: dict[str, int]) -> np
     """Stages consistent with the roles, so that the comm stages are exactly the comm work:
     a comm event whose stage is not dispatch/combine is `comm`; a compute event that inherited
     dispatch/combine (a permute kernel inside a `dispatch` range) is `topk_permute`, one that
-    inherited `comm` is `other`. Markers and host events keep theirs (a CPU-only trace's
-    `moe/dispatch` range is the only evidence it has; `metrics` there unions gloo's worker
-    threads, which `moe` does not count, so the two are not tied on CPU-only traces)."""
+    inherited `comm` is `other`. Markers and host events keep theirs here (whatif reads a
+    CPU-only trace's `moe/dispatch` range); `moe_view` takes the comm stages' time from
+    metrics' comm set instead (`comm_pieces`)."""
     kind = ev["kind"].cast(pl.String).to_numpy()
     is_comm = (kind == "comm") | ev["_cpu_comm"].to_numpy()
     device = ev.select(pl.col("unit").is_in(list(DEVICE_UNITS))).to_series().to_numpy()
@@ -226,10 +233,13 @@ CATEGORY_SCHEMA: dict[str, pl.DataType] = {
 
 
 def _grouped_union(
-    ev: pl.DataFrame, mask: np.ndarray, key_cols: list[str]
+    ev: pl.DataFrame, mask: np.ndarray, key_cols: list[str], extra: pl.DataFrame | None = None
 ) -> tuple[pl.DataFrame, iv.Intervals]:
     """(keys with `gid`, the union of the work events' self intervals per gid, ns): self =
-    span minus the spans of work children, so nested and overlapping events count once."""
+    span minus the spans of work children, so nested and overlapping events count once.
+    `extra` (key_cols, start, end; `comm_pieces`): intervals that stand for the work events
+    marked `_comm` in `ev`, which then give no self time of their own (they still take their
+    time off their parents)."""
     work_rows = np.flatnonzero(mask)
     ts = ev["ts"].to_numpy().astype(np.int64)
     end = ev["end"].to_numpy().astype(np.int64)
@@ -242,10 +252,29 @@ def _grouped_union(
     spans = iv.union(iv.make(np.arange(len(work_rows)), ts[work_rows], end[work_rows]))
     own = iv.difference(spans, children)  # self intervals, grouped by work-event position
     work = ev[work_rows].select(key_cols).with_row_index("_w")
-    keys = work.select(key_cols).unique().sort(key_cols, nulls_last=False).with_row_index("gid")
+    if extra is None:
+        extra = pl.DataFrame(
+            schema={**work.select(key_cols).schema, "start": pl.Int64, "end": pl.Int64}
+        )
+    else:  # the comm stages come from metrics' comm set, not from self time
+        counted = ~ev["_comm"].to_numpy()[work_rows]
+        own = iv.Intervals(*(x[counted[own.group]] for x in own))
+    keys = (
+        pl.concat([work.select(key_cols), extra.select(key_cols)], how="vertical_relaxed")
+        .unique()
+        .sort(key_cols, nulls_last=False)
+        .with_row_index("gid")
+    )
     work = work.join(keys, on=key_cols, how="left", nulls_equal=True).sort("_w")
     gid = work["gid"].to_numpy().astype(np.int64)
-    return keys, iv.union(iv.Intervals(gid[own.group], own.start, own.end))
+    extra_gid = extra.join(keys, on=key_cols, how="left", nulls_equal=True, maintain_order="left")
+    return keys, iv.union(
+        iv.make(
+            np.concatenate([gid[own.group], extra_gid["gid"].to_numpy().astype(np.int64)]),
+            np.concatenate([own.start, extra["start"].to_numpy()]),
+            np.concatenate([own.end, extra["end"].to_numpy()]),
+        )
+    )
 
 
 def union_times(
@@ -267,15 +296,24 @@ def union_times(
     )
 
 
-def category_times(ev: pl.DataFrame, work_mask: pl.Series | None = None) -> pl.DataFrame:
+def category_times(
+    ev: pl.DataFrame, work_mask: pl.Series | None = None, comm: pl.DataFrame | None = None
+) -> pl.DataFrame:
     """Per (rank, step, layer, category): time_ns, exposed_ns, share (`CATEGORY_SCHEMA`);
-    `work_mask`: the events counted (default `_work_mask(ev)`, passed when already known)."""
+    `work_mask`: the events counted (default `_work_mask(ev)`, passed when already known);
+    `comm` (`comm_pieces`): the comm stages' time as metrics counts it, standing for the
+    events marked `_comm` in `ev`."""
     mask = (_work_mask(ev) if work_mask is None else work_mask).to_numpy()
-    if not mask.any():
+    if not mask.any() and (comm is None or comm.height == 0):
         return pl.DataFrame(schema=CATEGORY_SCHEMA)
     key_cols = ["rank", "step", "layer", "category"]
     filled = ev.with_columns(pl.col("step").fill_null(-1), pl.col("layer").fill_null(-1))
-    keys, per_cat = _grouped_union(filled, mask, key_cols)
+    extra = (
+        comm.with_columns(pl.col("step").fill_null(-1), pl.col("layer").fill_null(-1))
+        if comm is not None
+        else None
+    )
+    keys, per_cat = _grouped_union(filled, mask, key_cols, extra)
     time_ns = iv.lengths_by_group(per_cat, keys.height)
     # exposed: sweep all categories of a (rank, step) together; where exactly one is active,
     # the running sum of active category codes names it
@@ -386,6 +424,65 @@ class MoeView:
         }
 
 
+def comm_pieces(ev: pl.DataFrame, prep: Prepared, single_rank: bool) -> pl.DataFrame:
+    """The comm stages of the MoE view as `metrics` counts comm: its comm events
+    (comm.device_events, the same rows and windows), each under the stage and layer
+    `categorize` gave it (a comm event whose stage is not a comm stage, such as gloo's worker
+    thread on a CPU-only trace, is `comm`), cut so that a moment two stages share counts once
+    (dispatch, then combine, then comm; lower layers first). Columns rank, step, layer,
+    category, start, end (ns); per (rank, step) their lengths add up to metrics' comm_ns."""
+    sel = device_events(prep, "comm").select("id", "gid", "ts", "end")
+    labels = ev.select("id", "category", "layer")
+    sel = sel.join(labels, on="id", how="left", maintain_order="left").with_columns(
+        pl.when(pl.col("category").is_in(list(COMM_STAGES)))
+        .then("category")
+        .otherwise(pl.lit("comm"))
+        .alias("category")
+    )
+    order = {c: i for i, c in enumerate(COMM_STAGES)}
+    combos = (
+        sel.select("category", "layer")
+        .unique()
+        .sort(
+            pl.col("category").replace_strict(order, default=len(order)), "layer", nulls_last=True
+        )
+        .with_row_index("_k")
+    )
+    sel = sel.join(combos, on=["category", "layer"], how="left", nulls_equal=True)
+    pieces, key = keyed_partition(
+        prep, sel, sel["_k"].to_numpy().astype(np.int64), max(combos.height, 1)
+    )
+    windows = prep.windows.select("gid", "rank", "step")
+    rank = pl.when(pl.col("rank") == NO_RANK).then(0 if single_rank else None).otherwise("rank")
+    return (
+        pl.DataFrame(
+            {"gid": pieces.group, "_k": key, "start": pieces.start, "end": pieces.end},
+            schema={"gid": pl.Int64, "_k": pl.UInt32, "start": pl.Int64, "end": pl.Int64},
+        )
+        .join(windows, on="gid", how="left")
+        .join(combos, on="_k", how="left")
+        .select(rank.cast(pl.Int64).alias("rank"), "step", "layer", "category", "start", "end")
+    )
+
+
+def _comm_from_metrics(ev: pl.DataFrame, prep: Prepared) -> pl.DataFrame:
+    """`ev` with `_comm` (metrics counts the event as comm, in any window: its time comes from
+    `comm_pieces`) and the comm stages taken off the other events (a host `moe/dispatch`
+    range's own time is packing: topk_permute; an inherited `comm` is other)."""
+    is_comm = ev["id"].is_in(
+        prep.ev.filter(pl.col("device") & (pl.col("kind") == "comm"))["id"].implode()
+    )
+    return ev.with_columns(
+        is_comm.alias("_comm"),
+        pl.when(~is_comm & (pl.col("category") == "comm"))
+        .then(pl.lit("other"))
+        .when(~is_comm & pl.col("category").is_in(["dispatch", "combine"]))
+        .then(pl.lit("topk_permute"))
+        .otherwise("category")
+        .alias("category"),
+    )
+
+
 def moe_events(trace: Trace, rules: Rules) -> tuple[pl.DataFrame, pl.Series]:
     """(categorized events of `trace`, the work mask `moe` counts): the input of
     `category_times` and `union_times`; a trace that names no rank is rank 0."""
@@ -403,7 +500,10 @@ def moe_view(
     docstring); `routing_files`: the routers' own expert-distribution dumps (routing_dumps)."""
     rules = rules or load_rules()
     ev, mask = moe_events(trace, rules)
-    pairs = traffic(trace, ev)
+    pairs = traffic(trace, ev)  # what each all-to-all was for: its issuing call's stage
+    prep = with_windows(prepare_steps(trace, rules=rules), None)
+    single = trace.tracks["rank"].null_count() == trace.tracks.height
+    staged = _comm_from_metrics(ev, prep)
     ranks = trace.ranks or [0]
     dumps = [read_routing(f, len(ranks)) for f in routing_files]
     experts = experts_of(trace.meta)
@@ -412,7 +512,7 @@ def moe_view(
         ev.with_columns(mask.alias("work"), pl.lit(True).alias("device")), top=5
     )
     return MoeView(
-        categories=category_times(ev, mask),
+        categories=category_times(staged, mask, comm_pieces(ev, prep, single)),
         experts=expert_times(ev, rules),
         traffic=pairs,
         received=received(pairs, trace.ranks or [0]),

@@ -141,6 +141,9 @@ def metrics(
         loading=loading,
     )
     check_computed(results)
+    for path, report in results:  # the peers' window beside ours, on every run (issue 21)
+        if report.meta.get("peer_note"):
+            warn(f"{path}: {report.meta['peer_note']}")
     captured = {p: captured_ops(r, capture, loading) for p, r in results} if capture else {}
     if as_json:
         doc: dict[str, Any] = {"traces": [{"source": p, **r.to_dict()} for p, r in results]}
