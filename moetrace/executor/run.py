@@ -12,7 +12,13 @@ import numpy as np
 from moetrace.executor.errors import ExecutorInputError
 from moetrace.executor.floors import floors
 from moetrace.executor.fold import Expansion, expand
-from moetrace.executor.hardware import Hardware, get_hardware, link_warnings
+from moetrace.executor.hardware import (
+    Hardware,
+    get_hardware,
+    link_extrapolation,
+    link_notes,
+    link_warnings,
+)
 from moetrace.executor.planner import best_plan
 from moetrace.executor.schedules import ScheduleOptions, Timed
 from moetrace.executor.taskgraph import TaskGraph
@@ -136,8 +142,6 @@ def prepare(
         order=str(options.get("order", "auto")),
     )
     opts.check()
-    for what in ("dispatch", "combine"):
-        hw.link_rate(what, wl.ranks)  # refuses an EP beyond the measured link tables
     if opts.schedule == "tile" and opts.l2:
         tile_bytes = wl.tile_rows * 3 * wl.shape.intermediate * 2.0
         if hw.l2_bytes < tile_bytes:
@@ -220,6 +224,9 @@ def to_trace(run: Run) -> Trace:
         "dispatch_bw": hw.link_rate("dispatch", wl.ranks),
         "combine_bw": hw.link_rate("combine", wl.ranks),
         "warnings": link_warnings(hw, wl.ranks),
+        # beyond the measured link tables: which fields were extrapolated, how, to what
+        "link_extrapolation": link_extrapolation(hw, wl.ranks),
+        "notes": link_notes(hw, wl.ranks),
         "tasks": run.graph.full_tasks,
         "launches": run.timed.n - run.timed.n_graph,
         "tokens_per_s": wl.ranks * wl.tokens / (makespan * 1e-9),

@@ -12,6 +12,8 @@ from moetrace.executor.hardware import (
     PRESET_DIR,
     PRESETS,
     apply_overrides,
+    link_extrapolation,
+    link_notes,
     link_warnings,
     load_preset,
 )
@@ -61,14 +63,27 @@ def test_seeded_fixes() -> None:
     assert b910.link_rate("dispatch", 64) < 0.7 * a3.link_rate("dispatch", 64)
 
 
-def test_beyond_the_measured_link_table_is_refused_below_it_warned() -> None:
+def test_beyond_the_measured_link_table_is_extrapolated_below_it_warned() -> None:
     hw = PRESETS["ascend-a3"]
-    with pytest.raises(ExecutorInputError, match="EP256 is beyond"):
-        hw.link_rate("dispatch", 256)
+    # A3 measures 81 -> 57 GB/s dispatch and 91 -> 81 GB/s combine from EP64 to EP128: one
+    # more doubling at the same ratio (by hand: 57 * 57 / 81, 81 * 81 / 91)
+    assert hw.link_rate("dispatch", 256) == pytest.approx(57e9 * 57 / 81)
+    assert hw.link_rate("combine", 256) == pytest.approx(81e9 * 81 / 91)
+    assert hw.link_rate("dispatch", 512) == pytest.approx(57e9 * (57 / 81) ** 2)
+    ext = link_extrapolation(hw, 256)
+    assert ext is not None and set(ext["fields"]) == {"dispatch_bw", "combine_bw"}
+    assert link_extrapolation(hw, 128) is None and not link_notes(hw, 128)
+    assert len(link_notes(hw, 256)) == 2
+    # a rising last step is never extrapolated upwards: 910B's table is flat from EP16
+    b910 = PRESETS["ascend-910b"]
+    assert b910.link_rate("dispatch", 512) == b910.dispatch_bw[-1][1]
     assert apply_overrides(hw, {"link_bw": 50e9}).link_rate("dispatch", 256) == 50e9
+    assert link_extrapolation(apply_overrides(hw, {"link_bw": 50e9}), 256) is None
     assert link_warnings(hw, 4) and not link_warnings(hw, 8)
-    with pytest.raises(ExecutorInputError, match="beyond"):
-        simulate_run(ranks=16, tokens=128, hardware="ascend-950")
+    # a one-point table (950: EP8 only) holds its rate beyond it, and says so
+    p950 = PRESETS["ascend-950"]
+    assert p950.link_rate("dispatch", 16) == p950.dispatch_bw[0][1]
+    assert link_notes(p950, 16)
 
 
 @pytest.mark.parametrize(
