@@ -103,13 +103,18 @@ def test_overrides_are_checked_in_one_place(pair: dict, needle: str) -> None:
     assert needle in str(err.value) and "\n" not in str(err.value)
 
 
-@pytest.mark.parametrize(("ep", "measured_us"), [(8, 126), (32, 153)])
-def test_small_dispatch_matches_deepep_ascend_low_latency(ep: int, measured_us: float) -> None:
-    """128 tokens: DeepEP-Ascend's low-latency figures (sim.md §5) within 15%; without the
-    per-call setup term the model is about 20% too fast."""
+@pytest.mark.parametrize(
+    ("ep", "measured_us", "fitted"), [(8, 132, True), (16, 139, False), (32, 153, True)]
+)
+def test_small_dispatch_matches_deepep_ascend_low_latency(
+    ep: int, measured_us: float, fitted: bool
+) -> None:
+    """128 tokens: DeepEP-Ascend's low-latency dispatch figures (sgl-kernel-npu README: 132,
+    139, 153 µs at EP8/16/32) within 15% (EP8 and EP32 fit `a2a_setup_ns`: within 1%; EP16 is
+    held out); without the per-call setup term the fitted points are about 20% too fast."""
     run = simulate_run(ranks=ep, tokens=128, schedule="sequential")
-    assert low_latency_dispatch_us(run) == pytest.approx(measured_us, rel=0.15)
+    assert low_latency_dispatch_us(run) == pytest.approx(measured_us, rel=0.01 if fitted else 0.15)
     bare = simulate_run(
         ranks=ep, tokens=128, schedule="sequential", hw_overrides={"a2a_setup_ns": 0}
     )
-    assert low_latency_dispatch_us(bare) < 0.85 * measured_us
+    assert low_latency_dispatch_us(bare) < (0.85 if fitted else 0.9) * measured_us
