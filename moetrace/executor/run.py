@@ -84,6 +84,16 @@ def estimate_tasks(wl: Workload) -> int:
 
 def check_memory(wl: Workload, hw: Hardware, assign: np.ndarray, expert_rank: np.ndarray) -> None:
     """Refuse a run whose busiest rank would not fit its weights and buffers in HBM."""
+    need = hbm_need(wl, assign, expert_rank)
+    if need > hw.hbm_bytes:
+        raise ExecutorInputError(
+            f"the busiest rank needs {need / 1e9:.1f} GB of HBM for weights and buffers; "
+            f"{hw.name} has {hw.hbm_bytes / 1e9:.1f} GB (fewer tokens or more ranks)"
+        )
+
+
+def hbm_need(wl: Workload, assign: np.ndarray, expert_rank: np.ndarray) -> float:
+    """Bytes of HBM the busiest rank needs for its weights and buffers."""
     sh = wl.shape
     per_expert = rows_per_source_expert(wl, assign).sum(axis=0)  # rows routed to each expert
     received = np.bincount(expert_rank, weights=per_expert, minlength=wl.ranks).max()
@@ -96,12 +106,7 @@ def check_memory(wl: Workload, hw: Hardware, assign: np.ndarray, expert_rank: np
         wl.dispatch_row_bytes + wl.combine_row_bytes
     )
     per_row = sh.hidden * DTYPE_BYTES[wl.dispatch_dtype] + 3 * sh.intermediate * 2 + sh.hidden * 2
-    need = weights + own + received * per_row
-    if need > hw.hbm_bytes:
-        raise ExecutorInputError(
-            f"the busiest rank needs {need / 1e9:.1f} GB of HBM for weights and buffers; "
-            f"{hw.name} has {hw.hbm_bytes / 1e9:.1f} GB (fewer tokens or more ranks)"
-        )
+    return float(weights + own + received * per_row)
 
 
 def prepare(
@@ -221,6 +226,8 @@ def to_trace(run: Run) -> Trace:
             "plan": run.plan,
         },
         "l2_intermediates": run.timed.l2_intermediates,
+        # expert weights: read once from HBM, or re-read where L2 eviction is modelled (which)
+        "weight_reads": run.timed.weight_reads,
         "dispatch_bw": hw.link_rate("dispatch", wl.ranks),
         "combine_bw": hw.link_rate("combine", wl.ranks),
         "warnings": link_warnings(hw, wl.ranks),
