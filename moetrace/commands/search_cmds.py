@@ -69,7 +69,7 @@ def hw_ranges(pairs: Sequence[str]) -> dict[str, list[str]]:
 
 
 @contextmanager
-def _engine(engine: str, jobs: int, address: str | None) -> Iterator[Evaluator]:
+def engine_evaluator(engine: str, jobs: int, address: str | None) -> Iterator[Evaluator]:
     """A batch evaluator: in this process (jobs 1), a spawned process pool, or Ray tasks."""
     from moetrace.executor.search import evaluate
 
@@ -339,7 +339,7 @@ def search(**kw: Any) -> None:
     fingerprint = model_fingerprint()
     with ExitStack() as stack:
         bar = stack.enter_context(_progress(not kw["quiet"]))
-        evaluator = stack.enter_context(_engine(kw["engine"], jobs, kw["address"]))
+        evaluator = stack.enter_context(engine_evaluator(kw["engine"], jobs, kw["address"]))
 
         def keep(key: str, cfg: Config, result: dict[str, Any]) -> None:
             if store is not None:
