@@ -17,7 +17,7 @@ import argparse
 import time
 
 from moetrace.commands.search_cmds import engine_evaluator, hw_ranges
-from moetrace.executor.search import Outcome, expand, search
+from moetrace.executor.search import BASE, Outcome, expand, search
 from moetrace.trace.parallel import default_jobs
 
 
@@ -44,16 +44,7 @@ def main() -> None:
     ap.add_argument("--jobs", type=int, default=default_jobs())
     ap.add_argument("--hw", action="append", default=[])
     args = ap.parse_args()
-    base = dict(
-        preset="deepseek-v3",
-        hardware="ascend-a3",
-        routing="balanced",
-        placement="round-robin",
-        seed=0,
-        hw_overrides=None,
-        order="auto",
-        n_tile=512,
-    )
+    base = dict(BASE)  # DeepSeek-V3 on ascend-a3, balanced routing
     axes = {
         "ranks": [int(x) for x in args.ranks.split(",")],
         "schedule": args.schedule.split(","),

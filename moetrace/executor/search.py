@@ -45,6 +45,20 @@ AXES = ("ranks", "tokens", "schedule", "chunks", "tile_rows", "n_tile", "placeme
 Config = dict[str, Any]
 """Keyword arguments of `moetrace.executor.run.simulate` (hw_overrides a plain dict)."""
 
+BASE: Config = {
+    "preset": "deepseek-v3",
+    "hardware": "ascend-a3",
+    "routing": "balanced",
+    "placement": "round-robin",
+    "seed": 0,
+    "hw_overrides": None,
+    "order": "auto",
+    "chunks": 1,
+    "tile_rows": 128,
+    "n_tile": 512,
+}
+"""The defaults of `simulate` a space's candidates start from (`expand`'s base)."""
+
 Evaluator = Callable[[Sequence[Config]], Iterator[tuple[int, dict[str, Any]]]]
 """Simulates a batch; yields (index in the batch, `evaluate`'s result) as each one finishes."""
 

@@ -15,6 +15,7 @@ from click.testing import CliRunner
 from moetrace.cli import main
 from moetrace.executor.errors import ExecutorInputError
 from moetrace.executor.search import (
+    BASE,
     ResultStore,
     estimate,
     evaluate,
@@ -24,14 +25,6 @@ from moetrace.executor.search import (
     search,
 )
 
-BASE: dict[str, Any] = dict(
-    preset="deepseek-v3",
-    hardware="ascend-a3",
-    routing="balanced",
-    placement="round-robin",
-    seed=0,
-    hw_overrides=None,
-)
 SPACE: dict[str, list[Any]] = dict(  # compute-bound enough for the bounds to prune
     ranks=[8, 16],
     tokens=[4096],
@@ -91,7 +84,7 @@ def test_expand_drops_options_a_schedule_ignores(space: list[dict]) -> None:
     ],
 )
 def test_the_lower_bound_never_beats_the_simulation(extra: dict) -> None:
-    cfg = {**BASE, "chunks": 1, "tile_rows": 128, "n_tile": 512, "order": "auto", **extra}
+    cfg = {**BASE, **extra}
     est = estimate(cfg)
     result = evaluate(cfg)
     assert est.feasible
