@@ -271,7 +271,7 @@ def search(**kw: Any) -> None:
       moetrace search --ranks 64,128,256 --global-tokens 262144 \\
           --schedule chunked,tile --chunks 2,4 --hw hbm_bw=1.6e12,3.2e12 -o best.csv
     """
-    from moetrace.executor.search import ResultStore, expand, model_fingerprint
+    from moetrace.executor.search import BASE, ResultStore, expand, model_fingerprint
     from moetrace.executor.search import search as run_search
     from moetrace.trace.cache import cache_dir
     from moetrace.trace.parallel import default_jobs
@@ -298,6 +298,7 @@ def search(**kw: Any) -> None:
             for value in values:
                 get_hardware(kw["hardware"], {**fixed, key: value})
     base: dict[str, Any] = {
+        **BASE,
         "preset": kw["preset"],
         "hardware": kw["hardware"],
         "routing": kw["routing"],
