@@ -34,6 +34,12 @@ SPACE: dict[str, list[Any]] = dict(  # compute-bound enough for the bounds to pr
 )
 
 
+def _res(row: Any) -> dict[str, Any]:
+    """A row's result (there must be one)."""
+    assert row.result is not None
+    return dict(row.result)
+
+
 class Memo:
     """An in-process evaluator that simulates each configuration once and counts calls."""
 
@@ -41,7 +47,7 @@ class Memo:
         self.results: dict[str, dict[str, Any]] = {}
         self.calls = 0
 
-    def __call__(self, batch: Sequence[dict]) -> Iterator[tuple[int, dict[str, Any]]]:
+    def __call__(self, batch: Sequence[dict[str, Any]]) -> Iterator[tuple[int, dict[str, Any]]]:
         for i, cfg in enumerate(batch):
             self.calls += 1
             key = json.dumps(cfg, sort_keys=True, default=str)
@@ -51,7 +57,7 @@ class Memo:
 
 
 @pytest.fixture(scope="module")
-def space() -> list[dict]:
+def space() -> list[dict[str, Any]]:
     return expand(BASE, SPACE)
 
 
@@ -60,7 +66,7 @@ def memo() -> Memo:
     return Memo()
 
 
-def test_expand_drops_options_a_schedule_ignores(space: list[dict]) -> None:
+def test_expand_drops_options_a_schedule_ignores(space: list[dict[str, Any]]) -> None:
     # chunks matters to chunked only: 2 ranks x 2 tile_rows x (sequential, chunked x2/x4, tile)
     assert len(space) == 16
     assert all(c["chunks"] == 1 for c in space if c["schedule"] != "chunked")
@@ -83,7 +89,7 @@ def test_expand_drops_options_a_schedule_ignores(space: list[dict]) -> None:
         dict(ranks=4, tokens=256, schedule="sequential", shared_expert=True),
     ],
 )
-def test_the_lower_bound_never_beats_the_simulation(extra: dict) -> None:
+def test_the_lower_bound_never_beats_the_simulation(extra: dict[str, Any]) -> None:
     cfg = {**BASE, **extra}
     est = estimate(cfg)
     result = evaluate(cfg)
@@ -96,7 +102,7 @@ def test_the_lower_bound_never_beats_the_simulation(extra: dict) -> None:
 
 @pytest.mark.parametrize("objective", ["makespan", "tokens_per_s", "mfu"])
 def test_search_finds_what_the_exhaustive_sweep_finds(
-    space: list[dict], memo: Memo, objective: str
+    space: list[dict[str, Any]], memo: Memo, objective: str
 ) -> None:
     full = search(space, memo, objective, top=3, exhaustive=True)
     assert full.simulated == len(space)
@@ -105,7 +111,7 @@ def test_search_finds_what_the_exhaustive_sweep_finds(
     assert memo.calls == fast.simulated < len(space)  # pruned by the bounds
     assert fast.pruned == len(space) - fast.simulated
     col = {"makespan": "makespan_ns", "tokens_per_s": "tokens_per_s", "mfu": "mfu"}[objective]
-    assert [r.result[col] for r in fast.best] == [r.result[col] for r in full.best]
+    assert [_res(r)[col] for r in fast.best] == [_res(r)[col] for r in full.best]
     # the best configuration itself, and the Pareto front (objective vs ranks)
     assert fast.best[0].config == full.best[0].config
     assert [r.config for r in fast.pareto] == [r.config for r in full.pareto]
@@ -114,14 +120,14 @@ def test_search_finds_what_the_exhaustive_sweep_finds(
     best_per = {
         ranks: min(
             (r for r in full.rows if r.config["ranks"] == ranks),
-            key=lambda r: sign * r.result[col],
+            key=lambda r: sign * _res(r)[col],
         )
         for ranks in (8, 16)
     }
     expect = [best_per[8]] + (
-        [best_per[16]] if sign * best_per[16].result[col] < sign * best_per[8].result[col] else []
+        [best_per[16]] if sign * _res(best_per[16])[col] < sign * _res(best_per[8])[col] else []
     )
-    assert [r.result[col] for r in fast.pareto] == [r.result[col] for r in expect]
+    assert [_res(r)[col] for r in fast.pareto] == [_res(r)[col] for r in expect]
 
 
 def test_pareto_front_keeps_only_improvements() -> None:
@@ -133,11 +139,11 @@ def test_pareto_front_keeps_only_improvements() -> None:
         return Row({"ranks": ranks}, est, {"makespan_ns": ms}, "simulated")
 
     rows = [row(64, 5.0), row(64, 4.0), row(128, 4.5), row(256, 3.0)]
-    assert [r.result["makespan_ns"] for r in pareto_front(rows, "makespan")] == [4.0, 3.0]
+    assert [_res(r)["makespan_ns"] for r in pareto_front(rows, "makespan")] == [4.0, 3.0]
 
 
 def test_results_are_reused_and_stored_atomically(
-    space: list[dict], memo: Memo, tmp_path: Path
+    space: list[dict[str, Any]], memo: Memo, tmp_path: Path
 ) -> None:
     path = tmp_path / "results.jsonl"
     store = ResultStore(path)
@@ -168,7 +174,7 @@ def test_results_are_reused_and_stored_atomically(
         ResultStore(path)
 
 
-def test_constraints_mark_candidates_infeasible(space: list[dict], memo: Memo) -> None:
+def test_constraints_mark_candidates_infeasible(space: list[dict[str, Any]], memo: Memo) -> None:
     small = [c for c in space if c["schedule"] == "tile" and c["tile_rows"] == 128]
     need = {c["ranks"]: estimate(c).hbm_need_bytes for c in small}
     limit = (min(need.values()) + max(need.values())) / 2

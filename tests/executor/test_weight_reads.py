@@ -7,6 +7,8 @@ The expected reads are derived here from the routing alone (rows per expert, row
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import pytest
 
@@ -25,10 +27,10 @@ def _weight_reads(run: object) -> np.ndarray:
     per_expert = np.bincount(
         c["expert"][gemm], weights=(c["w_bytes"] * frac)[gemm], minlength=sh.experts
     )
-    return per_expert / (3.0 * sh.hidden * sh.intermediate * 2)
+    return np.asarray(per_expert / (3.0 * sh.hidden * sh.intermediate * 2))
 
 
-def _row_tiles(kwargs: dict) -> tuple[np.ndarray, np.ndarray]:
+def _row_tiles(kwargs: dict[str, Any]) -> tuple[np.ndarray, np.ndarray]:
     """Row tiles of every expert and of the other experts on its rank, from the routing."""
     wl, _, _, _ = prepare(schedule_name="tile", **kwargs)
     assign = route(wl)
@@ -39,7 +41,7 @@ def _row_tiles(kwargs: dict) -> tuple[np.ndarray, np.ndarray]:
     return tiles.astype(float), others
 
 
-SKEW = dict(ranks=32, tokens=512, routing="zipf:1.2")
+SKEW: dict[str, Any] = dict(ranks=32, tokens=512, routing="zipf:1.2")
 
 
 def test_a_hot_expert_is_not_reread_per_row_tile_under_skew() -> None:
@@ -67,7 +69,7 @@ def test_a_hot_expert_is_not_reread_per_row_tile_under_skew() -> None:
 def test_weights_read_once_when_l2_holds_the_live_set() -> None:
     """Expert-major order and an L2 that holds two experts: no eviction, each expert's weights
     come from HBM exactly once, and the trace meta says which model was used."""
-    kwargs = dict(SKEW, order="expert", hw_overrides={"l2_bytes": 4e8})
+    kwargs: dict[str, Any] = dict(SKEW, order="expert", hw_overrides={"l2_bytes": 4e8})
     run = simulate_run(schedule="tile", **kwargs)
     reads = _weight_reads(run)
     tiles, _ = _row_tiles(kwargs)
