@@ -87,6 +87,11 @@ def test_expand_drops_options_a_schedule_ignores(space: list[dict[str, Any]]) ->
         dict(ranks=8, tokens=512, schedule="sequential", routing="zipf:1.2"),
         dict(ranks=4, tokens=256, schedule="tile", tile_rows=64, hw_overrides={"link_bw": 2e10}),
         dict(ranks=4, tokens=256, schedule="sequential", shared_expert=True),
+        dict(ranks=8, tokens=512, schedule="chunked", chunks=4, routing="zipf:1.2"),
+        dict(ranks=8, tokens=512, schedule="tile", routing="zipf:0.8", placement="balanced"),
+        dict(ranks=8, tokens=512, schedule="sequential", dispatch_dtype="fp8"),
+        dict(ranks=8, tokens=1024, schedule="tile", n_tile=256, tile_rows=256),
+        dict(ranks=8, tokens=512, schedule="tile", dynamic=True),
     ],
 )
 def test_the_lower_bound_never_beats_the_simulation(extra: dict[str, Any]) -> None:
@@ -128,6 +133,11 @@ def test_search_finds_what_the_exhaustive_sweep_finds(
         [best_per[16]] if sign * _res(best_per[16])[col] < sign * _res(best_per[8])[col] else []
     )
     assert [_res(r)[col] for r in fast.pareto] == [_res(r)[col] for r in expect]
+
+
+def test_budget_stops_early_and_says_so(space: list[dict[str, Any]], memo: Memo) -> None:
+    out = search(space, memo, "makespan", budget=2)
+    assert out.simulated == 2 and not out.proven and out.best
 
 
 def test_pareto_front_keeps_only_improvements() -> None:
