@@ -97,8 +97,13 @@ def test_beyond_the_link_table_runs_with_a_stated_extrapolation(tmp_path: Path) 
 
     out = tmp_path / "ep8.json"
     table = ["--hw", "dispatch_bw=2:100e9,4:50e9", "--hw", "combine_bw=2:100e9,4:80e9"]
-    code, _, err = _run(["run", "--ranks", "8", "--tokens", "128", *table, "-o", str(out)])
+    code, stdout, err = _run(
+        ["run", "--ranks", "8", "--tokens", "128", *table, "-o", str(out), "--json"]
+    )
     assert code == 0
+    assert json.loads(stdout)["notes"] == [
+        line.removeprefix("moetrace: note: ") for line in err.splitlines() if "note:" in line
+    ]
     notes = [line for line in err.splitlines() if line.startswith("moetrace: note:")]
     assert len(notes) == 2 and "EP8 is beyond" in notes[0] and "dispatch_bw" in notes[0]
     ext = load(out).meta["executor"]["link_extrapolation"]
