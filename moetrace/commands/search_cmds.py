@@ -153,9 +153,11 @@ def _figures(row: Row) -> str:
 
 
 def _print(outcome: Outcome, total: int) -> None:
+    failed = sum(r.status == "failed" for r in outcome.rows)
     click.echo(
         f"{total} candidates: {outcome.simulated} simulated, {outcome.reused} reused, "
         f"{outcome.pruned} pruned by their lower bound, {outcome.infeasible} infeasible"
+        + (f", {failed} refused by the executor" if failed else "")
         + ("" if outcome.proven else "; stopped by --budget: the best is not proven")
     )
     if not outcome.best:
@@ -193,6 +195,24 @@ def _write(outcome: Outcome, out: Path, force: bool, meta: dict[str, Any]) -> No
     table = pl.DataFrame(records, infer_schema_length=None)
     with atomic_path(out, force=force) as tmp:  # complete or not at all
         table.write_csv(tmp)
+
+
+def _check_inputs(configs: Sequence[Config]) -> None:
+    """An input no candidate accepts (an unknown preset, a bad routing) is a usage error, one
+    line, exit 2; a candidate some others survive (an EP that does not divide the experts) is
+    only infeasible."""
+    from moetrace.executor.errors import ExecutorInputError
+    from moetrace.executor.run import prepare
+
+    first = None
+    for cfg in configs:
+        p = dict(cfg)
+        try:
+            prepare(schedule_name=p.pop("schedule"), **p)
+            return
+        except ExecutorInputError as exc:
+            first = first or str(exc)
+    raise UserError(f"no candidate can run: {first}")
 
 
 @click.command("search")
@@ -331,6 +351,7 @@ def search(**kw: Any) -> None:
     if not configs:
         raise UserError(f"--global-tokens {kw['global_tokens']}: no EP degree divides it")
     check_run_count(len(configs), "search space", kw["yes"])
+    _check_inputs(configs)
     store = None
     if not kw["no_reuse"]:
         path = Path(kw["results_path"]) if kw["results_path"] else None

@@ -234,6 +234,8 @@ def test_cli_prints_best_and_front_and_writes_json_and_csv(tmp_path: Path) -> No
         (["--ranks", "x"], "expected an integer"),
         (["--global-tokens", "100"], "--tokens and --global-tokens"),
         (["--max-hbm-per-rank", "-1"], "must be > 0"),
+        (["--preset", "gpt5"], "unknown preset"),
+        (["--routing", "uniformish"], "unknown routing"),
     ],
 )
 def test_cli_bad_input_is_one_line(args: list[str], needle: str, tmp_path: Path) -> None:
