@@ -5,8 +5,10 @@ schedule, micro-batches, tile sizes, placement, transfer order, hardware fields)
 candidate gets a cheap analytic estimate first (`estimate`: routing only, no task graph): its
 HBM need per rank and link rate, checked against the constraints, and a lower bound of its
 makespan from the resource floors (compute at the schedule's GEMM efficiency, link bytes at
-the per-rank rate, expert weights read once from HBM; for `sequential`, the chain dispatch
-receive -> expert GEMMs -> combine send that its barriers serialise). The search is
+the per-rank rate, expert weights read once from HBM; for the operator schedules, the chain
+first micro-batch's dispatch received -> expert GEMMs -> last micro-batch's combine sent that
+their stream order forces; for `tile`, the smaller of its bound and an operator plan's, since
+its planner may keep one). The search is
 best-first branch and bound: candidates are simulated in order of their bound, and a
 candidate is skipped once its bound cannot beat the `top`-th best result so far nor the best
 result on as many ranks or fewer, so the best configurations and the Pareto front are the
@@ -197,7 +199,14 @@ def estimate(
         token_tiles = -(-wl.tokens // max(1, wl.tile_rows // sh.top_k))
         per_task = hw.tile_sync_ns + (hw.dequeue_ns if opts.dynamic else 0.0)
         aic_s = aic_s + (row_tiles * (n1 + n2) + token_tiles) * per_task * 1e-9 / hw.n_aic
-    bound_s = max(float(aic_s.max()), float(link_s.max()), float((weights / hw.hbm_bw).max()))
+    rest_s = max(float(link_s.max()), float((weights / hw.hbm_bw).max()))
+    bound_s = max(float(aic_s.max()), rest_s)
+    if tile:
+        # the tile planner may keep an operator-level plan (chunked kernels at gemm_eff, no
+        # per-task sync): the bound is the smaller of the two
+        op_rate = hw.peak_flops * hw.gemm_eff
+        op_s = np.maximum((expert_flops + other_flops) / op_rate, weights / aic_hbm)
+        bound_s = min(bound_s, max(float(op_s.max()), rest_s))
     if opts.schedule != "tile":
         # operator kernels in stream order: every expert GEMM of a rank starts after its first
         # micro-batch's dispatch has arrived and ends before its last one's combine is sent
