@@ -92,6 +92,8 @@ def test_expand_drops_options_a_schedule_ignores(space: list[dict[str, Any]]) ->
         dict(ranks=8, tokens=512, schedule="sequential", dispatch_dtype="fp8"),
         dict(ranks=8, tokens=1024, schedule="tile", n_tile=256, tile_rows=256),
         dict(ranks=8, tokens=512, schedule="tile", dynamic=True),
+        # the tile planner keeps a chunked (operator-level) plan here
+        dict(ranks=4, tokens=128, schedule="tile", hw_overrides={"link_bw": 2e9}),
     ],
 )
 def test_the_lower_bound_never_beats_the_simulation(extra: dict[str, Any]) -> None:
