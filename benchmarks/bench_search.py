@@ -61,9 +61,7 @@ def main() -> None:
     for name, exhaustive in (("exhaustive", True), ("search", False)):
         with engine_evaluator("local", args.jobs, None) as evaluator:
             t0 = time.perf_counter()
-            out = search(
-                configs, evaluator, args.objective, top=1, exhaustive=exhaustive, batch=args.jobs
-            )
+            out = search(configs, evaluator, args.objective, top=1, exhaustive=exhaustive)
             wall = time.perf_counter() - t0
         outcomes[name] = out
         print(

@@ -68,43 +68,66 @@ def hw_ranges(pairs: Sequence[str]) -> dict[str, list[str]]:
     return out
 
 
+class _PoolEvaluator:
+    """Simulations on a process pool: `capacity` in flight, results as they finish."""
+
+    def __init__(self, pool: Any, capacity: int) -> None:
+        self.pool, self.capacity = pool, capacity
+        self.futures: dict[Any, int] = {}
+
+    def submit(self, tag: int, cfg: Config) -> None:
+        from moetrace.executor.search import evaluate
+
+        self.futures[self.pool.submit(evaluate, cfg)] = tag
+
+    def next_result(self) -> tuple[int, dict[str, Any]]:
+        from concurrent.futures import FIRST_COMPLETED, wait
+
+        finished, _ = wait(self.futures, return_when=FIRST_COMPLETED)
+        future = next(iter(finished))
+        return self.futures.pop(future), future.result()
+
+
+class _RayEvaluator:
+    """Simulations as Ray tasks: `capacity` in flight, results as they finish."""
+
+    def __init__(self, ray: Any, capacity: int) -> None:
+        from moetrace.executor.search import evaluate
+
+        self.ray, self.capacity = ray, capacity
+        self.task: Any = ray.remote(evaluate)
+        self.refs: dict[Any, int] = {}
+
+    def submit(self, tag: int, cfg: Config) -> None:
+        self.refs[self.task.remote(cfg)] = tag
+
+    def next_result(self) -> tuple[int, dict[str, Any]]:
+        ready, _ = self.ray.wait(list(self.refs), num_returns=1)
+        return self.refs.pop(ready[0]), self.ray.get(ready[0])
+
+
 @contextmanager
 def engine_evaluator(engine: str, jobs: int, address: str | None) -> Iterator[Evaluator]:
-    """A batch evaluator: in this process (jobs 1), a spawned process pool, or Ray tasks."""
-    from moetrace.executor.search import evaluate
+    """Where simulations run: this process (jobs 1), a spawned pool of `jobs` processes, or Ray
+    tasks (2 x jobs in flight, on the cluster at `address` or a local one)."""
+    from moetrace.executor.search import InlineEvaluator
 
     if engine == "ray":
         from moetrace.trace.parallel import ray_session
 
         with ray_session(address) as ray:
-            task: Any = ray.remote(evaluate)
-
-            def on_ray(batch: Sequence[Config]) -> Iterator[tuple[int, dict[str, Any]]]:
-                refs = [task.remote(c) for c in batch]
-                index = {ref: i for i, ref in enumerate(refs)}
-                waiting = list(refs)
-                while waiting:
-                    ready, waiting = ray.wait(waiting, num_returns=1)
-                    yield index[ready[0]], ray.get(ready[0])
-
-            yield on_ray
+            yield _RayEvaluator(ray, 2 * jobs)
         return
     if jobs <= 1:
-        yield lambda batch: ((i, evaluate(c)) for i, c in enumerate(batch))
+        yield InlineEvaluator()
         return
     import multiprocessing
-    from concurrent.futures import ProcessPoolExecutor, as_completed
+    from concurrent.futures import ProcessPoolExecutor
 
     # spawn, not fork: Polars' thread pool must not be forked
     context = multiprocessing.get_context("spawn")
     with ProcessPoolExecutor(max_workers=jobs, mp_context=context) as pool:
-
-        def on_pool(batch: Sequence[Config]) -> Iterator[tuple[int, dict[str, Any]]]:
-            futures = {pool.submit(evaluate, c): i for i, c in enumerate(batch)}
-            for future in as_completed(futures):
-                yield futures[future], future.result()
-
-        yield on_pool
+        yield _PoolEvaluator(pool, jobs)
 
 
 @contextmanager
@@ -380,7 +403,6 @@ def search(**kw: Any) -> None:
                     max_link_bw=_number(kw["max_link_bw"], "max-link-bw"),
                     exhaustive=kw["exhaustive"],
                     budget=kw["budget"],
-                    batch=max(1, jobs if kw["engine"] == "local" else 2 * jobs),
                     progress=bar,
                     on_result=keep,
                 )

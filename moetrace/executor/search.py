@@ -15,10 +15,11 @@ result on as many ranks or fewer, so the best configurations and the Pareto fron
 ones an exhaustive sweep finds (a test checks it), with fewer simulations. (Pareto: a
 candidate whose bound cannot beat the best result on as many ranks or fewer is dominated.)
 
-This module is engine free: `search` takes a function that simulates a batch of candidates
-(in this process, a process pool or Ray: `moetrace.commands.search_cmds`). Results are kept by
-`ResultStore` (JSONL keyed by the full configuration and a fingerprint of the executor's code
-and data), so a repeated or widened search reuses what it already simulated.
+This module is engine free: `search` hands candidates to an `Evaluator` (in this process here;
+a process pool or Ray in `moetrace.commands.search_cmds`), keeping it busy: after every
+finished simulation the bounds are checked again and the next best candidate is submitted.
+Results are kept by `ResultStore` (JSONL keyed by the full configuration and a fingerprint of
+the executor's code and data), so a repeated or widened search reuses what it simulated.
 """
 
 from __future__ import annotations
@@ -28,10 +29,10 @@ import hashlib
 import itertools
 import json
 import math
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 
@@ -61,8 +62,37 @@ BASE: Config = {
 }
 """The defaults of `simulate` a space's candidates start from (`expand`'s base)."""
 
-Evaluator = Callable[[Sequence[Config]], Iterator[tuple[int, dict[str, Any]]]]
-"""Simulates a batch; yields (index in the batch, `evaluate`'s result) as each one finishes."""
+
+class Evaluator(Protocol):
+    """Runs simulations: up to `capacity` at once; `submit` starts one (tagged), `next_result`
+    waits for any one to finish and returns (its tag, `evaluate`'s result)."""
+
+    capacity: int
+
+    def submit(self, tag: int, cfg: Config) -> None:
+        """Start simulating `cfg`."""
+
+    def next_result(self) -> tuple[int, dict[str, Any]]:
+        """(tag, result) of a finished simulation; blocks until one finishes."""
+
+
+class InlineEvaluator:
+    """Simulations in this process, one at a time, in submission order."""
+
+    capacity = 1
+
+    def __init__(self, func: Callable[[Config], dict[str, Any]] | None = None) -> None:
+        self.func = func or evaluate
+        self.queue: list[tuple[int, Config]] = []
+
+    def submit(self, tag: int, cfg: Config) -> None:
+        """Queue `cfg` (simulated by `next_result`)."""
+        self.queue.append((tag, cfg))
+
+    def next_result(self) -> tuple[int, dict[str, Any]]:
+        """Simulate the oldest queued configuration."""
+        tag, cfg = self.queue.pop(0)
+        return tag, self.func(cfg)
 
 
 def expand(
@@ -356,7 +386,7 @@ class Outcome:
 
 def search(
     configs: Sequence[Config],
-    evaluate_batch: Evaluator,
+    evaluator: Evaluator,
     objective: str = "makespan",
     *,
     top: int = 5,
@@ -366,7 +396,6 @@ def search(
     max_link_bw: float | None = None,
     exhaustive: bool = False,
     budget: int | None = None,
-    batch: int = 2,
     progress: Callable[[int, int, str], None] | None = None,
     on_result: Callable[[str, Config, dict[str, Any]], None] | None = None,
 ) -> Outcome:
@@ -374,9 +403,8 @@ def search(
 
     known: results by `result_key` (reused, not simulated again). exhaustive: simulate every
     feasible candidate (the reference the bound search is checked against). budget: at most
-    this many new simulations. batch: candidates handed to `evaluate_batch` at a time (the
-    parallelism). progress(done, total, what) after every candidate settled; on_result(key,
-    config, result) after every new simulation (to store it)."""
+    this many new simulations. progress(done, total, what) after every candidate settled;
+    on_result(key, config, result) after every new simulation (to store it)."""
     if objective not in OBJECTIVES:
         raise ExecutorInputError(
             f"unknown objective {objective!r} (known: {', '.join(OBJECTIVES)})"
@@ -401,37 +429,37 @@ def search(
     say(settled, total, "estimated")
     pending = sorted((r for r in open_rows if r.status == "pending"), key=lambda r: r.bound)
     done = [r for r in open_rows if r.status == "reused" and "error" not in (r.result or {})]
-    simulated = 0
-    proven = True
-    while pending:
-        if not exhaustive:
-            kept = []
+    simulated = 0  # started
+    in_flight: dict[int, Row] = {}
+    while True:
+        if not exhaustive and pending:
             beatable = _threshold(done, objective, top)
+            kept = [r for r in pending if beatable(r)]
             for row in pending:
-                if beatable(row):
-                    kept.append(row)
-                else:
+                if not beatable(row):
                     row.status = "pruned"
                     settled += 1
             pending = kept
-            if not pending:
+        while pending and len(in_flight) < evaluator.capacity:
+            if budget is not None and simulated >= budget:
                 break
-        if budget is not None and simulated >= budget:
-            proven = False
-            break
-        size = batch if budget is None else min(batch, budget - simulated)
-        chunk, pending = pending[:size], pending[size:]
-        for i, result in evaluate_batch([r.config for r in chunk]):
-            row = chunk[i]
-            row.result = result
-            row.status = "failed" if "error" in result else "simulated"
+            row = pending.pop(0)
+            in_flight[simulated] = row
+            evaluator.submit(simulated, row.config)
             simulated += 1
-            settled += 1
-            if on_result is not None and "error" not in result:
+        if not in_flight:
+            break
+        tag, result = evaluator.next_result()
+        row = in_flight.pop(tag)
+        row.result = result
+        row.status = "failed" if "error" in result else "simulated"
+        settled += 1
+        if "error" not in result:
+            done.append(row)
+            if on_result is not None:
                 on_result(keys[id(row)], row.config, result)
-            if "error" not in result:
-                done.append(row)
-            say(settled, total, f"simulated {_describe(row.config)}")
+        say(settled, total, f"simulated {_describe(row.config)}")
+    proven = not pending  # the budget left candidates whose bound could still win
     best = sorted(done, key=lambda r: (badness(r.value(objective), objective), _order(r)))
     counts = {s: sum(r.status == s for r in rows) for s in ("simulated", "reused", "pruned")}
     return Outcome(

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import sys
-from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -41,19 +40,26 @@ def _res(row: Any) -> dict[str, Any]:
 
 
 class Memo:
-    """An in-process evaluator that simulates each configuration once and counts calls."""
+    """An in-process evaluator that simulates each configuration once and counts calls; two
+    in flight, finished in reverse order (results need not come back in submission order)."""
+
+    capacity = 2
 
     def __init__(self) -> None:
         self.results: dict[str, dict[str, Any]] = {}
         self.calls = 0
+        self.queue: list[tuple[int, dict[str, Any]]] = []
 
-    def __call__(self, batch: Sequence[dict[str, Any]]) -> Iterator[tuple[int, dict[str, Any]]]:
-        for i, cfg in enumerate(batch):
-            self.calls += 1
-            key = json.dumps(cfg, sort_keys=True, default=str)
-            if key not in self.results:
-                self.results[key] = evaluate(cfg)
-            yield i, self.results[key]
+    def submit(self, tag: int, cfg: dict[str, Any]) -> None:
+        self.calls += 1
+        self.queue.append((tag, cfg))
+
+    def next_result(self) -> tuple[int, dict[str, Any]]:
+        tag, cfg = self.queue.pop()
+        key = json.dumps(cfg, sort_keys=True, default=str)
+        if key not in self.results:
+            self.results[key] = evaluate(cfg)
+        return tag, self.results[key]
 
 
 @pytest.fixture(scope="module")
