@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from moetrace.commands._common import UserError, check_output_path, handle_errors, warn
+from moetrace.commands._common import UserError, check_output_path, handle_errors, note, warn
 from moetrace.commands.executor_common import (
     MAX_RUNS,
     check_run_count,
@@ -187,6 +187,8 @@ def run(
     summary = run_figures(trace)
     for warning in trace.meta["executor"].get("warnings", []):
         warn(warning)
+    for line in trace.meta["executor"].get("notes", []):
+        note(line)
     if seeds > 1:
         summary["seeds"] = seed_spread(params, seeds)
     if as_json:
