@@ -12,7 +12,13 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from moetrace.commands._common import UserError, handle_errors, load_options, warn
+from moetrace.commands._common import (
+    UserError,
+    handle_errors,
+    load_options,
+    warn,
+    warn_or_note,
+)
 from moetrace.commands.job_cmds import rules_option
 from moetrace.commands.job_loading import (
     analyze_paths,
@@ -143,7 +149,7 @@ def metrics(
     check_computed(results)
     for path, report in results:  # the peers' window beside ours, on every run (issue 21)
         if report.meta.get("peer_note"):
-            warn(f"{path}: {report.meta['peer_note']}")
+            warn_or_note(report.meta["peer_note"], path)
     captured = {p: captured_ops(r, capture, loading) for p, r in results} if capture else {}
     if as_json:
         doc: dict[str, Any] = {"traces": [{"source": p, **r.to_dict()} for p, r in results]}

@@ -11,7 +11,13 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from moetrace.commands._common import UserError, handle_errors, load_options, warn
+from moetrace.commands._common import (
+    UserError,
+    handle_errors,
+    load_options,
+    warn,
+    warn_or_note,
+)
 from moetrace.commands.report_tables import cell, wide_console, write_csv
 from moetrace.text import human_bytes
 
@@ -127,7 +133,7 @@ def collectives(
         same_clock=same_clock,
     )
     for w in job.warnings:
-        warn(w)
+        warn_or_note(w)
     inst = job.collectives.select(COLLECTIVE_KEYS)
     job_dict = job.to_dict()
     if as_json:
