@@ -1,8 +1,8 @@
 """Perfetto protobuf traces (.pftrace), read and written without trace_processor.
 
 Writing: `layout` (process and lane track descriptors), `plan` (the packets as columns),
-`encode` + `records` (the vectorised byte encoder), `write` (the official builder or the fast
-path). Reading: `read` chooses `read_vectorised` (numpy over `scan`'s field columns) or the
+`encode` + `records` (the vectorised byte encoder), `write` (byte-identical to the official
+builder, which is a test oracle in `moetrace.testing.pftrace_official`). Reading: `read` chooses `read_vectorised` (numpy over `scan`'s field columns) or the
 per-packet `read_packets` (the fallback and reference; its track map and `finish` are shared).
 """
 
