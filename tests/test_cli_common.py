@@ -126,3 +126,12 @@ def test_output_layer_refuses_json_and_csv_at_once() -> None:
     result = CliRunner().invoke(_result, ["--json", "--csv"])
     assert result.exit_code == 2 and result.stdout == ""
     assert result.stderr.strip().splitlines() == ["moetrace: error: --json and --csv are exclusive"]
+
+
+def test_validate_help_names_the_page_it_writes() -> None:
+    from moetrace.cli import main
+
+    result = CliRunner().invoke(main, ["validate", "--help"])
+    assert result.exit_code == 0
+    assert "EXECUTOR.md" not in result.output  # the page was renamed docs/executor.md
+    assert "docs/executor.md" in " ".join(result.output.split())

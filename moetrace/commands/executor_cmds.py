@@ -495,7 +495,7 @@ def demo(
 @click.option("--json", "as_json", is_flag=True, help="Print every row as JSON (docs untouched).")
 @handle_errors
 def validate(docs_path: str, print_only: bool, as_json: bool) -> None:
-    """Regenerate the executor's validation table (EXECUTOR.md) into docs/executor.md."""
+    """Regenerate the executor's validation table (the "Validation" section of docs/executor.md)."""
     from moetrace.commands.executor_validate import collect_validation
     from moetrace.commands.validation_docs import render_validation, update_docs
 
