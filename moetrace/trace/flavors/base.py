@@ -13,7 +13,7 @@ from typing import Any
 
 import polars as pl
 
-from moetrace.trace.formats.chrome.build import Built, RestoreTracks
+from moetrace.trace.flavors.built import Built, RestoreTracks
 from moetrace.trace.model import Trace
 
 STEP_MARKER = r"^(?:ProfilerStep#|step )(\d+)$"
