@@ -161,7 +161,3 @@ def assemble(
     )
     trace = Trace.from_frames(ev, tracks, deps, built.counters, meta)
     return trace
-
-
-def _with_kind(events: pl.DataFrame, expr: pl.Expr) -> pl.DataFrame:
-    return events.with_columns(pl.coalesce(pl.col("kind_ext"), expr).alias("kind"))
