@@ -130,6 +130,8 @@ def assemble(
     *,
     mark_steps: bool = True,
 ) -> Trace:
+    """A flavor's interpreted frames as the `Trace` (the model's columns, the reader's
+    counters); `mark_steps`: ProfilerStep#N / "step N" slices become kind `marker`."""
     if mark_steps:
         # The regex runs only on names with a step prefix (a cheap test), not on every name.
         names = events["name"]

@@ -229,6 +229,7 @@ class MetricsPane(VerticalScroll):
         self.border_title = "metrics"
 
     def show(self, report: Report | None, scope: str) -> None:
+        """Show `report` (None: computing) for `scope` (whole trace or a selection)."""
         self.report, self.scope = report, scope
         self.state = "ready" if report is not None else "computing"
         self._draw()
@@ -245,12 +246,14 @@ class MetricsPane(VerticalScroll):
         )
 
     def show_disabled(self) -> None:
+        """Say the metrics are off (--no-metrics)."""
         self.state = "disabled"
         self.query_one("#metrics-body", Static).update(
             Text("metrics are off (--no-metrics): lanes only", style="dim")
         )
 
     def show_error(self, message: str) -> None:
+        """Say the analysis failed, with its one-line `message`."""
         self.state = "error"
         self.query_one("#metrics-body", Static).update(
             Text(f"metrics unavailable: {message}", style="red")

@@ -102,6 +102,7 @@ RARE = ("bind_id", "flow_in", "flow_out", "kind", "flops", "bytes", "id2")
 
 
 def empty_columns() -> pl.DataFrame:
+    """The columns of a piece with no events (every common column, none of the rare ones)."""
     return pl.DataFrame(schema={c: t for c, t in COLUMNS.items() if c not in RARE})
 
 
