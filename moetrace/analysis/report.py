@@ -22,7 +22,7 @@ from moetrace.analysis.cycles import find_cycle
 from moetrace.analysis.idle import GAP_COLUMNS, idle
 from moetrace.analysis.job import attach_job
 from moetrace.analysis.labels import unclassified, unclassified_warning
-from moetrace.analysis.moe import moe_view
+from moetrace.analysis.moe import MoeView, moe_view
 from moetrace.analysis.steps import NO_RANK, Prepared, prepare_steps, with_windows
 from moetrace.analysis.sync_edges import producer_sync_edges
 from moetrace.trace.model import Trace
@@ -95,14 +95,20 @@ class Report:
     job_path: pl.DataFrame = field(default_factory=pl.DataFrame)
     job: dict[str, Any] | None = None
     trace: Trace | None = field(default=None, repr=False)
-    _moe: pl.DataFrame | None = field(default=None, repr=False)
+    _moe: MoeView | None = field(default=None, repr=False)
+
+    @property
+    def moe_view(self) -> MoeView | None:
+        """The MoE view of the whole trace (what `moetrace moe` prints); None without it."""
+        if self._moe is None and self.trace is not None:
+            self._moe = moe_view(self.trace)
+        return self._moe
 
     @property
     def moe(self) -> pl.DataFrame:
         """The MoE view's time per (rank, step, layer, category) of the whole trace."""
-        if self._moe is None:
-            self._moe = moe_view(self.trace).categories if self.trace else pl.DataFrame()
-        return self._moe
+        view = self.moe_view
+        return view.categories if view is not None else pl.DataFrame()
 
     def summary(self) -> dict[str, float | None]:
         """Totals over all ranks and steps: ns summed, ratios pooled (Σ num / Σ denominator)."""

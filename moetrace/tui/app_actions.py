@@ -177,12 +177,18 @@ class ViewerActions(App[None]):
     def action_goto_step(self, step: int) -> None:
         """Fit the view to one step's window."""
         for number, a, b in self.steps:
-            if number == step and self.model is not None:
-                pad = (b - a) * 0.02
-                origin = self.model.origin
-                self.timeline.set_view(a - origin - pad, b - origin + pad)
-                self.set_status(f"step {step}")
+            if number == step:
+                self.zoom_to(a, b, f"step {step}")
                 return
+
+    def zoom_to(self, start_ns: int, end_ns: int, label: str) -> None:
+        """Fit the view to [start_ns, end_ns) (absolute ns, 2% padding) and say `label`."""
+        if self.model is None:
+            return
+        pad = (end_ns - start_ns) * 0.02
+        origin = self.model.origin
+        self.timeline.set_view(start_ns - origin - pad, end_ns - origin + pad)
+        self.set_status(label)
 
     def action_help(self) -> None:
         from .screens.help import HelpScreen
@@ -353,17 +359,25 @@ class ViewerActions(App[None]):
 
     # -------------------------------------------------------------- tables
     def action_table(self, name: str) -> None:
-        """Open a table screen (1 critical path, 2 idle gaps, 3 comm, 4 by name)."""
+        """Open a table screen of the registry (`table_registry.TABLES`: 1 critical path,
+        2 idle gaps, …, 9 steps); Enter there selects an event or zooms to a window."""
         from .screens.tables import TableScreen
+        from .table_registry import BY_NAME
+        from .table_targets import Window
 
         if self.trace is None:
             return
-        if name != "names" and self.metrics_unavailable("table"):
+        if BY_NAME[name].needs_report and self.metrics_unavailable("table"):
             return
+        screen = TableScreen(name, self.trace, self.report, self.model, self.timeline.selected)
 
-        def jump(event_id: int | None) -> None:
-            if event_id is not None:
-                self.timeline.select_event(event_id)
+        def jump(target: int | Window | None) -> None:
+            if isinstance(target, Window):
+                self.zoom_to(target.start_ns, target.end_ns, target.label)
+            elif target is not None:
+                self.timeline.select_event(target)
                 self.refresh_details()
+                if screen.note:
+                    self.set_status(screen.note)
 
-        self.push_screen(TableScreen(name, self.trace, self.report, self.model), jump)
+        self.push_screen(screen, jump)
