@@ -260,7 +260,7 @@ class ViewerActions(App[None]):
         prompt = self.query_one("#prompt", Input)
         self.prompt_mode = mode
         prompt.placeholder = {
-            "search": "search event names (Enter, then n/N)",
+            "search": "search names and args: text, or key=value (Enter, then n/N)",
             "filter": "filter lanes: text in rank/unit/lane, or 'rank N' exactly (empty: all)",
             "goto": "go to: rank N · step N · time (e.g. 1.5ms)",
         }[mode]
@@ -294,7 +294,7 @@ class ViewerActions(App[None]):
             search_events(self.trace, event.value) if self.trace is not None else None
         )
         if self.search_hits is None or len(self.search_hits) == 0:
-            self.set_status(f"no event name contains {event.value!r}")
+            self.set_status(f"no event name or args match {event.value!r}")
             return
         self._show_hit(0)
 
@@ -335,9 +335,19 @@ class ViewerActions(App[None]):
             self.timeline.focus()
             event.stop()
 
+    SEARCH_CONTEXT = 2.0  # a search hit is shown with this many times its length either side
+
     def _show_hit(self, k: int) -> None:
+        """Select hit `k` and zoom to it with context: the hit is the middle fifth of the view
+        (an instant: the narrowest view)."""
         assert self.search_hits is not None
-        self.timeline.select_event(int(self.search_hits[k]))
+        tl = self.timeline
+        if tl.select_event(int(self.search_hits[k])) and tl.selected_span is not None:
+            _, start, end = tl.selected_span
+            pad = (end - start) * self.SEARCH_CONTEXT
+            tl.set_view(start - pad, end + pad)
+            tl.cursor_t = start
+        self.refresh_details()
         self.set_status(f"hit {k + 1} of {len(self.search_hits)} for {self.search_text!r}")
 
     def action_search_step(self, direction: int) -> None:
