@@ -203,3 +203,21 @@ async def test_expert_and_moe_tables_are_the_moe_command_rows(
             for c in cats
         )
         assert sorted(rows_of(table)) == want_cat
+
+
+@pytest.mark.parametrize("size", SIZES)
+async def test_every_table_opens_at_its_top_with_title_and_row_count(size: tuple[int, int]) -> None:
+    app = MoetraceApp(moetrace.load(SAMPLE))
+    async with running(app, size=size) as pilot:
+        for spec in TABLES:
+            await pilot.press(spec.key)
+            await pilot.pause()
+            screen = app.screen
+            assert isinstance(screen, TableScreen) and screen.table_name == spec.name
+            title = screen.query_one("#table-title")
+            table = screen.query_one(DataTable)
+            assert screen.scroll_offset.y == 0 and title.region.y == 0, spec.name
+            assert title.region.height >= 1 and table.region.y == title.region.bottom
+            assert table.scroll_y == 0 and table.cursor_row == 0
+            assert f"{table.row_count} rows" in title_of(app), spec.name
+            await pilot.press("escape")

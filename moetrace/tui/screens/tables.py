@@ -41,6 +41,12 @@ class TableScreen(Screen[int | Window | None]):
     """One table of the registry; Enter goes to the row's target (an event, a step's window,
     the next instance after the selected event), Escape/q goes back."""
 
+    # The title (its row count) stays on screen: the table scrolls, not the screen.
+    DEFAULT_CSS = """
+    TableScreen { overflow: hidden hidden; }
+    TableScreen #table-title { height: auto; }
+    TableScreen DataTable { height: 1fr; }
+    """
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("escape,q", "back", "Back", id="table.back"),
         Binding("enter", "jump", "Jump to event", id="table.jump"),
