@@ -11,7 +11,7 @@ the step markers (CPU-only PyTorch). exposed_ns = time only that category was ru
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -243,13 +243,51 @@ CATEGORY_SCHEMA: dict[str, pl.DataType] = {
 }
 
 
-def category_times(ev: pl.DataFrame, work_mask: pl.Series | None = None) -> pl.DataFrame:
+MICRO_BATCH_SCHEMA: dict[str, pl.DataType] = {
+    "rank": pl.Int64(),
+    "step": pl.Int64(),
+    "layer": pl.Int64(),
+    "micro_batch": pl.Int64(),  # the events' `chunk` / `micro_batch` arg (executor traces)
+    "category": pl.String(),
+    "time_ns": pl.Int64(),
+    "exposed_ns": pl.Int64(),
+    "share": pl.Float64(),
+}
+
+MICRO_BATCH_ARG = r'"(?:chunk|micro_batch)"\s*:\s*(\d+)'
+"""The micro-batch of an event: its `chunk` arg (the executor's, executor/trace_out.py) or a
+`micro_batch` arg."""
+
+
+def micro_batches(ev: pl.DataFrame, deps: pl.DataFrame) -> pl.DataFrame:
+    """`ev` (categorize's) with `micro_batch`: the event's own arg, else its enclosing
+    event's or launching host call's (as `layer`); null without."""
+    own = ev["args"].str.extract(MICRO_BATCH_ARG, 1).cast(pl.Int64, strict=False)
+    if own.null_count() == ev.height:
+        return ev.with_columns(pl.lit(None, pl.Int64).alias("micro_batch"))
+    depth = ev["depth"].to_numpy().astype(np.int64)
+    code = _inherit(
+        own.fill_null(-1).to_numpy().astype(np.int64),
+        ev["parent"].to_numpy(),
+        depth,
+        _launch_links(ev, deps),
+    )
+    return ev.with_columns(pl.Series("micro_batch", code, dtype=pl.Int64).replace(-1, None))
+
+
+def category_times(
+    ev: pl.DataFrame, work_mask: pl.Series | None = None, *, by_micro_batch: bool = False
+) -> pl.DataFrame:
     """Per (rank, step, layer, category): time_ns, exposed_ns, share (`CATEGORY_SCHEMA`);
-    `work_mask`: the events counted (default `_work_mask(ev)`, passed when already known)."""
+    `work_mask`: the events counted (default `_work_mask(ev)`, passed when already known);
+    `by_micro_batch`: per (rank, step, layer, micro_batch, category) (`MICRO_BATCH_SCHEMA`;
+    `ev` needs the `micro_batch` column of `micro_batches`)."""
+    schema = MICRO_BATCH_SCHEMA if by_micro_batch else CATEGORY_SCHEMA
+    extra = ["micro_batch"] if by_micro_batch else []
     mask = (_work_mask(ev) if work_mask is None else work_mask).to_numpy()
     work_rows = np.flatnonzero(mask)
     if len(work_rows) == 0:
-        return pl.DataFrame(schema=CATEGORY_SCHEMA)
+        return pl.DataFrame(schema=schema)
     ts = ev["ts"].to_numpy().astype(np.int64)
     end = ev["end"].to_numpy().astype(np.int64)
     parent = ev["parent"].to_numpy()
@@ -262,10 +300,14 @@ def category_times(ev: pl.DataFrame, work_mask: pl.Series | None = None) -> pl.D
     own = iv.difference(spans, children)  # self intervals, grouped by work-event position
     work = (
         ev[work_rows]
-        .select("rank", pl.col("step").fill_null(-1), pl.col("layer").fill_null(-1), "category")
+        .select(
+            "rank",
+            *(pl.col(c).fill_null(-1) for c in ["step", "layer", *extra]),
+            "category",
+        )
         .with_row_index("_w")
     )
-    key_cols = ["rank", "step", "layer", "category"]
+    key_cols = ["rank", "step", "layer", *extra, "category"]
     keys = work.select(key_cols).unique().sort(key_cols)
     keys = keys.with_row_index("gid")
     work = work.join(keys, on=key_cols, how="left").sort("_w")
@@ -297,15 +339,16 @@ def category_times(ev: pl.DataFrame, work_mask: pl.Series | None = None) -> pl.D
         out.with_columns(
             (pl.col("time_ns") / pl.col("time_ns").sum().over("rank", "step")).alias("share"),
             pl.when(pl.col("step") >= 0).then("step").alias("step"),
-            pl.when(pl.col("layer") >= 0).then("layer").alias("layer"),
+            *(pl.when(pl.col(c) >= 0).then(c).alias(c) for c in ["layer", *extra]),
         )
         .sort(
             "rank",
             "step",
             "layer",
+            *extra,
             pl.col("category").replace_strict({c: i for i, c in enumerate(CATEGORIES)}, default=99),
         )
-        .select([pl.col(k).cast(v) for k, v in CATEGORY_SCHEMA.items()])
+        .select([pl.col(k).cast(v) for k, v in schema.items()])
     )
 
 
@@ -354,7 +397,8 @@ def expert_times(ev: pl.DataFrame, rules: Rules) -> pl.DataFrame:
 @dataclass
 class MoeView:
     """The MoE view: categories per (rank, step); experts; traffic between ranks; received
-    bytes per rank with the imbalance; the rule files used."""
+    bytes per rank with the imbalance; the rule files used; categories per micro-batch too
+    (empty when no event names its micro-batch)."""
 
     categories: pl.DataFrame
     experts: pl.DataFrame
@@ -363,6 +407,9 @@ class MoeView:
     rule_sources: tuple[str, ...]
     unclassified_share: float = 0.0
     unclassified_top: tuple[tuple[str, int], ...] = ()
+    micro_batches: pl.DataFrame = field(
+        default_factory=lambda: pl.DataFrame(schema=MICRO_BATCH_SCHEMA)
+    )
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready: each frame as a list of rows."""
@@ -374,6 +421,7 @@ class MoeView:
             "rules": list(self.rule_sources),
             "unclassified_share": self.unclassified_share,
             "unclassified_top": [{"short_name": n, "ns": t} for n, t in self.unclassified_top],
+            "micro_batches": self.micro_batches.to_dicts(),
         }
 
 
@@ -389,6 +437,12 @@ def moe_view(trace: Trace, rules: Rules | None = None) -> MoeView:
     share, top = unclassified(
         ev.with_columns(mask.alias("work"), pl.lit(True).alias("device")), top=5
     )
+    ev = micro_batches(ev, trace.deps)
+    by_micro_batch = (
+        category_times(ev, mask, by_micro_batch=True)
+        if ev["micro_batch"].null_count() < ev.height
+        else pl.DataFrame(schema=MICRO_BATCH_SCHEMA)
+    )
     return MoeView(
         categories=category_times(ev, mask),
         experts=expert_times(ev, rules),
@@ -397,4 +451,5 @@ def moe_view(trace: Trace, rules: Rules | None = None) -> MoeView:
         rule_sources=rules.sources,
         unclassified_share=share,
         unclassified_top=tuple(top),
+        micro_batches=by_micro_batch,
     )

@@ -87,8 +87,9 @@ TABLES: tuple[TableSpec, ...] = (
         "Table: stragglers per rank and step", "stragglers_rows",
     ),
     TableSpec(
-        "moe", "8", "MoE view: time per rank·step·category (longest first)", "MoE view",
-        "Table: MoE time per rank, step, layer and category", "moe_rows",
+        "moe", "8", "MoE view: time per rank·step·layer·micro-batch·category (longest first)",
+        "MoE view", "Table: MoE time per rank, step, layer, micro-batch and category",
+        "moe_rows",
     ),
     TableSpec(
         "steps", "9", "steps per rank (slowest first; Enter zooms to the step)", "Steps",

@@ -188,13 +188,14 @@ async def test_expert_and_moe_tables_are_the_moe_command_rows(
         assert shown[0][3] == fmt_ns(most["time_ns"])
         await pilot.press("escape", "8")
         table = app.screen.query_one(DataTable)
-        cats = moe_json["categories"]
+        cats = moe_json["micro_batches"] or moe_json["categories"]
         assert table.row_count == len(cats) > 0
         want_cat = sorted(
             [
                 str(c["rank"]),
                 str(c["step"]),
                 "-" if c["layer"] is None else str(c["layer"]),
+                "-" if c.get("micro_batch") is None else str(c["micro_batch"]),
                 c["category"],
                 fmt_ns(c["time_ns"]),
                 fmt_ns(c["exposed_ns"]),
@@ -221,3 +222,29 @@ async def test_every_table_opens_at_its_top_with_title_and_row_count(size: tuple
             assert table.scroll_y == 0 and table.cursor_row == 0
             assert f"{table.row_count} rows" in title_of(app), spec.name
             await pilot.press("escape")
+
+
+async def test_moe_table_splits_a_chunked_run_by_micro_batch() -> None:
+    from moetrace.executor.run import simulate
+
+    trace = simulate(preset="mixtral-8x7b", ranks=2, tokens=128, schedule="chunked", chunks=2)
+    app = MoetraceApp(trace)
+    async with running(app, size=(200, 50)) as pilot:
+        await pilot.press("8")
+        rows = rows_of(app.screen.query_one(DataTable))
+        assert {r[3] for r in rows} == {"0", "1"}
+        # by hand: each micro-batch's expert GEMM self time is its share of the category's
+        gemm = {r[3]: r[5] for r in rows if r[0] == "0" and r[4] == "expert_gemm"}
+        assert app.report is not None
+        total = app.report.moe.filter(
+            (app.report.moe["rank"] == 0) & (app.report.moe["category"] == "expert_gemm")
+        )["time_ns"].sum()
+        view = app.report.moe_view
+        assert view is not None
+        mb = view.micro_batches.filter(
+            (view.micro_batches["rank"] == 0) & (view.micro_batches["category"] == "expert_gemm")
+        )
+        assert mb["time_ns"].sum() == total and mb.height == 2
+        assert gemm == {
+            str(m): fmt_ns(t) for m, t in zip(mb["micro_batch"], mb["time_ns"], strict=True)
+        }

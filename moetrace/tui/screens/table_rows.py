@@ -230,10 +230,14 @@ def _step_windows(report: Report | None) -> dict[tuple[Any, Any], Window]:
 
 
 def moe_rows(trace: Trace, report: Report | None, origin: int) -> Table:
-    """The MoE view (`moe` categories): time, exposed time and share per rank, step, layer
-    and category (the MoE stage), longest first; Enter zooms to the rank's step."""
-    frame = _frame(report, "moe")
-    cols = ["rank", "step", "layer", "category", "time", "exposed", "share"]
+    """The MoE view (`moe`'s categories, per micro-batch when the trace names them: its
+    `micro_batches`): time, exposed time and share per rank, step, layer, micro-batch and
+    category (the MoE stage), longest first; Enter zooms to the rank's step."""
+    view = getattr(report, "moe_view", None)
+    frame = getattr(view, "micro_batches", None)
+    if not isinstance(frame, pl.DataFrame) or frame.height == 0:
+        frame = _frame(report, "moe").with_columns(pl.lit(None, pl.Int64).alias("micro_batch"))
+    cols = ["rank", "step", "layer", "micro_batch", "category", "time", "exposed", "share"]
     total = frame.height
     if frame.height:
         frame = frame.sort(
@@ -245,7 +249,8 @@ def moe_rows(trace: Trace, report: Report | None, origin: int) -> Table:
         cells = [
             Text(str(r["rank"])),
             Text(str(r["step"])),
-            Text(safe_text(str(r["layer"] if r["layer"] is not None else "-"))),
+            Text("-" if r["layer"] is None else str(r["layer"])),
+            Text("-" if r["micro_batch"] is None else str(r["micro_batch"])),
             Text(str(r["category"])),
             _dur(r["time_ns"]),
             _dur(r["exposed_ns"]),
