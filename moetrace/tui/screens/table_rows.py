@@ -127,7 +127,7 @@ def idle_per_track(trace: Trace, report: Report | None, origin: int) -> Table:
     total = per_track.height
     per_track = per_track.sort(["idle_ns", "rank", "track"], descending=[True, False, False])
     per_track = per_track.head(MAX_ROWS).join(_lane_labels(trace), on="track", how="left")
-    ranks = _frame(report, "ranks").select("rank", "step", pl.col("free_ns").alias("rank_idle"))
+    ranks = _frame(report, "ranks").select("rank", "step", pl.col("idle_ns").alias("rank_idle"))
     per_track = per_track.join(ranks, on=["rank", "step"], how="left", nulls_equal=True)
     cols = ["rank", "step", "lane", "unit", "busy", "idle", "util", "rank idle"]
     rows: Rows = []
