@@ -8,6 +8,7 @@ of several events).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import polars as pl
@@ -19,7 +20,7 @@ from moetrace.trace.model import Trace
 
 from ..format import fmt_ns, fmt_pct
 from ..lanes import safe_text
-from ..table_targets import Rows, Window
+from ..table_targets import Rows, Target, Window
 
 if TYPE_CHECKING:
     from moetrace.analysis.report import Report
@@ -54,167 +55,55 @@ def _lane_labels(trace: Trace) -> pl.DataFrame:
     return trace.tracks.select("track", pl.coalesce("thread_name", "tid").alias("lane"))
 
 
-def critical_segments(trace: Trace, report: Report | None, origin: int) -> Table:
-    """The critical path's segments in path order (rank, step, seq)."""
-    path = _frame(report, "critical_path")
-    total = path.height
-    cp = path.sort([c for c in ("rank", "step", "seq") if c in path.columns])
-    cp = cp.head(MAX_ROWS).join(_names(trace), on="event_id", how="left")
-    cols = ["#", "rank", "segment", "category", "start", "dur", "event"]
-    rows: Rows = []
-    for r in cp.iter_rows(named=True):
-        cells = [
-            Text(str(r["seq"])),
-            Text(str(r.get("rank"))),
-            Text(str(r["segment"])),
-            Text(str(r.get("category") or "")),
-            _rel(r["start_ns"], origin),
-            _dur(r["dur_ns"]),
-            Text(safe_text(r.get("name") or "")),
-        ]
-        rows.append((r["event_id"], cells))
-    return cols, rows, total
+Cell = Callable[[dict[str, Any]], Text]
+"""One column's cell of a row (the frame's row as a dict)."""
 
 
-def idle_gaps(trace: Trace, report: Report | None, origin: int) -> Table:
-    """The longest idle gaps with their cause and the event after them."""
-    gaps = _frame(report, "gaps")
-    total = gaps.height
-    gaps = gaps.sort("dur_ns", descending=True).head(MAX_ROWS)
-    after = _names(trace).rename({"event_id": "after_id", "name": "after"})
-    gaps = gaps.join(after, on="after_id", how="left")
-    gaps = gaps.join(_lane_labels(trace), on="track", how="left")
-    cols = ["rank", "lane", "start", "idle", "cause", "event after"]
-    rows: Rows = []
-    for r in gaps.iter_rows(named=True):
-        target = r["after_id"] if r["after_id"] is not None else r.get("before_id")
-        cells = [
-            Text(str(r["rank"])),
-            Text(safe_text(r.get("lane") or r["track"])),
-            _rel(r["start_ns"], origin),
-            _dur(r["dur_ns"]),
-            Text(str(r.get("cause") or "")),
-            Text(safe_text(r.get("after") or "")),
-        ]
-        rows.append((target, cells))
-    return cols, rows, total
+def text(col: str, blank: str | None = None) -> Cell:
+    """The column as plain text (names are data: never markup); `blank` for a null."""
+    return lambda r: Text(
+        safe_text(blank if r.get(col) is None and blank is not None else str(r.get(col)))
+    )
 
 
-def comm_events(trace: Trace, report: Report | None, origin: int) -> Table:
-    """Communication events, most exposed first."""
-    comm = _frame(report, "comm")
-    total = comm.height
-    comm = comm.sort(["exposed_ns", "dur_ns"], descending=True)
-    comm = comm.head(MAX_ROWS).join(_names(trace), on="event_id", how="left")
-    cols = ["rank", "collective", "start", "dur", "exposed", "event"]
-    rows: Rows = []
-    for r in comm.iter_rows(named=True):
-        cells = [
-            Text(str(r["rank"])),
-            Text(safe_text(r.get("collective") or "")),
-            _rel(r["ts_ns"], origin),
-            _dur(r["dur_ns"]),
-            _dur(r["exposed_ns"]),
-            Text(safe_text(r.get("name") or "")),
-        ]
-        rows.append((r["event_id"], cells))
-    return cols, rows, total
+def count(col: str) -> Cell:
+    """A whole number, right-aligned."""
+    return lambda r: Text(str(r[col]), justify="right")
 
 
-def idle_per_track(trace: Trace, report: Report | None, origin: int) -> Table:
-    """Busy, idle and utilisation of every lane per rank·step, the rank's idle beside it."""
-    per_track = _frame(report, "tracks")
-    total = per_track.height
-    per_track = per_track.sort(["idle_ns", "rank", "track"], descending=[True, False, False])
-    per_track = per_track.head(MAX_ROWS).join(_lane_labels(trace), on="track", how="left")
-    ranks = _frame(report, "ranks").select("rank", "step", pl.col("idle_ns").alias("rank_idle"))
-    per_track = per_track.join(ranks, on=["rank", "step"], how="left", nulls_equal=True)
-    cols = ["rank", "step", "lane", "unit", "busy", "idle", "util", "rank idle"]
-    rows: Rows = []
-    for r in per_track.iter_rows(named=True):
-        cells = [
-            Text(str(r["rank"])),
-            Text(str(r["step"])),
-            Text(safe_text(r.get("lane") or r["track"])),
-            Text(str(r["unit"])),
-            _dur(r["busy_ns"]),
-            _dur(r["idle_ns"]),
-            _pct(r["util"]),
-            _dur(r["rank_idle"]),
-        ]
-        rows.append((None, cells))
-    return cols, rows, total
+def ns(col: str) -> Cell:
+    """A duration (ns) with its unit."""
+    return lambda r: _dur(r[col])
 
 
-def events_by_name_rows(trace: Trace, report: Report | None, origin: int) -> Table:
-    """Events by name (the short form of C++ names, labels.short_name_expr): count, total,
-    mean and max duration; Enter goes to the longest."""
-    by_name = events_by_name(trace)
-    total = by_name.height
-    by_name = by_name.head(MAX_ROWS)
-    cols = ["name", "count", "total", "mean", "max"]
-    rows: Rows = []
-    for r in by_name.iter_rows(named=True):
-        cells = [
-            Text(safe_text(r["short_name"] or r["name"])),
-            Text(str(r["count"]), justify="right"),
-            _dur(r["total_ns"]),
-            _dur(r["mean_ns"]),
-            _dur(r["max_ns"]),
-        ]
-        rows.append((r["longest_id"], cells))
-    return cols, rows, total
+def at(col: str, origin: int) -> Cell:
+    """A time (absolute ns) from the trace start."""
+    return lambda r: _rel(r[col], origin)
 
 
-def collectives_rows(trace: Trace, report: Report | None, origin: int) -> Table:
-    """Collectives matched across ranks, most skewed first (no rows for one rank)."""
-    frame = _frame(report, "collectives")
-    cols = ["group", "seq", "collective", "step", "bytes", "ranks", "last rank"]
-    cols += ["skew", "transfer", "busbw GB/s"]
-    total = frame.height
-    if frame.height:
-        frame = frame.sort(["skew_ns", "seq"], descending=[True, False]).head(MAX_ROWS)
-    rows: Rows = []
-    for r in frame.iter_rows(named=True):
-        busbw = "-" if r["busbw_gbps"] is None else f"{r['busbw_gbps']:.3g}"
-        cells = [
-            Text(safe_text(str(r["group"]))),
-            Text(str(r["seq"])),
-            Text(safe_text(str(r["collective"]))),
-            Text(str(r["step"])),
-            Text(human_bytes(r["bytes"]), justify="right"),
-            Text(str(len(r["ranks"] or []))),
-            Text(str(r["last_rank"])),
-            _dur(r["skew_ns"]),
-            _dur(r["transfer_ns"]),
-            Text(busbw, justify="right"),
-        ]
-        rows.append((None, cells))
-    return cols, rows, total
+def ratio(col: str) -> Cell:
+    """A ratio as a percentage."""
+    return lambda r: _pct(r[col])
 
 
-def stragglers_rows(trace: Trace, report: Report | None, origin: int) -> Table:
-    """Stragglers per rank·step: who made the others wait longest first."""
-    frame = _frame(report, "stragglers")
-    cols = ["rank", "step", "caused wait", "late", "waited", "exposed: wait", "transfer"]
-    total = frame.height
-    if frame.height:
-        frame = frame.sort(
-            ["caused_wait_ns", "rank", "step"], descending=[True, False, False]
-        ).head(MAX_ROWS)
-    rows: Rows = []
-    for r in frame.iter_rows(named=True):
-        cells = [
-            Text(str(r["rank"])),
-            Text(str(r["step"])),
-            _dur(r["caused_wait_ns"]),
-            Text(str(r["late_count"]), justify="right"),
-            _dur(r["wait_ns"]),
-            _dur(r["exposed_wait_ns"]),
-            _dur(r["exposed_transfer_ns"]),
-        ]
-        rows.append((None, cells))
-    return cols, rows, total
+def _table(
+    frame: pl.DataFrame,
+    columns: list[tuple[str, Cell]],
+    total: int,
+    target: Callable[[dict[str, Any]], Target] = lambda r: None,
+) -> Table:
+    """Titles and (target, cells) rows of `frame` (already sorted and cut)."""
+    rows: Rows = [
+        (target(r), [cell(r) for _, cell in columns]) for r in frame.iter_rows(named=True)
+    ]
+    return [title for title, _ in columns], rows, total
+
+
+def _top(frame: pl.DataFrame, by: list[str], descending: list[bool]) -> pl.DataFrame:
+    """`frame` sorted (nulls last) and cut at MAX_ROWS; an empty frame as it is."""
+    if frame.height == 0:
+        return frame
+    return frame.sort(by, descending=descending, nulls_last=True).head(MAX_ROWS)
 
 
 def _step_windows(report: Report | None) -> dict[tuple[Any, Any], Window]:
@@ -229,6 +118,116 @@ def _step_windows(report: Report | None) -> dict[tuple[Any, Any], Window]:
     }
 
 
+def _to_step(report: Report | None) -> Callable[[dict[str, Any]], Target]:
+    windows = _step_windows(report)
+    return lambda r: windows.get((r["rank"], r["step"]))
+
+
+def critical_segments(trace: Trace, report: Report | None, origin: int) -> Table:
+    """The critical path's segments in path order (rank, step, seq)."""
+    path = _frame(report, "critical_path")
+    cp = path.sort([c for c in ("rank", "step", "seq") if c in path.columns])
+    cp = cp.head(MAX_ROWS).join(_names(trace), on="event_id", how="left")
+    columns = [
+        ("#", text("seq")), ("rank", text("rank")), ("segment", text("segment")),
+        ("category", text("category", "")), ("start", at("start_ns", origin)),
+        ("dur", ns("dur_ns")), ("event", text("name", "")),
+    ]  # fmt: skip
+    return _table(cp, columns, path.height, lambda r: r["event_id"])
+
+
+def idle_gaps(trace: Trace, report: Report | None, origin: int) -> Table:
+    """The longest idle gaps with their cause and the event after them."""
+    gaps = _frame(report, "gaps")
+    top = gaps.sort("dur_ns", descending=True).head(MAX_ROWS)
+    after = _names(trace).rename({"event_id": "after_id", "name": "after"})
+    top = top.join(after, on="after_id", how="left")
+    top = top.join(_lane_labels(trace), on="track", how="left")
+    top = top.with_columns(pl.coalesce(pl.col("lane"), pl.col("track").cast(pl.String)))
+    columns = [
+        ("rank", text("rank")), ("lane", text("lane")), ("start", at("start_ns", origin)),
+        ("idle", ns("dur_ns")), ("cause", text("cause", "")), ("event after", text("after", "")),
+    ]  # fmt: skip
+    return _table(
+        top,
+        columns,
+        gaps.height,
+        lambda r: r["after_id"] if r["after_id"] is not None else r.get("before_id"),
+    )
+
+
+def comm_events(trace: Trace, report: Report | None, origin: int) -> Table:
+    """Communication events, most exposed first."""
+    comm = _frame(report, "comm")
+    top = comm.sort(["exposed_ns", "dur_ns"], descending=True).head(MAX_ROWS)
+    top = top.join(_names(trace), on="event_id", how="left")
+    columns = [
+        ("rank", text("rank")), ("collective", text("collective", "")),
+        ("start", at("ts_ns", origin)), ("dur", ns("dur_ns")), ("exposed", ns("exposed_ns")),
+        ("event", text("name", "")),
+    ]  # fmt: skip
+    return _table(top, columns, comm.height, lambda r: r["event_id"])
+
+
+def idle_per_track(trace: Trace, report: Report | None, origin: int) -> Table:
+    """Busy, idle and utilisation of every lane per rank·step, the rank's idle beside it."""
+    tracks = _frame(report, "tracks")
+    top = tracks.sort(["idle_ns", "rank", "track"], descending=[True, False, False])
+    top = top.head(MAX_ROWS).join(_lane_labels(trace), on="track", how="left")
+    top = top.with_columns(pl.coalesce(pl.col("lane"), pl.col("track").cast(pl.String)))
+    ranks = _frame(report, "ranks").select("rank", "step", pl.col("idle_ns").alias("rank_idle"))
+    top = top.join(ranks, on=["rank", "step"], how="left", nulls_equal=True)
+    columns = [
+        ("rank", text("rank")), ("step", text("step")), ("lane", text("lane")),
+        ("unit", text("unit")), ("busy", ns("busy_ns")), ("idle", ns("idle_ns")),
+        ("util", ratio("util")), ("rank idle", ns("rank_idle")),
+    ]  # fmt: skip
+    return _table(top, columns, tracks.height)
+
+
+def events_by_name_rows(trace: Trace, report: Report | None, origin: int) -> Table:
+    """Events by name (the short form of C++ names, labels.short_name_expr): count, total,
+    mean and max duration; Enter goes to the longest."""
+    by_name = events_by_name(trace)
+    top = by_name.head(MAX_ROWS).with_columns(pl.coalesce("short_name", "name").alias("label"))
+    columns = [
+        ("name", text("label")), ("count", count("count")), ("total", ns("total_ns")),
+        ("mean", ns("mean_ns")), ("max", ns("max_ns")),
+    ]  # fmt: skip
+    return _table(top, columns, by_name.height, lambda r: r["longest_id"])
+
+
+def collectives_rows(trace: Trace, report: Report | None, origin: int) -> Table:
+    """Collectives matched across ranks, most skewed first (no rows for one rank)."""
+    frame = _frame(report, "collectives")
+
+    def busbw(r: dict[str, Any]) -> Text:
+        gbps = r["busbw_gbps"]
+        return Text("-" if gbps is None else f"{gbps:.3g}", justify="right")
+
+    columns = [
+        ("group", text("group")), ("seq", text("seq")), ("collective", text("collective")),
+        ("step", text("step")),
+        ("bytes", lambda r: Text(human_bytes(r["bytes"]), justify="right")),
+        ("ranks", lambda r: Text(str(len(r["ranks"] or [])))),
+        ("last rank", text("last_rank")), ("skew", ns("skew_ns")),
+        ("transfer", ns("transfer_ns")), ("busbw GB/s", busbw),
+    ]  # fmt: skip
+    return _table(_top(frame, ["skew_ns", "seq"], [True, False]), columns, frame.height)
+
+
+def stragglers_rows(trace: Trace, report: Report | None, origin: int) -> Table:
+    """Stragglers per rank·step: who made the others wait longest first."""
+    frame = _frame(report, "stragglers")
+    columns = [
+        ("rank", text("rank")), ("step", text("step")), ("caused wait", ns("caused_wait_ns")),
+        ("late", count("late_count")), ("waited", ns("wait_ns")),
+        ("exposed: wait", ns("exposed_wait_ns")), ("transfer", ns("exposed_transfer_ns")),
+    ]  # fmt: skip
+    top = _top(frame, ["caused_wait_ns", "rank", "step"], [True, False, False])
+    return _table(top, columns, frame.height)
+
+
 def moe_rows(trace: Trace, report: Report | None, origin: int) -> Table:
     """The MoE view (`moe`'s categories, per micro-batch when the trace names them: its
     `micro_batches`): time, exposed time and share per rank, step, layer, micro-batch and
@@ -237,31 +236,17 @@ def moe_rows(trace: Trace, report: Report | None, origin: int) -> Table:
     frame = getattr(view, "micro_batches", None)
     if not isinstance(frame, pl.DataFrame) or frame.height == 0:
         frame = _frame(report, "moe").with_columns(pl.lit(None, pl.Int64).alias("micro_batch"))
-    cols = ["rank", "step", "layer", "micro_batch", "category", "time", "exposed", "share"]
-    total = frame.height
-    if frame.height:
-        frame = frame.sort(
-            ["time_ns", "rank", "step"], descending=[True, False, False], nulls_last=True
-        ).head(MAX_ROWS)
-    windows = _step_windows(report)
-    rows: Rows = []
-    for r in frame.iter_rows(named=True):
-        cells = [
-            Text(str(r["rank"])),
-            Text(str(r["step"])),
-            Text("-" if r["layer"] is None else str(r["layer"])),
-            Text("-" if r["micro_batch"] is None else str(r["micro_batch"])),
-            Text(str(r["category"])),
-            _dur(r["time_ns"]),
-            _dur(r["exposed_ns"]),
-            _pct(r["share"]),
-        ]
-        rows.append((windows.get((r["rank"], r["step"])), cells))
-    return cols, rows, total
+    columns = [
+        ("rank", text("rank")), ("step", text("step")), ("layer", text("layer", "-")),
+        ("micro_batch", text("micro_batch", "-")), ("category", text("category")),
+        ("time", ns("time_ns")), ("exposed", ns("exposed_ns")), ("share", ratio("share")),
+    ]  # fmt: skip
+    top = _top(frame, ["time_ns", "rank", "step"], [True, False, False])
+    return _table(top, columns, frame.height, _to_step(report))
 
 
-STEP_COLUMNS = ("window", "compute", "exposed_comm", "free", "idle", "cp_comm_ratio")
-"""The steps table's figures, named as `metrics` names them (window_ns, compute_ns, …)."""
+STEP_COLUMNS = ("window", "compute", "exposed_comm", "free", "idle")
+"""The steps table's durations, named as `metrics` names them (window_ns, compute_ns, …)."""
 
 
 def steps_rows(trace: Trace, report: Report | None, origin: int) -> Table:
@@ -269,45 +254,28 @@ def steps_rows(trace: Trace, report: Report | None, origin: int) -> Table:
     compute, exposed comm, free and idle time and the share of comm on the critical path;
     slowest first; Enter zooms to the step's window on that rank."""
     frame = _frame(report, "ranks")
-    cols = ["rank", "step", "start", *STEP_COLUMNS]
-    total = frame.height
-    if frame.height:
-        frame = frame.sort(
-            ["window_ns", "rank", "step"], descending=[True, False, False], nulls_last=True
-        ).head(MAX_ROWS)
-    rows: Rows = []
-    for r in frame.iter_rows(named=True):
-        cells = [
-            Text(str(r["rank"])),
-            Text(str(r["step"])),
-            _rel(r["window_start_ns"], origin),
-            *(_dur(r[f"{c}_ns"]) for c in STEP_COLUMNS[:-1]),
-            _pct(r["cp_comm_ratio"]),
-        ]
-        target = Window(
-            int(r["window_start_ns"]), int(r["window_end_ns"]), f"rank {r['rank']} step {r['step']}"
-        )
-        rows.append((target, cells))
-    return cols, rows, total
+    columns = [
+        ("rank", text("rank")), ("step", text("step")), ("start", at("window_start_ns", origin)),
+        *((c, ns(f"{c}_ns")) for c in STEP_COLUMNS), ("cp_comm_ratio", ratio("cp_comm_ratio")),
+    ]  # fmt: skip
+    top = _top(frame, ["window_ns", "rank", "step"], [True, False, False])
+    return _table(top, columns, frame.height, _to_step(report))
 
 
 def path_kernel_rows(trace: Trace, report: Report | None, origin: int) -> Table:
     """Critical-path time per kernel short name (analysis.names.path_by_name): time on the
     path, share, count; Enter selects the kernel's next instance on the path."""
     frame = path_by_name(_frame(report, "critical_path"), trace)
-    total = frame.height
-    frame = frame.head(MAX_ROWS)
-    cols = ["kernel", "time on path", "share", "count"]
-    rows: Rows = []
-    for r in frame.iter_rows(named=True):
-        cells = [
-            Text(safe_text(r["short_name"])),
-            _dur(r["time_ns"]),
-            _pct(r["share"]),
-            Text(str(r["count"]), justify="right"),
-        ]
-        rows.append((tuple(int(i) for i in r["event_ids"]) or None, cells))
-    return cols, rows, total
+    columns = [
+        ("kernel", text("short_name")), ("time on path", ns("time_ns")),
+        ("share", ratio("share")), ("count", count("count")),
+    ]  # fmt: skip
+    return _table(
+        frame.head(MAX_ROWS),
+        columns,
+        frame.height,
+        lambda r: tuple(int(i) for i in r["event_ids"]) or None,
+    )
 
 
 def expert_rows(trace: Trace, report: Report | None, origin: int) -> Table:
@@ -318,21 +286,9 @@ def expert_rows(trace: Trace, report: Report | None, origin: int) -> Table:
     frame = getattr(view, "experts", None)
     if not isinstance(frame, pl.DataFrame):
         frame = pl.DataFrame()
-    cols = ["expert", "rank", "step", "time", "events"]
-    total = frame.height
-    if frame.height:
-        frame = frame.sort(
-            ["time_ns", "expert", "rank", "step"], descending=[True, False, False, False]
-        ).head(MAX_ROWS)
-    windows = _step_windows(report)
-    rows: Rows = []
-    for r in frame.iter_rows(named=True):
-        cells = [
-            Text(str(r["expert"])),
-            Text(str(r["rank"])),
-            Text(str(r["step"])),
-            _dur(r["time_ns"]),
-            Text(str(r["events"]), justify="right"),
-        ]
-        rows.append((windows.get((r["rank"], r["step"])), cells))
-    return cols, rows, total
+    columns = [
+        ("expert", text("expert")), ("rank", text("rank")), ("step", text("step")),
+        ("time", ns("time_ns")), ("events", count("events")),
+    ]  # fmt: skip
+    top = _top(frame, ["time_ns", "expert", "rank", "step"], [True, False, False, False])
+    return _table(top, columns, frame.height, _to_step(report))
