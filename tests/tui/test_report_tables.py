@@ -248,3 +248,32 @@ async def test_moe_table_splits_a_chunked_run_by_micro_batch() -> None:
         assert gemm == {
             str(m): fmt_ns(t) for m, t in zip(mb["micro_batch"], mb["time_ns"], strict=True)
         }
+
+
+@pytest.mark.parametrize("size", SIZES)
+async def test_real_gloo_job_steps_and_experts_equal_the_cli(
+    size: tuple[int, int], real_traces: Path
+) -> None:
+    """The shared skewed gloo job (4 ranks, expert ids from `moe/expert<g>` names): the
+    slowest step and the expert with most time on screen in one key, as the CLI says."""
+    folder = real_traces / "torch_gloo_moe" / "skewed"
+    runner = CliRunner()
+    metrics = json.loads(runner.invoke(main, ["metrics", "--json", str(folder)]).stdout)
+    moe = json.loads(runner.invoke(main, ["moe", "--json", str(folder)]).stdout)
+    ranks = [r for t in metrics["traces"] for r in t["ranks"]]
+    app = MoetraceApp(paths=[folder])
+    async with running(app, size=size) as pilot:
+        await pilot.press("9")
+        shown = rows_of(app.screen.query_one(DataTable))
+        assert len(shown) == len(ranks)
+        slowest = max(ranks, key=lambda r: (r["window_ns"], -r["rank"], -r["step"]))
+        assert shown[0][:2] == [str(slowest["rank"]), str(slowest["step"])]
+        assert shown[0][3:8] == [
+            fmt_ns(slowest[k])
+            for k in ("window_ns", "compute_ns", "exposed_comm_ns", "free_ns", "idle_ns")
+        ]
+        await pilot.press("escape", "E")
+        shown = rows_of(app.screen.query_one(DataTable))
+        assert len(shown) == len(moe["experts"]) > 0
+        most = max(moe["experts"], key=lambda e: e["time_ns"])
+        assert shown[0][0] == str(most["expert"]) and shown[0][3] == fmt_ns(most["time_ns"])
