@@ -91,11 +91,11 @@ async def test_steps_table_is_metrics_rank_step_rows_and_enter_zooms_to_the_step
             r = expected[(int(cells[0]), int(cells[1]))]
             cp = r["critical_path"]["cp_comm_ratio"]
             assert cells[3:] == [
-                fmt_ns(r["window_ns"]),
-                fmt_ns(r["compute_ns"]),
-                fmt_ns(r["exposed_comm_ns"]),
-                fmt_ns(r["free_ns"]),
-                fmt_ns(r["idle_ns"]),
+                fmt_ns(r["window_ns"], 4),
+                fmt_ns(r["compute_ns"], 4),
+                fmt_ns(r["exposed_comm_ns"], 4),
+                fmt_ns(r["free_ns"], 4),
+                fmt_ns(r["idle_ns"], 4),
                 fmt_pct(cp),
             ]
         slowest = max(expected.values(), key=lambda r: r["window_ns"])
@@ -124,7 +124,7 @@ async def test_steps_table_sorts_by_a_clicked_column(metrics_json: Any) -> None:
         column = list(table.columns)[4]  # compute
         screen.on_data_table_header_selected(DataTable.HeaderSelected(table, column, 4, "c"))
         computes = sorted(r["compute_ns"] for r in metrics_json["traces"][0]["ranks"])
-        assert [cells[4] for cells in rows_of(table)] == [fmt_ns(c) for c in computes]
+        assert [cells[4] for cells in rows_of(table)] == [fmt_ns(c, 4) for c in computes]
 
 
 @pytest.mark.parametrize("size", SIZES)
@@ -269,7 +269,7 @@ async def test_real_gloo_job_steps_and_experts_equal_the_cli(
         slowest = max(ranks, key=lambda r: (r["window_ns"], -r["rank"], -r["step"]))
         assert shown[0][:2] == [str(slowest["rank"]), str(slowest["step"])]
         assert shown[0][3:8] == [
-            fmt_ns(slowest[k])
+            fmt_ns(slowest[k], 4)
             for k in ("window_ns", "compute_ns", "exposed_comm_ns", "free_ns", "idle_ns")
         ]
         await pilot.press("escape", "E")
