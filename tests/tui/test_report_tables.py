@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 from click.testing import CliRunner
+from rich.text import Text
 from textual.widgets import DataTable
 from tui_helpers import running, static_text
 
@@ -49,7 +50,9 @@ def no_color(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def title_of(app: MoetraceApp) -> str:
-    return str(app.screen.query_one("#table-title").content)
+    from textual.widgets import Static
+
+    return str(app.screen.query_one("#table-title", Static).content)
 
 
 def rows_of(table: DataTable[Any]) -> list[list[str]]:
@@ -122,7 +125,9 @@ async def test_steps_table_sorts_by_a_clicked_column(metrics_json: Any) -> None:
         assert isinstance(screen, TableScreen)
         table = screen.query_one(DataTable)
         column = list(table.columns)[4]  # compute
-        screen.on_data_table_header_selected(DataTable.HeaderSelected(table, column, 4, "c"))
+        screen.on_data_table_header_selected(
+            DataTable.HeaderSelected(table, column, 4, Text("compute"))
+        )
         computes = sorted(r["compute_ns"] for r in metrics_json["traces"][0]["ranks"])
         assert [cells[4] for cells in rows_of(table)] == [fmt_ns(c, 4) for c in computes]
 
