@@ -282,3 +282,23 @@ async def test_real_gloo_job_steps_and_experts_equal_the_cli(
         assert len(shown) == len(moe["experts"]) > 0
         most = max(moe["experts"], key=lambda e: e["time_ns"])
         assert shown[0][0] == str(most["expert"]) and shown[0][3] == fmt_ns(most["time_ns"])
+
+
+async def test_big_traces_build_table_rows_in_a_thread(monkeypatch: pytest.MonkeyPatch) -> None:
+    from moetrace.tui.screens import tables
+
+    app = MoetraceApp(moetrace.load(SAMPLE))
+    async with running(app, size=(80, 24)) as pilot:
+        await pilot.press("E")
+        expected = app.screen.query_one(DataTable).row_count
+        await pilot.press("escape")
+        monkeypatch.setattr(tables, "THREAD_EVENTS", 0)  # every trace is "big" now
+        await pilot.press("E", "escape")  # closed before its rows are in: no error
+        await app.workers.wait_for_complete()
+        await pilot.pause()
+        await pilot.press("E")
+        await app.workers.wait_for_complete()
+        await pilot.pause()
+        assert isinstance(app.screen, TableScreen)
+        assert app.screen.query_one(DataTable).row_count == expected > 0
+        assert f"{expected} rows" in title_of(app)

@@ -25,6 +25,8 @@ from ..table_targets import Rows, Target, Window
 if TYPE_CHECKING:
     from moetrace.analysis.report import Report
 
+THREAD_EVENTS = 100_000  # above this many events a table's rows are built in a thread
+
 
 def sort_value(cell: Text) -> tuple[int, float, str]:
     """Sort key of a cell: numbers and durations ('1.5 ms') by value, then text."""
@@ -77,20 +79,41 @@ class TableScreen(Screen[int | Window | None]):
         yield Footer()
 
     def on_mount(self) -> None:
-        table = self.query_one(DataTable)
-        try:
-            cols, rows, total = self.spec.build(self.trace, self.report, self.origin)
-        except (AttributeError, ValueError, pl.exceptions.PolarsError) as exc:
-            self.query_one("#table-title", Static).update(
-                Text(f"table unavailable: {exc}", style="red")
-            )
+        """Build the rows: at once for small traces, in a thread above THREAD_EVENTS events
+        (the MoE view of a big trace takes seconds; keys keep working meanwhile)."""
+        if self.trace.events.height < THREAD_EVENTS:
+            self._show(self._build())
             return
+        self.query_one("#table-title", Static).update(Text(f"{self.spec.title} · building…"))
+        self.run_worker(self._build_in_thread, thread=True, exclusive=True)
+
+    def _build(self) -> tuple[list[str], Rows, int] | str:
+        """The spec's columns, rows and row count, or why the table is unavailable."""
+        try:
+            return self.spec.build(self.trace, self.report, self.origin)
+        except (AttributeError, ValueError, pl.exceptions.PolarsError) as exc:
+            return f"table unavailable: {exc}"
+
+    def _build_in_thread(self) -> None:
+        built = self._build()
+        self.app.call_from_thread(self._show, built)
+
+    def _show(self, built: tuple[list[str], Rows, int] | str) -> None:
+        """Fill the table and say how many rows it has (or why it has none)."""
+        if not self.is_attached:  # closed while its rows were being built
+            return
+        title_widget = self.query_one("#table-title", Static)
+        if isinstance(built, str):
+            title_widget.update(Text(built, style="red"))
+            return
+        cols, rows, total = built
+        table = self.query_one(DataTable)
         table.add_columns(*cols)
         self.rows = rows
         self._fill(rows)
         shown = f"{len(rows)} rows" if total <= len(rows) else f"first {len(rows)} of {total} rows"
         title = f"{self.spec.title} · {shown} · click a column to sort · Enter jumps"
-        self.query_one("#table-title", Static).update(Text(title, style="bold"))
+        title_widget.update(Text(title, style="bold"))
         table.focus()
 
     def _fill(self, rows: Rows) -> None:
