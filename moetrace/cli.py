@@ -13,6 +13,7 @@ from moetrace.commands._common import OneLineErrorGroup
 _COMMAND_MODULES = (
     "trace_cmds",
     "executor_cmds",
+    "search_cmds",
     "analysis_cmds",
     "view_cmd",
     "job_cmds",

@@ -53,6 +53,10 @@ _COLLECTIVES: tuple[tuple[str, str], ...] = (
     ("reduce_scatter", r"(?i)reduce_?scatter|reducescatter"),
     ("broadcast", r"(?i)broadcast|bcast"),
     ("send_recv", r"(?i)send_?recv|sendrecv|^(send|recv)|p2p"),
+    # c10d::reduce_ / gloo:reduce / "reduce" / ncclKernel_Reduce_*; c10d::barrier / gloo:barrier
+    # (not c10d::monitored_barrier_, which gloo runs as sends and receives)
+    ("reduce", r"(?i)^reduce$|(?:^|:)reduce_?$|Kernel_Reduce_"),
+    ("barrier", r"(?i)(?:^|:)barrier"),
 )
 """Collective family from the `Collective name` arg, else the event name (first match)."""
 

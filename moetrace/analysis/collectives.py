@@ -1,10 +1,13 @@
 """Collectives matched across ranks: one row per rank's part of a collective, then one per instance.
 
-Sources (each vectorised with Polars string expressions over `args`, no loop per event):
+What is a collective, of which kind and family, is the classification stage's (labels.py:
+comm_family, the collective label), never a name pattern here. Sources (each vectorised with
+Polars string expressions over `args`, no loop per event):
 - Kineto GPU kernels with a `Collective name` arg (process group, msg nelems, dtype, splits);
-- NCCL/RCCL kernels without args: the collective from the kernel name, one group per type;
-- gloo (CPU-only PyTorch): `gloo:*` work on the gloo threads, split sizes from `c10d::*` calls;
-- Ascend HCCL ops (`hcom_*`) on the "Group N Communication" lanes;
+- comm kernels of a known family without args (NCCL/RCCL, DeepEP, ...): one group per
+  family and collective kind;
+- gloo (CPU-only PyTorch): `gloo` work on the gloo threads, split sizes from `c10d` calls;
+- Ascend HCCL ops (`hcom_*`, family `hccl`) on the "Group N Communication" lanes;
 - the executor's own transfers (`<phase>_tx` / `<phase>_rx` with src/dst in args).
 
 Within a rank, the n-th call of a (group) is instance `seq` = n of that group on every rank:
@@ -17,6 +20,7 @@ from __future__ import annotations
 import polars as pl
 
 from moetrace.analysis.classify import STEP_PATTERN
+from moetrace.analysis.labels import with_comm_labels
 from moetrace.trace.model import Trace
 
 OPS_SCHEMA: dict[str, pl.DataType] = {
@@ -57,27 +61,6 @@ DTYPE_BYTES = {
 }  # fmt: skip
 """Element sizes in bytes of the dtype names Kineto, gloo and HCCL write (lower case)."""
 
-_CANON = (
-    ("all_to_all", r"alltoall|a2a"),
-    ("all_reduce", r"allreduce"),
-    ("all_gather", r"allgather"),
-    ("reduce_scatter", r"reducescatter"),
-    ("broadcast", r"broadcast|bcast"),
-    ("barrier", r"barrier"),
-    ("send_recv", r"sendrecv|^send|^recv"),
-    ("reduce", r"reduce"),
-)
-
-
-def canonical_collective(raw: pl.Expr) -> pl.Expr:
-    """Canonical collective name (all_to_all, all_reduce, ...) of a raw name: case, `_` and
-    `-` ignored; unknown names are kept in lower case."""
-    key = raw.str.to_lowercase().str.replace_all(r"[_\-\s]", "")
-    expr: pl.Expr = raw.str.to_lowercase()
-    for name, pattern in reversed(_CANON):
-        expr = pl.when(key.str.contains(pattern)).then(pl.lit(name)).otherwise(expr)
-    return expr
-
 
 def _arg_str(key: str) -> pl.Expr:
     return pl.col("args").str.extract(rf'"{key}"\s*:\s*"([^"]*)"', 1)
@@ -103,23 +86,26 @@ def _dtype_bytes(name: pl.Expr) -> pl.Expr:
 
 
 def _kineto_kernels(ev: pl.DataFrame) -> pl.DataFrame:
-    """GPU collective kernels: args when present, else the collective from the kernel name."""
-    dev = ev.filter((pl.col("kind") == "comm") & (pl.col("unit") == "stream"))
+    """GPU collective kernels, as the classification stage labels them (labels.py): comm
+    kernels with Kineto's collective args or a comm family (HCCL's are `_hccl`'s); the
+    collective kind is the label's (args first, then the rule's); without args the group is
+    family:collective."""
+    has_args = _arg_str("Collective name").is_not_null()
+    dev = ev.filter(
+        (pl.col("kind") == "comm")
+        & (pl.col("unit") == "stream")
+        & (has_args | pl.col("comm_family").is_not_null())
+        & (pl.col("comm_family") != "hccl").fill_null(True)  # HCCL ops: `_hccl`
+    )
     if dev.height == 0:
         return _empty()
-    named = _arg_str("Collective name")
-    from_name = pl.col("name").str.extract(r"^(?:nccl|rccl)(?:Dev)?Kernel_([A-Za-z]+)", 1)
-    dev = dev.with_columns(
-        pl.coalesce(named, from_name).alias("raw"),
-        named.is_not_null().alias("has_args"),
-    ).filter(pl.col("raw").is_not_null())
     return dev.select(
         pl.col("rank").cast(pl.Int64),
-        pl.when(pl.col("has_args"))
+        pl.when(has_args)
         .then(pl.lit("pg:") + pl.coalesce(_arg_str("Process Group Name"), pl.lit("?")))
-        .otherwise(pl.lit("nccl:") + canonical_collective(pl.col("raw")))
+        .otherwise(pl.col("comm_family") + pl.lit(":") + pl.col("label_collective"))
         .alias("group"),
-        canonical_collective(pl.col("raw")).alias("collective"),
+        pl.col("label_collective").alias("collective"),
         pl.col("id").cast(pl.Int64).alias("event_id"),
         pl.col("ts").alias("arrival_ns"),
         pl.col("end").alias("end_ns"),
@@ -150,9 +136,10 @@ def _first_dims_bytes() -> tuple[pl.Expr, pl.Expr]:
 
 
 def _gloo(ev: pl.DataFrame) -> pl.DataFrame:
-    """gloo work ranges (arrival = start of the work on the gloo thread, end = its end), with
-    the split sizes of the rank's n-th `c10d::` call joined to its n-th gloo op."""
-    work = ev.filter(pl.col("name").str.starts_with("gloo:"))
+    """gloo work ranges (comm family `gloo`: arrival = start of the work on the gloo thread,
+    end = its end), with the split sizes of the rank's n-th `c10d` collective call (family
+    `c10d`, a known collective kind: not wait / recv_any_source) joined to its n-th gloo op."""
+    work = ev.filter(pl.col("comm_family") == "gloo")
     if work.height == 0:
         return _empty()
     total, row = _first_dims_bytes()
@@ -161,7 +148,7 @@ def _gloo(ev: pl.DataFrame) -> pl.DataFrame:
         .select(
             pl.col("rank").cast(pl.Int64),
             pl.lit("gloo").alias("group"),
-            canonical_collective(pl.col("name").str.slice(5)).alias("collective"),
+            pl.col("label_collective").alias("collective"),
             pl.col("id").cast(pl.Int64).alias("event_id"),
             pl.col("ts").alias("arrival_ns"),
             pl.col("end").alias("end_ns"),
@@ -171,9 +158,9 @@ def _gloo(ev: pl.DataFrame) -> pl.DataFrame:
         .with_columns(pl.int_range(pl.len()).over("rank").alias("nth"))
     )
     calls = ev.filter(
-        pl.col("name").str.starts_with("c10d::")
+        (pl.col("comm_family") == "c10d")
         & (pl.col("kind") == "comm")
-        & ~pl.col("name").str.contains(r"(?i)wait|recv_any|monitored_barrier")
+        & (pl.col("label_collective") != "other")
     ).sort("rank", "ts", "id")
     conc = pl.col("args").str.extract(r'"Concrete Inputs"\s*:\s*\[(.*?)\]\s*,\s*"Input type"', 1)
     # alltoall_base_(output, input, pg, output_split_sizes, input_split_sizes, ...)
@@ -201,11 +188,10 @@ def _gloo(ev: pl.DataFrame) -> pl.DataFrame:
 
 
 def _hccl(ev: pl.DataFrame) -> pl.DataFrame:
-    """Ascend HCCL collective ops (`hcom_<op>_...`) on the top level of the comm lanes."""
+    """Ascend HCCL collective ops (comm family `hccl`: `hcom_<op>_...`) on the top level of
+    the comm lanes."""
     ops = ev.filter(
-        (pl.col("kind") == "comm")
-        & (pl.col("depth") == 0)
-        & pl.col("name").str.starts_with("hcom_")
+        (pl.col("kind") == "comm") & (pl.col("depth") == 0) & (pl.col("comm_family") == "hccl")
     )
     if ops.height == 0:
         return _empty()
@@ -215,9 +201,7 @@ def _hccl(ev: pl.DataFrame) -> pl.DataFrame:
     return ops.select(
         pl.col("rank").cast(pl.Int64),
         (pl.lit("hccl:") + pl.coalesce(pl.col("thread_name"), pl.lit("?"))).alias("group"),
-        canonical_collective(pl.col("name").str.extract(r"^hcom_([A-Za-z]+)", 1)).alias(
-            "collective"
-        ),
+        pl.col("label_collective").alias("collective"),
         pl.col("id").cast(pl.Int64).alias("event_id"),
         pl.col("ts").alias("arrival_ns"),
         pl.col("end").alias("end_ns"),
@@ -332,7 +316,7 @@ def step_of(ev: pl.DataFrame) -> pl.Series:
 def collective_ops(trace: Trace, ev: pl.DataFrame | None = None) -> pl.DataFrame:
     """Every rank's part of every collective (`OPS_SCHEMA`), with `seq` numbered per
     (rank, group) in the order the rank entered them."""
-    ev = event_frame(trace) if ev is None else ev
+    ev = with_comm_labels(event_frame(trace) if ev is None else ev)
     ev = ev.filter(pl.col("rank").is_not_null())
     parts = [_kineto_kernels(ev), _gloo(ev), _hccl(ev), _executor(ev)]
     ops = pl.concat([p for p in parts if p.height] or [_empty()], how="diagonal_relaxed")

@@ -17,20 +17,58 @@ from moetrace.analysis.prepared import Prepared
 from moetrace.analysis.windows import spread
 
 
+def device_events(prep: Prepared, kind: str) -> pl.DataFrame:
+    """The `kind` events on device tracks that fall in a window (gid set): exactly the events
+    whose union `kind_set` takes (metrics' comm set, and the MoE view's comm stages)."""
+    return prep.ev.filter(pl.col("device") & (pl.col("kind") == kind) & pl.col("gid").is_not_null())
+
+
 def kind_set(prep: Prepared, kind: str) -> iv.Intervals:
     """Union of the `kind` events on device tracks, per window, clipped to it (an event
     counts in every window it runs in)."""
-    sel = prep.ev.filter(
-        pl.col("device") & (pl.col("kind") == kind) & pl.col("gid").is_not_null()
-    ).select("gid", "ts", "end")
+    sel = device_events(prep, kind)
+    return keyed_partition(prep, sel, np.zeros(sel.height, np.int64), 1)[0]
+
+
+def keyed_partition(
+    prep: Prepared, sel: pl.DataFrame, key: np.ndarray, n_keys: int
+) -> tuple[iv.Intervals, np.ndarray]:
+    """The union per window of the events `sel` (gid, ts, end; each spread to every window it
+    runs in, clipped to it) cut into disjoint pieces by `key` (0..n_keys-1, one per event):
+    a piece belongs to the lowest key whose events cover it. Returns the pieces (grouped by
+    gid) and their keys; their union per gid is `kind_set`'s for the same events, so the keys'
+    lengths add up to it exactly. One vectorised pass per key."""
     lo, hi = prep.lo_hi()
-    g, s, e = spread(
+    g, s, e, k = spread(
         prep,
         sel["gid"].to_numpy().astype(np.int64),
         sel["ts"].to_numpy().astype(np.int64),
         sel["end"].to_numpy().astype(np.int64),
+        np.asarray(key, dtype=np.int64),
     )
-    return iv.union(iv.clip(iv.make(g, s, e), lo, hi))
+    if n_keys == 1:
+        whole = iv.union(iv.clip(iv.make(g, s, e), lo, hi))
+        return whole, np.zeros(len(whole), np.int64)
+    covered = iv.empty()
+    parts: list[iv.Intervals] = []
+    keys: list[np.ndarray] = []
+    for code in range(n_keys):
+        this = k == code
+        own = iv.union(iv.clip(iv.make(g[this], s[this], e[this]), lo, hi))
+        if len(own) == 0:
+            continue
+        piece = iv.difference(own, covered)
+        parts.append(piece)
+        keys.append(np.full(len(piece), code, dtype=np.int64))
+        covered = iv.union2(covered, own)
+    if not parts:
+        return iv.empty(), np.zeros(0, np.int64)
+    return (
+        iv.Intervals(
+            *(np.concatenate([getattr(p, f) for p in parts]) for f in iv.Intervals._fields)
+        ),
+        np.concatenate(keys),
+    )
 
 
 def exposed_comm(prep: Prepared) -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame, iv.Intervals]:
@@ -72,9 +110,7 @@ def exposed_comm(prep: Prepared) -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFra
         {"gid": exposed.group, "start_ns": exposed.start, "end_ns": exposed.end},
         schema={"gid": pl.Int64, "start_ns": pl.Int64, "end_ns": pl.Int64},
     )
-    events = prep.ev.filter(
-        pl.col("device") & (pl.col("kind") == "comm") & pl.col("gid").is_not_null()
-    ).select(
+    events = device_events(prep, "comm").select(
         pl.col("id").alias("event_id"),
         "gid",
         "ts",

@@ -16,8 +16,13 @@ from collections.abc import Sequence
 
 import polars as pl
 
-from moetrace.analysis.classify import DEFAULT_DEVICE_COMM_PATTERNS, collective_expr, comm_name_expr
-from moetrace.analysis.moe_rules import Rules
+from moetrace.analysis.classify import (
+    DEFAULT_DEVICE_COMM_PATTERNS,
+    DEVICE_UNITS,
+    collective_expr,
+    comm_name_expr,
+)
+from moetrace.analysis.moe_rules import Rules, default_rules
 
 LABEL_COLUMNS = ("role", "rule_stage", "comm_family", "collective", "short_name", "rule")
 """Columns `with_labels` adds."""
@@ -128,17 +133,37 @@ def role_expr(wait_pattern: str) -> pl.Expr:
     )
 
 
-def labelled_collective_expr() -> pl.Expr:
-    """Collective kind of comm events: Kineto's `Collective name` arg first, then the rule's
-    kind, then the name patterns; null for events that are not comm."""
+def collective_label_expr() -> pl.Expr:
+    """Collective kind of an event taken as comm (needs rule_collective): Kineto's
+    `Collective name` arg first, then the rule's kind, then the name patterns ("other")."""
     coll_arg = pl.col("args").str.extract(r'"Collective name"\s*:\s*"([^"]*)"', 1)
     return (
-        pl.when(pl.col("kind") != "comm")
-        .then(pl.lit(None, pl.String))
-        .when(coll_arg.is_not_null())
+        pl.when(coll_arg.is_not_null())
         .then(collective_expr())
         .otherwise(pl.coalesce(pl.col("rule_collective"), collective_expr()))
     )
+
+
+def labelled_collective_expr() -> pl.Expr:
+    """Collective kind of comm events (`collective_label_expr`); null for events that are
+    not comm."""
+    return (
+        pl.when(pl.col("kind") != "comm")
+        .then(pl.lit(None, pl.String))
+        .otherwise(collective_label_expr())
+    )
+
+
+def with_comm_labels(ev: pl.DataFrame, rules: Rules | None = None) -> pl.DataFrame:
+    """`ev` (an event frame with unit) with the labels the collectives read: the name_labels
+    columns and `kind` as the analysis sees it on device tracks (rule_kind_expr) when the
+    frame has no labels yet (a `categorize`d frame keeps its own), and `label_collective`
+    (`collective_label_expr`, for every event)."""
+    if "rule_collective" not in ev.columns:
+        ev = join_labels(ev, rules if rules is not None else default_rules())
+        device = pl.col("unit").is_in(list(DEVICE_UNITS))
+        ev = ev.with_columns(rule_kind_expr(device).cast(ev["kind"].dtype).alias("kind"))
+    return ev.with_columns(collective_label_expr().alias("label_collective"))
 
 
 def unclassified(ev: pl.DataFrame, top: int = 5) -> tuple[float, list[tuple[str, int]]]:

@@ -6,11 +6,15 @@ takes the category of its innermost enclosing event on the same track (a `record
 range such as `moe/dispatch`), and a device kernel that still has none takes the category of
 the host call that launched it. A rank's time is the self time (span minus children) of its
 work events: device kernels where the rank has device tracks, else the host thread holding
-the step markers (CPU-only PyTorch). exposed_ns = time only that category was running.
+the step markers (CPU-only PyTorch); except the comm stages (dispatch, combine, comm), whose
+time is metrics' comm set itself (`comm_pieces`: the same events and windows, every thread
+of a CPU-only rank), so `moe`'s comm stages equal `metrics`' comm on every trace.
+exposed_ns = time only that category was running.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -20,13 +24,26 @@ import polars as pl
 from moetrace.analysis import intervals as iv
 from moetrace.analysis.classify import CPU_COMM_PATTERN, DEVICE_UNITS, STEP_PATTERN
 from moetrace.analysis.collectives import event_frame
+from moetrace.analysis.comm import device_events, keyed_partition
+from moetrace.analysis.event_codes import inherit, own_index
 from moetrace.analysis.labels import join_labels, rule_kind_expr, unclassified
+from moetrace.analysis.moe_load import (
+    empty_load,
+    experts_of,
+    load_stats,
+    measured_load,
+    with_ranks,
+)
 from moetrace.analysis.moe_rules import (
     CATEGORIES,
     Rules,
     load_rules,
 )
 from moetrace.analysis.moe_traffic import received, traffic
+from moetrace.analysis.prepared import NO_RANK, Prepared
+from moetrace.analysis.routing_dumps import read_routing
+from moetrace.analysis.steps import prepare_steps
+from moetrace.analysis.windows import with_windows
 from moetrace.trace.model import Kind, Trace
 
 COMM_STAGES = ("dispatch", "combine", "comm")
@@ -73,38 +90,6 @@ def _launch_links(ev: pl.DataFrame, deps: pl.DataFrame) -> tuple[np.ndarray, np.
     return s[keep], d[keep]
 
 
-def _inherit(
-    own: np.ndarray, parent: np.ndarray, depth: np.ndarray, links: tuple[np.ndarray, np.ndarray]
-) -> np.ndarray:
-    """Codes (-1 = none) filled from the enclosing event, then from the launching host call,
-    then again from the enclosing event; one vectorised pass per nesting level."""
-    code = own.copy()
-    levels = range(1, int(depth.max(initial=0)) + 1)
-    for level in levels:
-        kids = np.flatnonzero((depth == level) & (code < 0) & (parent >= 0))
-        code[kids] = code[parent[kids]]
-    s, d = links
-    if len(s):
-        take = code[d] < 0
-        code[d[take]] = code[s[take]]
-        for level in levels:  # children of a launched kernel (rare) inherit again
-            kids = np.flatnonzero((depth == level) & (code < 0) & (parent >= 0))
-            code[kids] = code[parent[kids]]
-    return code
-
-
-def _own_layer(ev: pl.DataFrame, rules: Rules) -> np.ndarray:
-    """Layer index from the event's own name (first layer pattern that matches), else -1."""
-    expr: pl.Expr = pl.lit(None, pl.Int64)
-    for pattern in reversed(rules.layer_patterns):
-        got = pl.col("name").str.extract(pattern, 1).cast(pl.Int64, strict=False)
-        expr = pl.when(got.is_not_null()).then(got).otherwise(expr)
-    names = ev.select(pl.col("name").unique())
-    by_name = names.with_columns(expr.alias("layer"))
-    layer = ev.select("name").join(by_name, on="name", how="left", maintain_order="left")["layer"]
-    return layer.fill_null(-1).to_numpy().astype(np.int64)
-
-
 def categorize(ev: pl.DataFrame, deps: pl.DataFrame, rules: Rules) -> pl.DataFrame:
     """`ev` (event_frame) with the labels.py columns, `kind` as the analysis sees it (a
     kernel rule's role wins), `category` (own rule, else enclosing op, else launching host
@@ -142,14 +127,18 @@ def categorize(ev: pl.DataFrame, deps: pl.DataFrame, rules: Rules) -> pl.DataFra
     parent = _parents(ev)
     depth = ev["depth"].to_numpy().astype(np.int64)
     links = _launch_links(ev, deps)
-    cat = _inherit(np.where(frame, -1, own), parent, depth, links)
+    cat = inherit(np.where(frame, -1, own), parent, depth, links)
     _from_device_annotations(ev, cat)
     if frame.any():  # Python frames never override a kernel or op rule: last resort
-        by_frame = _inherit(own, parent, depth, links)
+        by_frame = inherit(own, parent, depth, links)
         cat = np.where(cat >= 0, cat, by_frame)
     cat[cat < 0] = codes["other"]
     cat = _comm_stages(ev, cat, codes)
-    layer = _inherit(_own_layer(ev, rules), parent, depth, links) if rules.layer_patterns else None
+    layer = (
+        inherit(own_index(ev, rules.layer_patterns), parent, depth, links)
+        if rules.layer_patterns
+        else None
+    )
     return ev.drop("_cpu_comm").with_columns(
         pl.Series("category", np.asarray(CATEGORIES, dtype=object)[cat], dtype=pl.String),
         pl.Series("layer", layer, dtype=pl.Int64).replace(-1, None)
@@ -163,9 +152,9 @@ def _comm_stages(ev: pl.DataFrame, cat: np.ndarray, codes: dict[str, int]) -> np
     """Stages consistent with the roles, so that the comm stages are exactly the comm work:
     a comm event whose stage is not dispatch/combine is `comm`; a compute event that inherited
     dispatch/combine (a permute kernel inside a `dispatch` range) is `topk_permute`, one that
-    inherited `comm` is `other`. Markers and host events keep theirs (a CPU-only trace's
-    `moe/dispatch` range is the only evidence it has; `metrics` there unions gloo's worker
-    threads, which `moe` does not count, so the two are not tied on CPU-only traces)."""
+    inherited `comm` is `other`. Markers and host events keep theirs here (whatif reads a
+    CPU-only trace's `moe/dispatch` range); `moe_view` takes the comm stages' time from
+    metrics' comm set instead (`comm_pieces`)."""
     kind = ev["kind"].cast(pl.String).to_numpy()
     is_comm = (kind == "comm") | ev["_cpu_comm"].to_numpy()
     device = ev.select(pl.col("unit").is_in(list(DEVICE_UNITS))).to_series().to_numpy()
@@ -243,6 +232,70 @@ CATEGORY_SCHEMA: dict[str, pl.DataType] = {
 }
 
 
+def _grouped_union(
+    ev: pl.DataFrame, mask: np.ndarray, key_cols: list[str], extra: pl.DataFrame | None = None
+) -> tuple[pl.DataFrame, iv.Intervals]:
+    """(keys with `gid`, the union of the work events' self intervals per gid, ns): self =
+    span minus the spans of work children, so nested and overlapping events count once.
+    `extra` (key_cols, start, end; `comm_pieces`): intervals that stand for the work events
+    marked `_comm` in `ev`, which then give no self time of their own (they still take their
+    time off their parents)."""
+    work_rows = np.flatnonzero(mask)
+    ts = ev["ts"].to_numpy().astype(np.int64)
+    end = ev["end"].to_numpy().astype(np.int64)
+    parent = ev["parent"].to_numpy()
+    pos = np.full(ev.height, -1, dtype=np.int64)
+    pos[work_rows] = np.arange(len(work_rows))
+    kids = np.flatnonzero(mask & (parent >= 0))
+    kids = kids[pos[parent[kids]] >= 0]
+    children = iv.union(iv.make(pos[parent[kids]], ts[kids], end[kids]))
+    spans = iv.union(iv.make(np.arange(len(work_rows)), ts[work_rows], end[work_rows]))
+    own = iv.difference(spans, children)  # self intervals, grouped by work-event position
+    work = ev[work_rows].select(key_cols).with_row_index("_w")
+    if extra is None:
+        extra = pl.DataFrame(
+            schema={**work.select(key_cols).schema, "start": pl.Int64, "end": pl.Int64}
+        )
+    else:  # the comm stages come from metrics' comm set, not from self time
+        counted = ~ev["_comm"].to_numpy()[work_rows]
+        own = iv.Intervals(*(x[counted[own.group]] for x in own))
+    keys = (
+        pl.concat([work.select(key_cols), extra.select(key_cols)], how="vertical_relaxed")
+        .unique()
+        .sort(key_cols, nulls_last=False)
+        .with_row_index("gid")
+    )
+    work = work.join(keys, on=key_cols, how="left", nulls_equal=True).sort("_w")
+    gid = work["gid"].to_numpy().astype(np.int64)
+    extra_gid = extra.join(keys, on=key_cols, how="left", nulls_equal=True, maintain_order="left")
+    return keys, iv.union(
+        iv.make(
+            np.concatenate([gid[own.group], extra_gid["gid"].to_numpy().astype(np.int64)]),
+            np.concatenate([own.start, extra["start"].to_numpy()]),
+            np.concatenate([own.end, extra["end"].to_numpy()]),
+        )
+    )
+
+
+def union_times(
+    ev: pl.DataFrame, key_cols: Sequence[str], work_mask: pl.Series | None = None
+) -> pl.DataFrame:
+    """Per distinct `key_cols` of the work events of `ev` (categorize output; `work_mask`
+    default `_work_mask(ev)`): time_ns = length of the union of their self intervals (ns).
+    Include `rank` in the keys: a union across ranks is not a time on any device."""
+    mask = (_work_mask(ev) if work_mask is None else work_mask).to_numpy()
+    schema = {**{k: ev.schema[k] for k in key_cols}, "time_ns": pl.Int64()}
+    if not mask.any():
+        return pl.DataFrame(schema=schema)
+    keys, per_key = _grouped_union(ev, mask, list(key_cols))
+    time_ns = iv.lengths_by_group(per_key, keys.height)
+    return (
+        keys.with_columns(pl.Series("time_ns", time_ns, dtype=pl.Int64))
+        .drop("gid")
+        .filter(pl.col("time_ns") > 0)
+    )
+
+
 MICRO_BATCH_SCHEMA: dict[str, pl.DataType] = {
     "rank": pl.Int64(),
     "step": pl.Int64(),
@@ -266,7 +319,7 @@ def micro_batches(ev: pl.DataFrame, deps: pl.DataFrame) -> pl.DataFrame:
     if own.null_count() == ev.height:
         return ev.with_columns(pl.lit(None, pl.Int64).alias("micro_batch"))
     depth = ev["depth"].to_numpy().astype(np.int64)
-    code = _inherit(
+    code = inherit(
         own.fill_null(-1).to_numpy().astype(np.int64),
         ev["parent"].to_numpy(),
         depth,
@@ -276,43 +329,31 @@ def micro_batches(ev: pl.DataFrame, deps: pl.DataFrame) -> pl.DataFrame:
 
 
 def category_times(
-    ev: pl.DataFrame, work_mask: pl.Series | None = None, *, by_micro_batch: bool = False
+    ev: pl.DataFrame,
+    work_mask: pl.Series | None = None,
+    comm: pl.DataFrame | None = None,
+    *,
+    by_micro_batch: bool = False,
 ) -> pl.DataFrame:
     """Per (rank, step, layer, category): time_ns, exposed_ns, share (`CATEGORY_SCHEMA`);
     `work_mask`: the events counted (default `_work_mask(ev)`, passed when already known);
-    `by_micro_batch`: per (rank, step, layer, micro_batch, category) (`MICRO_BATCH_SCHEMA`;
-    `ev` needs the `micro_batch` column of `micro_batches`)."""
+    `comm` (`comm_pieces`): the comm stages' time as metrics counts it, standing for the
+    events marked `_comm` in `ev`; `by_micro_batch`: per (rank, step, layer, micro_batch,
+    category) (`MICRO_BATCH_SCHEMA`; `ev` with the `micro_batch` column of `micro_batches`,
+    no `comm`: the comm stages' self times)."""
     schema = MICRO_BATCH_SCHEMA if by_micro_batch else CATEGORY_SCHEMA
-    extra = ["micro_batch"] if by_micro_batch else []
+    more = ["micro_batch"] if by_micro_batch else []
     mask = (_work_mask(ev) if work_mask is None else work_mask).to_numpy()
-    work_rows = np.flatnonzero(mask)
-    if len(work_rows) == 0:
+    if not mask.any() and (comm is None or comm.height == 0):
         return pl.DataFrame(schema=schema)
-    ts = ev["ts"].to_numpy().astype(np.int64)
-    end = ev["end"].to_numpy().astype(np.int64)
-    parent = ev["parent"].to_numpy()
-    pos = np.full(ev.height, -1, dtype=np.int64)
-    pos[work_rows] = np.arange(len(work_rows))
-    kids = np.flatnonzero(mask & (parent >= 0))
-    kids = kids[pos[parent[kids]] >= 0]
-    children = iv.union(iv.make(pos[parent[kids]], ts[kids], end[kids]))
-    spans = iv.union(iv.make(np.arange(len(work_rows)), ts[work_rows], end[work_rows]))
-    own = iv.difference(spans, children)  # self intervals, grouped by work-event position
-    work = (
-        ev[work_rows]
-        .select(
-            "rank",
-            *(pl.col(c).fill_null(-1) for c in ["step", "layer", *extra]),
-            "category",
-        )
-        .with_row_index("_w")
+    key_cols = ["rank", "step", "layer", *more, "category"]
+    filled = ev.with_columns(pl.col(c).fill_null(-1) for c in ["step", "layer", *more])
+    extra = (
+        comm.with_columns(pl.col("step").fill_null(-1), pl.col("layer").fill_null(-1))
+        if comm is not None
+        else None
     )
-    key_cols = ["rank", "step", "layer", *extra, "category"]
-    keys = work.select(key_cols).unique().sort(key_cols)
-    keys = keys.with_row_index("gid")
-    work = work.join(keys, on=key_cols, how="left").sort("_w")
-    gid = work["gid"].to_numpy().astype(np.int64)
-    per_cat = iv.union(iv.Intervals(gid[own.group], own.start, own.end))
+    keys, per_cat = _grouped_union(filled, mask, key_cols, extra)
     time_ns = iv.lengths_by_group(per_cat, keys.height)
     # exposed: sweep all categories of a (rank, step) together; where exactly one is active,
     # the running sum of active category codes names it
@@ -339,13 +380,13 @@ def category_times(
         out.with_columns(
             (pl.col("time_ns") / pl.col("time_ns").sum().over("rank", "step")).alias("share"),
             pl.when(pl.col("step") >= 0).then("step").alias("step"),
-            *(pl.when(pl.col(c) >= 0).then(c).alias(c) for c in ["layer", *extra]),
+            *(pl.when(pl.col(c) >= 0).then(c).alias(c) for c in ["layer", *more]),
         )
         .sort(
             "rank",
             "step",
             "layer",
-            *extra,
+            *more,
             pl.col("category").replace_strict({c: i for i, c in enumerate(CATEGORIES)}, default=99),
         )
         .select([pl.col(k).cast(v) for k, v in schema.items()])
@@ -397,8 +438,8 @@ def expert_times(ev: pl.DataFrame, rules: Rules) -> pl.DataFrame:
 @dataclass
 class MoeView:
     """The MoE view: categories per (rank, step); experts; traffic between ranks; received
-    bytes per rank with the imbalance; the rule files used; categories per micro-batch too
-    (empty when no event names its micro-batch)."""
+    bytes per rank with the imbalance; the rule files used; the categories per micro-batch
+    too (empty when no event names its micro-batch)."""
 
     categories: pl.DataFrame
     experts: pl.DataFrame
@@ -407,9 +448,11 @@ class MoeView:
     rule_sources: tuple[str, ...]
     unclassified_share: float = 0.0
     unclassified_top: tuple[tuple[str, int], ...] = ()
+    load: pl.DataFrame = field(default_factory=empty_load)  # moe_load.LOAD_SCHEMA
+    load_stats: pl.DataFrame = field(default_factory=pl.DataFrame)  # moe_load.STATS_SCHEMA
     micro_batches: pl.DataFrame = field(
         default_factory=lambda: pl.DataFrame(schema=MICRO_BATCH_SCHEMA)
-    )
+    )  # categories per micro-batch; empty when no event names one
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready: each frame as a list of rows."""
@@ -421,35 +464,114 @@ class MoeView:
             "rules": list(self.rule_sources),
             "unclassified_share": self.unclassified_share,
             "unclassified_top": [{"short_name": n, "ns": t} for n, t in self.unclassified_top],
+            "load": self.load.to_dicts(),
+            "load_stats": self.load_stats.to_dicts(),
             "micro_batches": self.micro_batches.to_dicts(),
         }
 
 
-def moe_view(trace: Trace, rules: Rules | None = None) -> MoeView:
-    """Categories, experts, traffic and received bytes of `trace` (see module docstring)."""
-    rules = rules or load_rules()
+def comm_pieces(ev: pl.DataFrame, prep: Prepared, single_rank: bool) -> pl.DataFrame:
+    """The comm stages of the MoE view as `metrics` counts comm: its comm events
+    (comm.device_events, the same rows and windows), each under the stage and layer
+    `categorize` gave it (a comm event whose stage is not a comm stage, such as gloo's worker
+    thread on a CPU-only trace, is `comm`), cut so that a moment two stages share counts once
+    (dispatch, then combine, then comm; lower layers first). Columns rank, step, layer,
+    category, start, end (ns); per (rank, step) their lengths add up to metrics' comm_ns."""
+    sel = device_events(prep, "comm").select("id", "gid", "ts", "end")
+    labels = ev.select("id", "category", "layer")
+    sel = sel.join(labels, on="id", how="left", maintain_order="left").with_columns(
+        pl.when(pl.col("category").is_in(list(COMM_STAGES)))
+        .then("category")
+        .otherwise(pl.lit("comm"))
+        .alias("category")
+    )
+    order = {c: i for i, c in enumerate(COMM_STAGES)}
+    combos = (
+        sel.select("category", "layer")
+        .unique()
+        .sort(
+            pl.col("category").replace_strict(order, default=len(order)), "layer", nulls_last=True
+        )
+        .with_row_index("_k")
+    )
+    sel = sel.join(combos, on=["category", "layer"], how="left", nulls_equal=True)
+    pieces, key = keyed_partition(
+        prep, sel, sel["_k"].to_numpy().astype(np.int64), max(combos.height, 1)
+    )
+    windows = prep.windows.select("gid", "rank", "step")
+    rank = pl.when(pl.col("rank") == NO_RANK).then(0 if single_rank else None).otherwise("rank")
+    return (
+        pl.DataFrame(
+            {"gid": pieces.group, "_k": key, "start": pieces.start, "end": pieces.end},
+            schema={"gid": pl.Int64, "_k": pl.UInt32, "start": pl.Int64, "end": pl.Int64},
+        )
+        .join(windows, on="gid", how="left")
+        .join(combos, on="_k", how="left")
+        .select(rank.cast(pl.Int64).alias("rank"), "step", "layer", "category", "start", "end")
+    )
+
+
+def _comm_from_metrics(ev: pl.DataFrame, prep: Prepared) -> pl.DataFrame:
+    """`ev` with `_comm` (metrics counts the event as comm, in any window: its time comes from
+    `comm_pieces`) and the comm stages taken off the other events (a host `moe/dispatch`
+    range's own time is packing: topk_permute; an inherited `comm` is other)."""
+    is_comm = ev["id"].is_in(
+        prep.ev.filter(pl.col("device") & (pl.col("kind") == "comm"))["id"].implode()
+    )
+    return ev.with_columns(
+        is_comm.alias("_comm"),
+        pl.when(~is_comm & (pl.col("category") == "comm"))
+        .then(pl.lit("other"))
+        .when(~is_comm & pl.col("category").is_in(["dispatch", "combine"]))
+        .then(pl.lit("topk_permute"))
+        .otherwise("category")
+        .alias("category"),
+    )
+
+
+def moe_events(trace: Trace, rules: Rules) -> tuple[pl.DataFrame, pl.Series]:
+    """(categorized events of `trace`, the work mask `moe` counts): the input of
+    `category_times` and `union_times`; a trace that names no rank is rank 0."""
     ev = event_frame(trace)
     if ev["rank"].null_count() == ev.height:  # a single trace that names no rank: rank 0
         ev = ev.with_columns(pl.lit(0, pl.Int64).alias("rank"))
     ev = categorize(ev, trace.deps, rules)
-    pairs = traffic(trace, ev)
-    mask = _work_mask(ev)
+    return ev, _work_mask(ev)
+
+
+def moe_view(
+    trace: Trace, rules: Rules | None = None, routing_files: Sequence[str] = ()
+) -> MoeView:
+    """Categories, experts, traffic, received bytes and measured load of `trace` (see module
+    docstring); `routing_files`: the routers' own expert-distribution dumps (routing_dumps)."""
+    rules = rules or load_rules()
+    ev, mask = moe_events(trace, rules)
+    pairs = traffic(trace, ev)  # what each all-to-all was for: its issuing call's stage
+    prep = with_windows(prepare_steps(trace, rules=rules), None)
+    single = trace.tracks["rank"].null_count() == trace.tracks.height
+    staged = _comm_from_metrics(ev, prep)
+    ranks = trace.ranks or [0]
+    dumps = [read_routing(f, len(ranks)) for f in routing_files]
+    experts = experts_of(trace.meta)
+    load = with_ranks(pl.concat([measured_load(ev, pairs, rules), *dumps]), len(ranks), experts)
     share, top = unclassified(
         ev.with_columns(mask.alias("work"), pl.lit(True).alias("device")), top=5
     )
-    ev = micro_batches(ev, trace.deps)
+    with_mb = micro_batches(ev, trace.deps)
     by_micro_batch = (
-        category_times(ev, mask, by_micro_batch=True)
-        if ev["micro_batch"].null_count() < ev.height
+        category_times(with_mb, mask, by_micro_batch=True)
+        if with_mb["micro_batch"].null_count() < with_mb.height
         else pl.DataFrame(schema=MICRO_BATCH_SCHEMA)
     )
     return MoeView(
-        categories=category_times(ev, mask),
+        categories=category_times(staged, mask, comm_pieces(ev, prep, single)),
         experts=expert_times(ev, rules),
         traffic=pairs,
         received=received(pairs, trace.ranks or [0]),
         rule_sources=rules.sources,
         unclassified_share=share,
         unclassified_top=tuple(top),
+        load=load,
+        load_stats=load_stats(load, experts, ranks),
         micro_batches=by_micro_batch,
     )

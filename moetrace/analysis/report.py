@@ -23,6 +23,7 @@ from moetrace.analysis.idle import GAP_COLUMNS, idle
 from moetrace.analysis.job import attach_job
 from moetrace.analysis.labels import unclassified, unclassified_warning
 from moetrace.analysis.moe import MoeView, moe_view
+from moetrace.analysis.peer_window import peer_dict, peer_note, peer_windows
 from moetrace.analysis.steps import NO_RANK, Prepared, prepare_steps, with_windows
 from moetrace.analysis.sync_edges import producer_sync_edges
 from moetrace.trace.model import Trace
@@ -94,6 +95,9 @@ class Report:
     stragglers: pl.DataFrame = field(default_factory=pl.DataFrame)
     job_path: pl.DataFrame = field(default_factory=pl.DataFrame)
     job: dict[str, Any] | None = None
+    # the peers' per-rank window beside moetrace's (analysis/peer_window.py); empty on CPU-only
+    # traces and under a time range
+    peer_window: pl.DataFrame = field(default_factory=pl.DataFrame)
     trace: Trace | None = field(default=None, repr=False)
     _moe: MoeView | None = field(default=None, repr=False)
 
@@ -182,12 +186,13 @@ class Report:
             if row["mfu"] is not None:
                 item["mfu"] = _num(row["mfu"])
             per_rank.append(item)
-        out = {
+        out: dict[str, Any] = {
             "ranks": per_rank,
             "aggregate": self.aggregate_dicts(),
             "summary": {k: _num(v) for k, v in self.summary().items()},
             "warnings": list(self.warnings),
         }
+        out["peer_window"] = peer_dict(self.peer_window) if self.peer_window.height else None
         if self.job is not None:
             out["job"] = self.job
         return out
@@ -360,6 +365,9 @@ def analyze(
             "unclassified_share": share,
         },
     )
+    if time_range is None:
+        report.peer_window = peer_windows(prep, report.ranks)
+        report.meta["peer_note"] = peer_note(report.peer_window)
     report.trace = trace
     attach_job(report, trace)
     return report

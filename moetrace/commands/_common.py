@@ -28,6 +28,11 @@ def warn(message: str) -> None:
     click.echo(f"moetrace: warning: {visible(message)}", err=True)
 
 
+def note(message: str) -> None:
+    """Print `moetrace: note: message` on stderr (a stated assumption, not a problem)."""
+    click.echo(f"moetrace: note: {visible(message)}", err=True)
+
+
 def fail(message: str) -> None:
     """Print `moetrace: error: message` (control characters made visible) and exit 2."""
     click.echo(f"moetrace: error: {visible(message)}", err=True)

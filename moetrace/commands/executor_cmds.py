@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from moetrace.commands._common import UserError, check_output_path, handle_errors, warn
+from moetrace.commands._common import UserError, check_output_path, handle_errors, note, warn
 from moetrace.commands.executor_common import (
     MAX_RUNS,
     check_run_count,
@@ -51,7 +51,12 @@ def _simulation_options(func: Callable[..., Any]) -> Callable[..., Any]:
     """Options shared by `run` and `sweep` (sweep accepts comma lists in the first ones)."""
     options = [
         click.option("--preset", default="deepseek-v3", show_default=True, help="MoE layer shape."),
-        click.option("--hardware", default="ascend-a3", show_default=True, help="Device profile."),
+        click.option(
+            "--hardware",
+            default="ascend-a3",
+            show_default=True,
+            help="Device profile: a preset, or a preset TOML file (e.g. calibrate -o).",
+        ),
         click.option("--ranks", default="64", show_default=True, help="EP degree (ranks)."),
         click.option("--tokens", default="4096", show_default=True, help="Tokens per rank."),
         click.option(
@@ -182,6 +187,8 @@ def run(
     summary = run_figures(trace)
     for warning in trace.meta["executor"].get("warnings", []):
         warn(warning)
+    for line in trace.meta["executor"].get("notes", []):
+        note(line)
     if seeds > 1:
         summary["seeds"] = seed_spread(params, seeds)
     if as_json:

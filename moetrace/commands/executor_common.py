@@ -84,6 +84,7 @@ def run_figures(trace: Trace) -> dict[str, Any]:
         "peak_flops": ex.get("peak_flops"),
         "hbm_bytes": ex.get("hbm_bytes"),
         "warnings": ex.get("warnings", []),
+        "notes": ex.get("notes", []),  # stated assumptions, e.g. an extrapolated link rate
         # sums over ranks (ns), for derived figures such as "util if part of the comm were hidden"
         "window_ns": summary.get("window_ns"),
         "comm_ns": summary.get("comm_ns"),

@@ -70,17 +70,15 @@ class Hardware:
         """Per-rank bandwidth (bytes/s) of `what` ('dispatch' or 'combine') at EP degree `ep`.
 
         `link_bw` > 0 wins; otherwise the measured table is interpolated in log2(EP). Above the
-        table's largest EP there is no measurement: refused (`ExecutorInputError`), never
-        extrapolated; below its smallest EP the smallest EP's rate is used (`link_warnings`).
+        table's largest EP there is no measurement: the rate is extrapolated (`extrapolated_rate`,
+        stated by `link_extrapolation`); below its smallest EP the smallest EP's rate is used
+        (`link_warnings`).
         """
         if self.link_bw > 0:
             return self.link_bw
         table = self.dispatch_bw if what == "dispatch" else self.combine_bw
         if ep > table[-1][0]:
-            raise ExecutorInputError(
-                f"hardware {self.name}: EP{ep} is beyond its measured {what} bandwidth table "
-                f"(EP{table[0][0]}..EP{table[-1][0]}); give --hw link_bw=BYTES_PER_S to run it"
-            )
+            return extrapolated_rate(table, ep)
         xs = [math.log2(e) for e, _ in table]
         ys = [b for _, b in table]
         x = math.log2(max(ep, 1))
@@ -202,7 +200,9 @@ def parse_overrides(pairs: list[str] | tuple[str, ...]) -> dict[str, str]:
 
 
 def load_overrides_file(path: str | Path) -> dict[str, Any]:
-    """Read a TOML file of hardware overrides (top-level keys, or a [hardware] table)."""
+    """Read a TOML file of hardware overrides (top-level keys, or a [hardware] table), or a
+    whole preset (`name` + `[fields.KEY]` tables, e.g. from `moetrace calibrate`): then every
+    field's `value` is an override."""
     p = Path(path)
     try:
         data = tomllib.loads(p.read_text())
@@ -210,13 +210,24 @@ def load_overrides_file(path: str | Path) -> dict[str, Any]:
         raise ExecutorInputError(f"{p}: no such file") from None
     except tomllib.TOMLDecodeError as exc:
         raise ExecutorInputError(f"{p}: bad TOML: {exc}") from None
+    if "fields" in data:  # a whole preset: checked as one, every field is an override
+        hw = load_preset(p)[0]
+        return {k: v for k, v in dataclasses.asdict(hw).items() if k != "name"}
     return dict(data.get("hardware", data))
 
 
+def is_hardware_file(name: str) -> bool:
+    """Whether a `--hardware` value names a preset TOML file rather than a built-in preset."""
+    return name not in PRESETS and name.endswith(".toml")
+
+
 def get_hardware(name: str | Hardware, overrides: dict[str, Any] | None = None) -> Hardware:
-    """The preset `name` with `overrides` applied; unknown names/keys and bad values are errors."""
+    """The preset `name` (or a preset TOML file) with `overrides` applied; unknown names/keys
+    and bad values are errors."""
     if isinstance(name, Hardware):
         hw = name
+    elif is_hardware_file(name):  # a preset file, e.g. written by `moetrace calibrate`
+        hw = load_preset(name)[0]
     else:
         if name not in PRESETS:
             raise ExecutorInputError(
@@ -257,6 +268,53 @@ def link_warnings(hw: Hardware, ep: int) -> list[str]:
                 f"using EP{table[0][0]}'s {table[0][1] / 1e9:.0f} GB/s"
             )
     return out
+
+
+EXTRAPOLATION_METHOD = (
+    "geometric in log2(EP) from the table's last two points: every doubling of EP beyond the "
+    "largest measured EP multiplies the rate by the last measured doubling's ratio (capped at 1, "
+    "never faster than measured; a one-point table holds its rate)"
+)
+"""How `link_rate` extrapolates beyond a measured bandwidth table (named in the trace meta)."""
+
+
+def extrapolated_rate(table: BandwidthTable, ep: int) -> float:
+    """Bytes/s at an `ep` above `table`'s largest EP (see `EXTRAPOLATION_METHOD`)."""
+    e1, b1 = table[-1]
+    if len(table) == 1 or ep <= e1:
+        return b1
+    e0, b0 = table[-2]
+    per_doubling = min(1.0, (b1 / b0) ** (1.0 / math.log2(e1 / e0)))
+    return float(b1 * per_doubling ** math.log2(ep / e1))
+
+
+def link_extrapolation(hw: Hardware, ep: int) -> dict[str, Any] | None:
+    """The link table fields `ep` lies beyond, the method and the rates used; None if none."""
+    if hw.link_bw > 0:
+        return None
+    fields = {}
+    for what, table in (("dispatch", hw.dispatch_bw), ("combine", hw.combine_bw)):
+        if ep > table[-1][0]:
+            fields[f"{what}_bw"] = {
+                "measured_up_to_ep": table[-1][0],
+                "bytes_per_s": extrapolated_rate(table, ep),
+            }
+    if not fields:
+        return None
+    return {"ep": ep, "fields": fields, "method": EXTRAPOLATION_METHOD}
+
+
+def link_notes(hw: Hardware, ep: int) -> list[str]:
+    """One line per link table field a run at `ep` extrapolates beyond its measurements."""
+    ext = link_extrapolation(hw, ep)
+    if ext is None:
+        return []
+    return [
+        f"EP{ep} is beyond {hw.name}'s measured {name} (up to EP{f['measured_up_to_ep']}): "
+        f"extrapolated to {f['bytes_per_s'] / 1e9:.1f} GB/s (geometric in log2(EP) from the last "
+        "two points, never above the last measurement); --hw link_bw=BYTES_PER_S to set it"
+        for name, f in ext["fields"].items()
+    ]
 
 
 _POSITIVE = (

@@ -12,7 +12,13 @@ import numpy as np
 from moetrace.executor.errors import ExecutorInputError
 from moetrace.executor.floors import floors
 from moetrace.executor.fold import Expansion, expand
-from moetrace.executor.hardware import Hardware, get_hardware, link_warnings
+from moetrace.executor.hardware import (
+    Hardware,
+    get_hardware,
+    link_extrapolation,
+    link_notes,
+    link_warnings,
+)
 from moetrace.executor.planner import best_plan
 from moetrace.executor.schedules import ScheduleOptions, Timed
 from moetrace.executor.taskgraph import TaskGraph
@@ -78,6 +84,16 @@ def estimate_tasks(wl: Workload) -> int:
 
 def check_memory(wl: Workload, hw: Hardware, assign: np.ndarray, expert_rank: np.ndarray) -> None:
     """Refuse a run whose busiest rank would not fit its weights and buffers in HBM."""
+    need = hbm_need(wl, assign, expert_rank)
+    if need > hw.hbm_bytes:
+        raise ExecutorInputError(
+            f"the busiest rank needs {need / 1e9:.1f} GB of HBM for weights and buffers; "
+            f"{hw.name} has {hw.hbm_bytes / 1e9:.1f} GB (fewer tokens or more ranks)"
+        )
+
+
+def hbm_need(wl: Workload, assign: np.ndarray, expert_rank: np.ndarray) -> float:
+    """Bytes of HBM the busiest rank needs for its weights and buffers."""
     sh = wl.shape
     per_expert = rows_per_source_expert(wl, assign).sum(axis=0)  # rows routed to each expert
     received = np.bincount(expert_rank, weights=per_expert, minlength=wl.ranks).max()
@@ -90,12 +106,7 @@ def check_memory(wl: Workload, hw: Hardware, assign: np.ndarray, expert_rank: np
         wl.dispatch_row_bytes + wl.combine_row_bytes
     )
     per_row = sh.hidden * DTYPE_BYTES[wl.dispatch_dtype] + 3 * sh.intermediate * 2 + sh.hidden * 2
-    need = weights + own + received * per_row
-    if need > hw.hbm_bytes:
-        raise ExecutorInputError(
-            f"the busiest rank needs {need / 1e9:.1f} GB of HBM for weights and buffers; "
-            f"{hw.name} has {hw.hbm_bytes / 1e9:.1f} GB (fewer tokens or more ranks)"
-        )
+    return float(weights + own + received * per_row)
 
 
 def prepare(
@@ -136,8 +147,6 @@ def prepare(
         order=str(options.get("order", "auto")),
     )
     opts.check()
-    for what in ("dispatch", "combine"):
-        hw.link_rate(what, wl.ranks)  # refuses an EP beyond the measured link tables
     if opts.schedule == "tile" and opts.l2:
         tile_bytes = wl.tile_rows * 3 * wl.shape.intermediate * 2.0
         if hw.l2_bytes < tile_bytes:
@@ -217,9 +226,14 @@ def to_trace(run: Run) -> Trace:
             "plan": run.plan,
         },
         "l2_intermediates": run.timed.l2_intermediates,
+        # expert weights: read once from HBM, or re-read where L2 eviction is modelled (which)
+        "weight_reads": run.timed.weight_reads,
         "dispatch_bw": hw.link_rate("dispatch", wl.ranks),
         "combine_bw": hw.link_rate("combine", wl.ranks),
         "warnings": link_warnings(hw, wl.ranks),
+        # beyond the measured link tables: which fields were extrapolated, how, to what
+        "link_extrapolation": link_extrapolation(hw, wl.ranks),
+        "notes": link_notes(hw, wl.ranks),
         "tasks": run.graph.full_tasks,
         "launches": run.timed.n - run.timed.n_graph,
         "tokens_per_s": wl.ranks * wl.tokens / (makespan * 1e-9),

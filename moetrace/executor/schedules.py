@@ -16,7 +16,8 @@
 from __future__ import annotations
 
 import itertools
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -91,6 +92,8 @@ class Timed:
     # the delay (ns) of a returned credit reaching its sender (credits.py)
     recv_buffer_bytes: float = float("inf")
     credit_ns: int = 0
+    # how expert weights are charged to HBM (`weight_hbm_fraction`): the trace meta says which
+    weight_reads: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -183,22 +186,31 @@ def hbm_rates(
 
 
 def weight_hbm_fraction(
-    wl: Workload, hw: Hardware, opts: ScheduleOptions, w_hbm: np.ndarray, is_gemm: np.ndarray
-) -> np.ndarray:
-    """Share of each GEMM tile's weight bytes read from HBM (the rest hit L2).
+    wl: Workload,
+    hw: Hardware,
+    opts: ScheduleOptions,
+    c: dict[str, np.ndarray],
+    is_gemm: np.ndarray,
+) -> tuple[np.ndarray, dict[str, Any]]:
+    """Share of each task's weight bytes read from HBM (the rest hit L2), and what the trace
+    meta says about it (`weight_reads`).
 
-    The graph's `w_hbm` assumes an expert's weights are read from HBM once and then stay in
-    L2 for its other row tiles. That holds only while the weights the schedule keeps live fit:
-    operator kernels (grouped GEMMs) walk the experts one after another, so one expert's
-    matrix is live; the tile schedule interleaves the row tiles of all local experts as their
-    rows arrive, so all of them are. With a live set S and an L2 of `l2_bytes` (minus the
-    intermediates it holds), a fraction f = min(1, L2 / S) of the weight reads can hit
-    (LRU over a cyclic walk keeps about that share resident); the rest re-read the weights
-    from HBM on every row tile. `--no-l2`: every read goes to HBM.
-    """
+    The graph's `w_hbm` (1 / an expert's row tiles) reads an expert's weights from HBM once and
+    keeps them in L2 for its other row tiles. That holds only while the weights the schedule
+    keeps live fit: operator kernels (grouped GEMMs) walk the experts one after another, so one
+    expert's matrix is live; the tile schedule interleaves the row tiles of all local experts as
+    their rows arrive, so all of them are. With a live set S and an L2 of `l2_bytes` (minus the
+    intermediates it holds), a fraction f = min(1, L2 / S) of the weight reads can hit (LRU over
+    a cyclic walk keeps about that share resident). An expert whose weights fit alone
+    (f_alone = min(1, L2 / one expert's)) is only evicted by another expert's tiles between two
+    of its own, so of its T row tiles at most min(T - 1, the other local experts' row tiles)
+    re-read it: re-reads = (1 - f_alone)(T - 1) + (f_alone - f) min(T - 1, others). Balanced
+    routing gives (1 - f)(T - 1), as before; a hot expert under skew is read about once, not
+    once per row tile. `--no-l2`: every read goes to HBM."""
     sh = wl.shape
     if opts.schedule == "tile" and not opts.l2:
-        return np.where(is_gemm, 1.0, w_hbm)
+        meta = {"model": "no L2: every row tile reads its weights from HBM", "l2_hit": 0.0}
+        return np.where(is_gemm, 1.0, c["w_hbm"]), meta
     one_expert = 2.0 * sh.hidden * sh.intermediate * 2  # W1 (gate|up), the larger matrix
     # expert-major tile order: the expert being computed and the next one starting
     live_experts = (
@@ -206,12 +218,36 @@ def weight_hbm_fraction(
         if opts.schedule != "tile"
         else min(2 if opts.order == "expert" else wl.experts_per_rank, wl.experts_per_rank)
     )
-    live = 1.5 * one_expert * live_experts
     room = hw.l2_bytes
     if opts.schedule == "tile" and opts.l2:
         room -= min(room / 2, hw.n_aic * wl.tile_rows * 3 * sh.intermediate * 2.0)
-    hit = min(1.0, max(room, 0.0) / live)
-    return np.where(is_gemm, hit * w_hbm + (1 - hit), w_hbm)
+    room = max(room, 0.0)
+    hit = min(1.0, room / (1.5 * one_expert * live_experts))
+    hit_alone = min(1.0, room / (1.5 * one_expert))
+    expert = c["expert"]
+    row_tiles = is_gemm & (c["type"] == T["gemm1"]) & (c["n_tile"] == 0)
+    tiles = np.bincount(expert[row_tiles], minlength=sh.experts).astype(np.float64)
+    rank_of = np.zeros(sh.experts, dtype=np.int64)
+    rank_of[expert[row_tiles]] = c["rank"][row_tiles]
+    others = np.bincount(rank_of, weights=tiles, minlength=int(rank_of.max()) + 1)[rank_of] - tiles
+    again = np.maximum(tiles - 1, 0.0)
+    rereads = (1 - hit_alone) * again + (hit_alone - hit) * np.minimum(again, others)
+    reads = 1.0 + rereads  # HBM reads of each expert's weights (per expert with row tiles)
+    e = np.where(is_gemm, expert, 0)
+    frac = np.where(is_gemm, c["w_hbm"] * reads[e], c["w_hbm"])
+    used = tiles > 0
+    meta = {
+        "model": (
+            "read once per expert (and micro-batch kernel), then from L2"
+            if hit >= 1
+            else "L2 eviction: re-reads bounded by the other experts' row tiles in between"
+        ),
+        "l2_hit": hit,
+        "l2_hit_alone": hit_alone,
+        "max_reads_per_expert": float(reads[used].max()) if used.any() else 0.0,
+        "mean_reads_per_expert": float(reads[used].mean()) if used.any() else 0.0,
+    }
+    return frac, meta
 
 
 def lane_layout(hw: Hardware, opts: ScheduleOptions) -> dict[int, tuple[int, int]]:
@@ -286,7 +322,7 @@ def schedule(graph: TaskGraph, wl: Workload, hw: Hardware, opts: ScheduleOptions
     a_hbm = np.where(inter_a, 0.0 if l2_inter else 1.0, c["a_hbm"])
     o_hbm = np.where(inter_o, 0.0 if l2_inter else 1.0, 1.0)
     is_expert_gemm = _member(typ, [T["gemm1"], T["gemm2"]])
-    w_hbm = weight_hbm_fraction(wl, hw, opts, c["w_hbm"], is_expert_gemm)
+    w_hbm, weight_reads = weight_hbm_fraction(wl, hw, opts, c, is_expert_gemm)
     if tile and not opts.l2:  # --no-l2: no operand is served from L2, every read goes to HBM
         a_hbm = np.ones_like(a_hbm)
     hbm = c["a_bytes"] * a_hbm + c["w_bytes"] * w_hbm + c["out_bytes"] * o_hbm
@@ -368,6 +404,7 @@ def schedule(graph: TaskGraph, wl: Workload, hw: Hardware, opts: ScheduleOptions
         remote=np.concatenate([(is_tx | is_rx) & ~local, np.zeros(l_rank.size, dtype=bool)]),
         recv_buffer_bytes=hw.recv_buffer_bytes if tile and opts.one_sided else float("inf"),
         credit_ns=round(hw.link_latency_ns),
+        weight_reads=weight_reads,
     )
 
 

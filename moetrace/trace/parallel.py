@@ -12,7 +12,8 @@ import functools
 import os
 import shutil
 import tempfile
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -63,8 +64,10 @@ def map_files(
         return list(pool.map(func, paths))
 
 
-def _map_ray(func: Callable[[Path], R], paths: Sequence[Path], address: str | None) -> list[R]:
-    """`func` over `paths` as Ray tasks; joins the cluster at `address` (or starts a local one)."""
+@contextmanager
+def ray_session(address: str | None) -> Iterator[Any]:
+    """The `ray` module, initialised: joins the cluster at `address`, or starts a local one of
+    its own (shut down and its session folder removed on leaving)."""
     try:
         import ray
     except ImportError:
@@ -83,18 +86,25 @@ def _map_ray(func: Callable[[Path], R], paths: Sequence[Path], address: str | No
             )
         extra: dict[str, Any] = {"_temp_dir": own_dir} if own_dir else {}
         ray.init(address=address, log_to_driver=False, include_dashboard=False, **extra)
-    task: Any = ray.remote(_apply)
     try:
-        return list(ray.get([task.remote(func, p) for p in paths]))
-    except ray.exceptions.RayTaskError as exc:
-        cause = exc.cause
-        if isinstance(cause, BaseException):
-            raise cause from None
-        raise
+        yield ray
     finally:
         if own_dir is not None:  # no Ray session folder left in the temp directory
             ray.shutdown()
             shutil.rmtree(own_dir, ignore_errors=True)
+
+
+def _map_ray(func: Callable[[Path], R], paths: Sequence[Path], address: str | None) -> list[R]:
+    """`func` over `paths` as Ray tasks; joins the cluster at `address` (or starts a local one)."""
+    with ray_session(address) as ray:
+        task: Any = ray.remote(_apply)
+        try:
+            return list(ray.get([task.remote(func, p) for p in paths]))
+        except ray.exceptions.RayTaskError as exc:
+            cause = exc.cause
+            if isinstance(cause, BaseException):
+                raise cause from None
+            raise
 
 
 def _apply(func: Callable[[Path], R], path: Path) -> R:

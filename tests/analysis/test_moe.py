@@ -117,7 +117,9 @@ def test_micro_batches_from_chunk_args_by_hand() -> None:
 
 def test_layers_from_annotations_by_hand() -> None:
     """Host thread: moe/layer0 [0, 100) holds moe/dispatch [0, 40) and moe/expert_ffn
-    [40, 100); moe/layer1 [100, 160) holds moe/expert_ffn [100, 160); step marker around."""
+    [40, 100); moe/layer1 [100, 160) holds moe/expert_ffn [100, 160); step marker around.
+    No event is communication (metrics: comm 0), so the dispatch range's own time is the
+    packing around it (topk_permute): the comm stages are exactly metrics' comm."""
     ev = pl.DataFrame(
         {
             "id": [0, 1, 2, 3, 4, 5],
@@ -141,7 +143,7 @@ def test_layers_from_annotations_by_hand() -> None:
     # the marker's own 10 ns after both layers have no layer and no category
     assert got == [
         (None, "other", 10),
-        (0, "dispatch", 40),
+        (0, "topk_permute", 40),
         (0, "expert_gemm", 60),
         (1, "expert_gemm", 60),
     ]

@@ -90,6 +90,30 @@ def test_hw_file_is_read(tmp_path: Path) -> None:
     assert slow["makespan_ns"] > base["makespan_ns"]
 
 
+def test_beyond_the_link_table_runs_with_a_stated_extrapolation(tmp_path: Path) -> None:
+    """EP above the measured table: a run (exit 0) with one `note:` line per extrapolated field,
+    and the trace meta names the fields, the method and the rates used."""
+    from moetrace.trace.io import load
+
+    out = tmp_path / "ep8.json"
+    table = ["--hw", "dispatch_bw=2:100e9,4:50e9", "--hw", "combine_bw=2:100e9,4:80e9"]
+    code, stdout, err = _run(
+        ["run", "--ranks", "8", "--tokens", "128", *table, "-o", str(out), "--json"]
+    )
+    assert code == 0
+    assert json.loads(stdout)["notes"] == [
+        line.removeprefix("moetrace: note: ") for line in err.splitlines() if "note:" in line
+    ]
+    notes = [line for line in err.splitlines() if line.startswith("moetrace: note:")]
+    assert len(notes) == 2 and "EP8 is beyond" in notes[0] and "dispatch_bw" in notes[0]
+    ext = load(out).meta["executor"]["link_extrapolation"]
+    assert set(ext["fields"]) == {"dispatch_bw", "combine_bw"}
+    # one doubling past EP4 at the last doubling's ratio: 50 * (50/100), 80 * (80/100)
+    assert ext["fields"]["dispatch_bw"]["bytes_per_s"] == pytest.approx(25e9)
+    assert ext["fields"]["combine_bw"]["bytes_per_s"] == pytest.approx(64e9)
+    assert "geometric" in ext["method"]
+
+
 @pytest.mark.parametrize(
     ("args", "needle"),
     [
@@ -102,7 +126,6 @@ def test_hw_file_is_read(tmp_path: Path) -> None:
         (["--ranks", "x"], "expected an integer"),
         (["--hw", "hbm_bytes=1e6"], "HBM"),
         (["--ranks", "128", "--tokens", "1000000"], "too large"),
-        (["--ranks", "256"], "EP256 is beyond"),
     ],
 )
 def test_bad_input_exits_2_with_one_line(args: list[str], needle: str, tmp_path: Path) -> None:

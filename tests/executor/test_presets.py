@@ -12,6 +12,8 @@ from moetrace.executor.hardware import (
     PRESET_DIR,
     PRESETS,
     apply_overrides,
+    link_extrapolation,
+    link_notes,
     link_warnings,
     load_preset,
 )
@@ -61,14 +63,27 @@ def test_seeded_fixes() -> None:
     assert b910.link_rate("dispatch", 64) < 0.7 * a3.link_rate("dispatch", 64)
 
 
-def test_beyond_the_measured_link_table_is_refused_below_it_warned() -> None:
+def test_beyond_the_measured_link_table_is_extrapolated_below_it_warned() -> None:
     hw = PRESETS["ascend-a3"]
-    with pytest.raises(ExecutorInputError, match="EP256 is beyond"):
-        hw.link_rate("dispatch", 256)
+    # A3 measures 81 -> 57 GB/s dispatch and 91 -> 81 GB/s combine from EP64 to EP128: one
+    # more doubling at the same ratio (by hand: 57 * 57 / 81, 81 * 81 / 91)
+    assert hw.link_rate("dispatch", 256) == pytest.approx(57e9 * 57 / 81)
+    assert hw.link_rate("combine", 256) == pytest.approx(81e9 * 81 / 91)
+    assert hw.link_rate("dispatch", 512) == pytest.approx(57e9 * (57 / 81) ** 2)
+    ext = link_extrapolation(hw, 256)
+    assert ext is not None and set(ext["fields"]) == {"dispatch_bw", "combine_bw"}
+    assert link_extrapolation(hw, 128) is None and not link_notes(hw, 128)
+    assert len(link_notes(hw, 256)) == 2
+    # a rising last step is never extrapolated upwards: 910B's table is flat from EP16
+    b910 = PRESETS["ascend-910b"]
+    assert b910.link_rate("dispatch", 512) == b910.dispatch_bw[-1][1]
     assert apply_overrides(hw, {"link_bw": 50e9}).link_rate("dispatch", 256) == 50e9
+    assert link_extrapolation(apply_overrides(hw, {"link_bw": 50e9}), 256) is None
     assert link_warnings(hw, 4) and not link_warnings(hw, 8)
-    with pytest.raises(ExecutorInputError, match="beyond"):
-        simulate_run(ranks=16, tokens=128, hardware="ascend-950")
+    # a one-point table (950: EP8 only) holds its rate beyond it, and says so
+    p950 = PRESETS["ascend-950"]
+    assert p950.link_rate("dispatch", 16) == p950.dispatch_bw[0][1]
+    assert link_notes(p950, 16)
 
 
 @pytest.mark.parametrize(
@@ -88,13 +103,18 @@ def test_overrides_are_checked_in_one_place(pair: dict, needle: str) -> None:
     assert needle in str(err.value) and "\n" not in str(err.value)
 
 
-@pytest.mark.parametrize(("ep", "measured_us"), [(8, 126), (32, 153)])
-def test_small_dispatch_matches_deepep_ascend_low_latency(ep: int, measured_us: float) -> None:
-    """128 tokens: DeepEP-Ascend's low-latency figures (sim.md §5) within 15%; without the
-    per-call setup term the model is about 20% too fast."""
+@pytest.mark.parametrize(
+    ("ep", "measured_us", "fitted"), [(8, 132, True), (16, 139, False), (32, 153, True)]
+)
+def test_small_dispatch_matches_deepep_ascend_low_latency(
+    ep: int, measured_us: float, fitted: bool
+) -> None:
+    """128 tokens: DeepEP-Ascend's low-latency dispatch figures (sgl-kernel-npu README: 132,
+    139, 153 µs at EP8/16/32) within 15% (EP8 and EP32 fit `a2a_setup_ns`: within 1%; EP16 is
+    held out); without the per-call setup term the fitted points are about 20% too fast."""
     run = simulate_run(ranks=ep, tokens=128, schedule="sequential")
-    assert low_latency_dispatch_us(run) == pytest.approx(measured_us, rel=0.15)
+    assert low_latency_dispatch_us(run) == pytest.approx(measured_us, rel=0.01 if fitted else 0.15)
     bare = simulate_run(
         ranks=ep, tokens=128, schedule="sequential", hw_overrides={"a2a_setup_ns": 0}
     )
-    assert low_latency_dispatch_us(bare) < 0.85 * measured_us
+    assert low_latency_dispatch_us(bare) < (0.85 if fitted else 0.9) * measured_us

@@ -126,7 +126,6 @@ def test_skewed_routing_makes_stragglers() -> None:
         (dict(hw_overrides={"hbm_bytes": 1e6}), "HBM"),
         (dict(hw_overrides={"l2_bytes": 1e5}), "L2 of"),
         (dict(ranks=128, tokens=1 << 20), "too large"),
-        (dict(ranks=256, tokens=128), "EP256 is beyond"),
         (dict(schedule="sequential", dynamic=True), "tile schedule only"),
         (dict(frobnicate=True), "unknown option"),
     ],
@@ -190,7 +189,6 @@ def test_bandwidth_tables_can_be_overridden() -> None:
     assert hw.link_rate("dispatch", 16) == pytest.approx(50e9 - (50e9 - 25e9) / 3)
     one_point = get_hardware("ascend-a3", {"combine_bw": [[8, 1e9]]})
     assert one_point.link_rate("combine", 8) == 1e9
-    with pytest.raises(ExecutorInputError, match="beyond its measured combine"):
-        one_point.link_rate("combine", 128)  # no measurement there: refused, not extrapolated
+    assert one_point.link_rate("combine", 128) == 1e9  # one point: no trend, its rate held
     with pytest.raises(ExecutorInputError, match="EP:bytes_per_s"):
         get_hardware("ascend-a3", {"dispatch_bw": "fast"})

@@ -167,7 +167,7 @@ def test_validate_json_gives_every_row_as_data(monkeypatch: pytest.MonkeyPatch) 
     monkeypatch.setattr(ev, "CASE", {**ev.CASE, "ranks": 8, "tokens": 256})
     monkeypatch.setattr(ev, "GRID_RANKS", (8,))
     monkeypatch.setattr(ev, "GRID_TOKENS", (256,))
-    monkeypatch.setattr(ev, "LOW_LATENCY_US", {8: 126})
+    monkeypatch.setattr(ev, "LOW_LATENCY_US", {8: 132})
     monkeypatch.setattr(ev, "REFERENCE_BW", {"dispatch": {8: 146}, "combine": {8: 125}})
     result = CliRunner().invoke(main, ["validate", "--json"], catch_exceptions=False)
     assert result.exit_code == 0
