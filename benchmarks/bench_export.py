@@ -1,7 +1,8 @@
 """Benchmark: 1M slices -> .pftrace, vectorised fast path vs the official streaming builder.
 
-The official baseline is `write_pftrace(fast=False)`: every packet built with the perfetto
-protobuf classes and written with `StreamingTraceProtoBuilder.write_packet` (one Trace
+The official baseline is `moetrace.testing.pftrace_official.write_official` (a test oracle):
+every packet built with the perfetto protobuf classes and written with
+`StreamingTraceProtoBuilder.write_packet` (one Trace
 message per packet). Both runs use the same seeded input in the same process, start to
 end (layout included), and must produce byte-for-byte equal files.
 
@@ -18,6 +19,7 @@ import time
 import numpy as np
 import polars as pl
 
+from moetrace.testing.pftrace_official import write_official
 from moetrace.trace.formats.pftrace.plan import make_plan
 from moetrace.trace.formats.pftrace.write import write_pftrace
 from moetrace.trace.model import Trace
@@ -88,7 +90,10 @@ def generated_trace(n_slices: int, seed: int = 0) -> Trace:
 def timed_write(trace: Trace, fast: bool) -> tuple[float, bytes]:
     buffer = io.BytesIO()
     start = time.perf_counter()
-    write_pftrace(trace, buffer, fast=fast)
+    if fast:
+        write_pftrace(trace, buffer)
+    else:
+        write_official(make_plan(trace), buffer)
     return time.perf_counter() - start, buffer.getvalue()
 
 

@@ -9,6 +9,7 @@ import pytest
 from click.testing import CliRunner
 
 from moetrace.commands._common import UserError, check_output_path, handle_errors, load_options
+from moetrace.commands.output import OutputFormat, emit, output_options
 from moetrace.trace.model import TraceFormatError
 from moetrace.trace.options import LoadOptions
 
@@ -93,3 +94,44 @@ def test_load_options_reach_the_command_as_one_value(
     assert runner.invoke(_show_loading, args).output.strip() == repr(expected)
     # nothing is left behind for the next command in the same process
     assert runner.invoke(_show_loading, []).output.strip() == repr(LoadOptions())
+
+
+@click.command()
+@output_options("Print JSON.", "Print CSV.")
+@handle_errors
+def _result(fmt: OutputFormat) -> None:
+    import polars as pl
+
+    frame = pl.DataFrame({"name": ["a,b", "c"], "ns": [1, 2]})
+    emit(fmt, json=lambda: {"rows": frame.to_dicts()}, csv=lambda: frame, table=lambda: None)
+    if fmt == "table":
+        click.echo("table")
+
+
+@pytest.mark.parametrize(
+    ("flags", "out"),
+    [
+        ([], "table\n"),
+        (["--json"], '{\n "rows": [\n  {\n   "name": "a,b",\n   "ns": 1\n  },\n'
+         '  {\n   "name": "c",\n   "ns": 2\n  }\n ]\n}\n'),
+        (["--csv"], 'name,ns\n"a,b",1\nc,2\n'),
+    ],
+)  # fmt: skip
+def test_output_layer_prints_the_one_format_asked_for(flags: list[str], out: str) -> None:
+    result = CliRunner().invoke(_result, flags)
+    assert result.exit_code == 0 and result.stdout == out
+
+
+def test_output_layer_refuses_json_and_csv_at_once() -> None:
+    result = CliRunner().invoke(_result, ["--json", "--csv"])
+    assert result.exit_code == 2 and result.stdout == ""
+    assert result.stderr.strip().splitlines() == ["moetrace: error: --json and --csv are exclusive"]
+
+
+def test_validate_help_names_the_page_it_writes() -> None:
+    from moetrace.cli import main
+
+    result = CliRunner().invoke(main, ["validate", "--help"])
+    assert result.exit_code == 0
+    assert "EXECUTOR.md" not in result.output  # the page was renamed docs/executor.md
+    assert "docs/executor.md" in " ".join(result.output.split())

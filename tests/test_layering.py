@@ -106,3 +106,11 @@ def test_whatif_sits_above_analysis_and_executor() -> None:
     for floor in ("trace", "analysis", "executor"):
         below = _imports(floor)
         assert not any(m.startswith("moetrace.whatif") for m in below), (floor, sorted(below))
+
+
+def test_flavors_import_nothing_from_the_formats() -> None:
+    """The Chrome reader (formats/) calls the flavors; the flavors take its `Built` from
+    flavors/built.py, so the two folders import one way only (no back-up arrow)."""
+    flavors = _imports("trace/flavors")
+    assert not [m for m in flavors if m.startswith("moetrace.trace.formats")], sorted(flavors)
+    assert "moetrace.trace.flavors" in _imports("trace/formats")

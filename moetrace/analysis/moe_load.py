@@ -213,7 +213,9 @@ def with_ranks(load: pl.DataFrame, ranks: int, experts: int | None = None) -> pl
         out.append(
             per_rank.with_columns(pl.lit(None, pl.Int64).alias("expert")).select(load.columns)
         )
-    return pl.concat([o.select([pl.col(k).cast(v) for k, v in LOAD_SCHEMA.items()]) for o in out])
+    both = pl.concat([o.select([pl.col(k).cast(v) for k, v in LOAD_SCHEMA.items()]) for o in out])
+    # one order whatever group_by gave: `moe --json` is the same bytes on every run
+    return both.sort("source", "step", "layer", "rank", "expert", nulls_last=False)
 
 
 def load_stats(

@@ -16,8 +16,6 @@ from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 
-import polars as pl
-
 from moetrace.errors import MoetraceError
 
 CATEGORIES = (
@@ -240,11 +238,3 @@ def load_rules(extra: Sequence[str | Path] = ()) -> Rules:
 def default_rules() -> Rules:
     """The packaged rules, read once per process (they never change while it runs)."""
     return load_rules()
-
-
-def classify_names(names: pl.Series, rules: Rules) -> pl.Series:
-    """Category of each name by its own rules (first match), null when none matches."""
-    expr: pl.Expr = pl.lit(None, pl.String)
-    for category, pattern in reversed(rules.rules):
-        expr = pl.when(pl.col("name").str.contains(pattern)).then(pl.lit(category)).otherwise(expr)
-    return pl.DataFrame({"name": names}).select(expr.alias("category")).to_series()

@@ -22,51 +22,22 @@ from moetrace.analysis.cycles import find_cycle
 from moetrace.analysis.idle import GAP_COLUMNS, idle
 from moetrace.analysis.job import attach_job
 from moetrace.analysis.labels import unclassified, unclassified_warning
+from moetrace.analysis.metric_spec import (
+    AGG_HOWS,
+    AGG_NS,
+    AGG_RANGE,
+    JSON_METRICS,
+    OPTIONAL,
+    POOLED,
+    RANKS_SCHEMA,
+    SUMMED,
+    WEIGHTED,
+)
 from moetrace.analysis.moe import MoeView, moe_view
 from moetrace.analysis.peer_window import peer_dict, peer_note, peer_windows
 from moetrace.analysis.steps import NO_RANK, Prepared, prepare_steps, with_windows
 from moetrace.analysis.sync_edges import producer_sync_edges
 from moetrace.trace.model import Trace
-
-NS_METRICS = ("window_ns", "compute_ns", "comm_ns", "overlapped_ns", "exposed_comm_ns", "free_ns")
-RATIO_METRICS = ("overlap_ratio", "exposed_ratio")
-CP_METRICS = ("cp_span_ns", "cp_coverage", "cp_comm_ns", "cp_comm_ratio")
-AGG_NS = (*NS_METRICS, "busy_ns", "idle_ns", "cp_span_ns", "cp_comm_ns")
-"""ns metrics the cross-rank aggregates sum (and give min/mean/max of)."""
-POOLED = {
-    "overlap_ratio": ("overlapped_ns", "comm_ns"),
-    "exposed_ratio": ("exposed_comm_ns", "comm_ns"),
-    "cp_coverage": ("cp_span_ns", "window_ns"),
-    "cp_comm_ratio": ("cp_comm_ns", "job_comm_ns"),
-}
-"""Ratios and their (numerator, denominator): aggregated as Σ num / Σ den, never summed."""
-AGG_HOWS = ("sum", "pooled", "min", "mean", "max")
-
-RANKS_SCHEMA: dict[str, pl.DataType] = {
-    "rank": pl.Int64(),
-    "step": pl.Int64(),
-    "window_start_ns": pl.Int64(),
-    "window_end_ns": pl.Int64(),
-    "window_ns": pl.Int64(),
-    "compute_ns": pl.Int64(),
-    "comm_ns": pl.Int64(),
-    "overlapped_ns": pl.Int64(),
-    "exposed_comm_ns": pl.Int64(),
-    "free_ns": pl.Int64(),
-    "overlap_ratio": pl.Float64(),
-    "exposed_ratio": pl.Float64(),
-    "cp_span_ns": pl.Int64(),
-    "cp_coverage": pl.Float64(),
-    "cp_comm_ns": pl.Int64(),
-    "cp_comm_ratio": pl.Float64(),
-    "mfu": pl.Float64(),
-    "cp_start_ns": pl.Int64(),  # where the unclipped critical path begins (e.g. a launch)
-    "a2a_comm_ns": pl.Int64(),  # all-to-all (dispatch/combine) part of comm_ns
-    "a2a_exposed_ns": pl.Int64(),  # ... and of exposed_comm_ns
-    "job_comm_ns": pl.Int64(),  # union of every rank's comm in the window: cp_comm's bound
-    "busy_ns": pl.Int64(),  # union of all the rank's device work in the window (every unit)
-    "idle_ns": pl.Int64(),  # window_ns - busy_ns
-}
 
 
 @dataclass
@@ -118,22 +89,18 @@ class Report:
         """Totals over all ranks and steps: ns summed, ratios pooled (Σ num / Σ denominator)."""
         r = self.ranks
         out: dict[str, float | None] = {}
-        sums = (*NS_METRICS, "busy_ns", "idle_ns", "cp_span_ns", "cp_comm_ns")
-        for col in (*sums, "a2a_comm_ns", "a2a_exposed_ns"):
+        for col in SUMMED:
             out[col] = float(r[col].sum()) if r.height else 0.0
-        comm = out["comm_ns"] or 0.0
-        window = out["window_ns"] or 0.0
-        out["overlap_ratio"] = (out["overlapped_ns"] or 0.0) / comm if comm else None
-        out["exposed_ratio"] = (out["exposed_comm_ns"] or 0.0) / comm if comm else None
-        out["cp_coverage"] = (out["cp_span_ns"] or 0.0) / window if window else None
-        job_comm = float(r["job_comm_ns"].sum()) if r.height else 0.0
-        out["cp_comm_ratio"] = (out["cp_comm_ns"] or 0.0) / job_comm if job_comm else None
-        mfu = r.filter(pl.col("mfu").is_not_null())
-        out["mfu"] = (
-            float((mfu["mfu"] * mfu["window_ns"]).sum()) / float(mfu["window_ns"].sum())
-            if mfu.height and mfu["window_ns"].sum()
-            else None
-        )
+        for col, (num, den) in POOLED.items():
+            total = float(r[den].sum()) if r.height else 0.0
+            out[col] = (float(r[num].sum()) if r.height else 0.0) / total if total else None
+        for col in WEIGHTED:  # mean weighted by window_ns over the rows that know it
+            known = r.filter(pl.col(col).is_not_null())
+            out[col] = (
+                float((known[col] * known["window_ns"]).sum()) / float(known["window_ns"].sum())
+                if known.height and known["window_ns"].sum()
+                else None
+            )
         if r.height:
             span = r.select(pl.col("window_end_ns").max() - pl.col("window_start_ns").min())
             out["makespan_ns"] = float(span.item())
@@ -171,10 +138,7 @@ class Report:
         per_rank = []
         for row in self.ranks.iter_rows(named=True):
             key = (row["rank"], row["step"])
-            item: dict[str, Any] = {
-                k: _num(row[k])
-                for k in ("rank", "step", *NS_METRICS, "busy_ns", "idle_ns", *RATIO_METRICS)
-            }
+            item: dict[str, Any] = {k: _num(row[k]) for k in ("rank", "step", *JSON_METRICS)}
             item["util"] = util.get(key, {})
             item["critical_path"] = {
                 "span_ns": _num(row["cp_span_ns"]),
@@ -183,8 +147,9 @@ class Report:
                 "cp_comm_ratio": _num(row["cp_comm_ratio"]),
                 "breakdown_ns": breakdown.get(key, {}),
             }
-            if row["mfu"] is not None:
-                item["mfu"] = _num(row["mfu"])
+            for k in OPTIONAL:  # unknown (mfu without a peak): left out
+                if row[k] is not None:
+                    item[k] = _num(row[k])
             per_rank.append(item)
         out: dict[str, Any] = {
             "ranks": per_rank,
@@ -208,7 +173,7 @@ class Report:
             total = pl.col(den).filter(pl.col(c).is_not_null()).sum()
             pooled = pl.col(num).filter(pl.col(c).is_not_null()).sum() / total
             aggs.append(pl.when(total > 0).then(pooled).otherwise(None).alias(f"{c}:pooled"))
-        for c in (*AGG_NS, *POOLED, "mfu"):
+        for c in AGG_RANGE:
             aggs += [
                 pl.col(c).min().alias(f"{c}:min"),
                 pl.col(c).mean().alias(f"{c}:mean"),

@@ -33,6 +33,16 @@ def note(message: str) -> None:
     click.echo(f"moetrace: note: {visible(message)}", err=True)
 
 
+def warn_or_note(message: str, where: str = "") -> None:
+    """A line the analysis handed over: `note: …` (a stated assumption) printed as a note,
+    anything else as a warning; `where` (a path) goes first."""
+    prefix = f"{where}: " if where else ""
+    if message.startswith("note: "):
+        note(prefix + message.removeprefix("note: "))
+    else:
+        warn(prefix + message)
+
+
 def fail(message: str) -> None:
     """Print `moetrace: error: message` (control characters made visible) and exit 2."""
     click.echo(f"moetrace: error: {visible(message)}", err=True)

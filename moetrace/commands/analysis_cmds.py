@@ -7,12 +7,17 @@ command bodies so `moetrace --help` is fast.
 
 from __future__ import annotations
 
-import json
 from typing import TYPE_CHECKING, Any
 
 import click
 
-from moetrace.commands._common import UserError, handle_errors, load_options, warn
+from moetrace.commands._common import (
+    UserError,
+    handle_errors,
+    load_options,
+    warn,
+    warn_or_note,
+)
 from moetrace.commands.job_cmds import rules_option
 from moetrace.commands.job_loading import (
     analyze_paths,
@@ -21,6 +26,7 @@ from moetrace.commands.job_loading import (
     job_files,
     load_job,
 )
+from moetrace.commands.output import OutputFormat, emit, output_options
 from moetrace.commands.report_tables import (
     cell,
     fmt_cell,
@@ -28,7 +34,6 @@ from moetrace.commands.report_tables import (
     job_lines,
     print_table,
     wide_console,
-    write_csv,
 )
 
 if TYPE_CHECKING:
@@ -42,6 +47,16 @@ COMPARE_TABLES = ("totals", "stages", "kernels")
 BY_CHOICES = ("rank-step", "rank", "step", "track", "unit")
 """--by: rank-step (one row per rank and step), rank (one row per rank over the whole trace),
 step (per step across ranks: min/mean/max), track, unit."""
+
+
+_comm_patterns_option = click.option(
+    "--comm-pattern",
+    "comm_patterns",
+    multiple=True,
+    metavar="REGEX",
+    help="Kernel names that are communication too (repeatable).",
+)
+"""--comm-pattern REGEX: extra communication kernels, for metrics and compare."""
 
 
 def _window_options(func: Any) -> Any:
@@ -72,8 +87,7 @@ def _window_options(func: Any) -> Any:
 
 @click.command("metrics")
 @click.argument("traces", nargs=-1, required=True, type=click.Path())
-@click.option("--json", "as_json", is_flag=True, help="Print JSON (ns and ratios).")
-@click.option("--csv", "as_csv", is_flag=True, help="Print CSV of the --by table.")
+@output_options("Print JSON (ns and ratios).", "Print CSV of the --by table.")
 @click.option(
     "--by",
     type=click.Choice(BY_CHOICES),
@@ -85,13 +99,7 @@ def _window_options(func: Any) -> Any:
 @click.option(
     "--peak-tflops", type=float, default=None, help="Peak TFLOP/s of one device, for MFU."
 )
-@click.option(
-    "--comm-pattern",
-    "comm_patterns",
-    multiple=True,
-    metavar="REGEX",
-    help="Kernel names that are communication too (repeatable).",
-)
+@_comm_patterns_option
 @click.option(
     "--capture",
     type=click.Path(dir_okay=False),
@@ -104,8 +112,7 @@ def _window_options(func: Any) -> Any:
 @handle_errors
 def metrics(
     traces: tuple[str, ...],
-    as_json: bool,
-    as_csv: bool,
+    fmt: OutputFormat,
     by: str,
     peak_tflops: float | None,
     comm_patterns: tuple[str, ...],
@@ -125,8 +132,6 @@ def metrics(
     """
     import polars as pl
 
-    if as_json and as_csv:
-        raise UserError("--json and --csv are exclusive")
     if by == "rank":
         if window not in ("step", "trace"):
             raise UserError("--by rank is one whole-trace window per rank; use --by rank-step")
@@ -143,53 +148,50 @@ def metrics(
     check_computed(results)
     for path, report in results:  # the peers' window beside ours, on every run (issue 21)
         if report.meta.get("peer_note"):
-            warn(f"{path}: {report.meta['peer_note']}")
+            warn_or_note(report.meta["peer_note"], path)
     captured = {p: captured_ops(r, capture, loading) for p, r in results} if capture else {}
-    if as_json:
-        doc: dict[str, Any] = {"traces": [{"source": p, **r.to_dict()} for p, r in results]}
+
+    def doc() -> dict[str, Any]:
+        out: dict[str, Any] = {"traces": [{"source": p, **r.to_dict()} for p, r in results]}
         if len(results) == 1 and results[0][1].job is not None:  # several ranks: the job
-            doc["job"] = doc["traces"][0].pop("job")
-        for item, (path, _) in zip(doc["traces"], results, strict=True):
+            out["job"] = out["traces"][0].pop("job")
+        for item, (path, _) in zip(out["traces"], results, strict=True):
             if path in captured:
                 item["capture"] = captured[path]
-        click.echo(json.dumps(doc, indent=1))
-        return
-    if as_csv:
+        return out
+
+    def csv() -> pl.DataFrame:
         frames = [frame_by(r, by).with_columns(pl.lit(p).alias("trace")) for p, r in results]
-        write_csv(pl.concat(frames, how="diagonal_relaxed"))
-        return
-    for path, report in results:
-        frame = frame_by(report, by, people=True)
-        print_table(frame, f"{path}  (per {by}; times in ms)")
-        if by == "rank-step" and report.ranks["rank"].n_unique() > 1:
-            step = frame_by(report, "step", people=True)
-            print_table(step, f"{path}  (per step across ranks; times in ms)")
-        if report.job is not None and by in ("rank-step", "rank"):
-            for line in job_lines(report.job):
-                click.echo(line)
-        if path in captured:
-            got = captured[path]
-            ops = pl.DataFrame(got["ops"], schema={"op": pl.String, "kernel_ns": pl.Int64})
-            title = (
-                f"{path}  (graph-replayed kernels by captured op: "
-                f"{got['mapped']} of {got['replayed']} mapped; ms)"
-            )
-            print_table(ops, title)
+        return pl.concat(frames, how="diagonal_relaxed")
+
+    def tables() -> None:
+        for path, report in results:
+            frame = frame_by(report, by, people=True)
+            print_table(frame, f"{path}  (per {by}; times in ms)")
+            if by == "rank-step" and report.ranks["rank"].n_unique() > 1:
+                step = frame_by(report, "step", people=True)
+                print_table(step, f"{path}  (per step across ranks; times in ms)")
+            if report.job is not None and by in ("rank-step", "rank"):
+                for line in job_lines(report.job):
+                    click.echo(line)
+            if path in captured:
+                got = captured[path]
+                ops = pl.DataFrame(got["ops"], schema={"op": pl.String, "kernel_ns": pl.Int64})
+                title = (
+                    f"{path}  (graph-replayed kernels by captured op: "
+                    f"{got['mapped']} of {got['replayed']} mapped; ms)"
+                )
+                print_table(ops, title)
+
+    emit(fmt, json=doc, csv=csv, table=tables)
 
 
 @click.command("compare")
 @click.argument("a", type=click.Path())
 @click.argument("b", type=click.Path())
-@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
-@click.option("--csv", "as_csv", is_flag=True, help="Print CSV.")
+@output_options("Print JSON.", "Print CSV.")
 @click.option("--peak-tflops", type=float, default=None, help="Peak TFLOP/s, for MFU.")
-@click.option(
-    "--comm-pattern",
-    "comm_patterns",
-    multiple=True,
-    metavar="REGEX",
-    help="Kernel names that are communication too (repeatable).",
-)
+@_comm_patterns_option
 @click.option(
     "--window",
     default="step",
@@ -225,8 +227,7 @@ def metrics(
 def compare(
     a: str,
     b: str,
-    as_json: bool,
-    as_csv: bool,
+    fmt: OutputFormat,
     peak_tflops: float | None,
     comm_patterns: tuple[str, ...],
     window: str,
@@ -248,8 +249,6 @@ def compare(
     from moetrace.analysis.moe_rules import load_rules
     from moetrace.analysis.report import compare as compare_reports
 
-    if as_json and as_csv:
-        raise UserError("--json and --csv are exclusive")
     rules = load_rules(rule_files)  # a RulesError is one line (handle_errors)
     results = [
         analyze_paths([x], peak_tflops, comm_patterns, window=window, loading=loading)[0]
@@ -261,15 +260,18 @@ def compare(
     sides = [diff_side(r.trace, rules) for r in (ra, rb) if r.trace is not None]
     stages = stage_diff(sides[0], sides[1], by=by) if len(sides) == 2 else None
     kernels = kernel_diff(sides[0], sides[1]) if len(sides) == 2 else None
-    if as_json:
-        doc: dict[str, Any] = {"a": a, "b": b, "metrics": frame.to_dicts()}
+
+    def doc() -> dict[str, Any]:
+        out: dict[str, Any] = {"a": a, "b": b, "metrics": frame.to_dicts()}
         if stages is not None and kernels is not None:
-            doc |= {"stages": stages.to_dicts(), "kernels": kernels.to_dicts()}
-        click.echo(json.dumps(doc, indent=1))
-    elif as_csv:
+            out |= {"stages": stages.to_dicts(), "kernels": kernels.to_dicts()}
+        return out
+
+    def csv() -> pl.DataFrame:
         chosen = {"stages": stages, "kernels": kernels}.get(csv_table)
-        write_csv(frame if chosen is None else chosen)
-    else:
+        return frame if chosen is None else chosen
+
+    def table() -> None:
         from rich.table import Table
 
         console = wide_console()
@@ -290,6 +292,8 @@ def compare(
         if stages is not None and kernels is not None:
             _print_moved(stages, kernels, top, moved_most(stages))
 
+    emit(fmt, json=doc, csv=csv, table=table)
+
 
 def _print_moved(stages: pl.DataFrame, kernels: pl.DataFrame, top: int, line: str | None) -> None:
     """The per-stage and per-family diff tables (ms; B/A as a factor) and the headline."""
@@ -309,8 +313,7 @@ def _print_moved(stages: pl.DataFrame, kernels: pl.DataFrame, top: int, line: st
 @click.command("query")
 @click.argument("trace", nargs=-1, required=True, type=click.Path())
 @click.argument("sql")
-@click.option("--json", "as_json", is_flag=True, help="Print JSON rows.")
-@click.option("--csv", "as_csv", is_flag=True, help="Print CSV.")
+@output_options("Print JSON rows.", "Print CSV.")
 @click.option(
     "--limit",
     type=int,
@@ -330,8 +333,7 @@ def _print_moved(stages: pl.DataFrame, kernels: pl.DataFrame, top: int, line: st
 def query(
     trace: tuple[str, ...],
     sql: str,
-    as_json: bool,
-    as_csv: bool,
+    fmt: OutputFormat,
     limit: int,
     timeout: float,
     loading: LoadOptions,
@@ -360,11 +362,8 @@ def query(
     except Exception as exc:  # polars raises several types for bad SQL
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise UserError(f"SQL: {first}") from exc
-    if as_json:
-        click.echo(frame.write_json())
-    elif as_csv:
-        write_csv(frame)
-    else:
+
+    def table() -> None:
         from rich.table import Table
         from rich.text import Text
 
@@ -374,6 +373,8 @@ def query(
         for row in frame.head(limit).iter_rows():
             table.add_row(*[cell("null" if v is None else v) for v in row])
         wide_console().print(table)
+
+    emit(fmt, json=frame.write_json, csv=lambda: frame, table=table)
 
 
 COMMANDS: list[click.Command] = [metrics, compare, query]

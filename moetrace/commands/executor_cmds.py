@@ -28,6 +28,7 @@ from moetrace.commands.executor_common import (
     simulate_write_figures,
 )
 from moetrace.commands.numbers import check_seed
+from moetrace.commands.output import OutputFormat, emit, output_options
 from moetrace.text import visible
 
 if TYPE_CHECKING:
@@ -494,24 +495,25 @@ def demo(
 @click.option(
     "--print", "print_only", is_flag=True, help="Print the table instead of updating the docs."
 )
-@click.option("--json", "as_json", is_flag=True, help="Print every row as JSON (docs untouched).")
+@output_options("Print every row as JSON (docs untouched).")
 @handle_errors
-def validate(docs_path: str, print_only: bool, as_json: bool) -> None:
-    """Regenerate the executor's validation table (EXECUTOR.md) into docs/executor.md."""
+def validate(docs_path: str, print_only: bool, fmt: OutputFormat) -> None:
+    """Regenerate the executor's validation table (the "Validation" section of docs/executor.md)."""
     from moetrace.commands.executor_validate import collect_validation
     from moetrace.commands.validation_docs import render_validation, update_docs
 
     with executor_errors():
         data = collect_validation(lambda msg: click.echo(msg, err=True))
-    if as_json:
-        click.echo(json.dumps(data, indent=2, default=str))
-        return
-    markdown = render_validation(lambda msg: None, data)
-    if print_only:
-        click.echo(markdown)
-        return
-    update_docs(Path(docs_path), markdown)
-    click.echo(f"validation table written to {visible(docs_path)}")
+
+    def docs() -> None:
+        markdown = render_validation(lambda msg: None, data)
+        if print_only:
+            click.echo(markdown)
+            return
+        update_docs(Path(docs_path), markdown)
+        click.echo(f"validation table written to {visible(docs_path)}")
+
+    emit(fmt, json=lambda: json.dumps(data, indent=2, default=str), table=docs)
 
 
 COMMANDS = [run, sweep, demo, validate]

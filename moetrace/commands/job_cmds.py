@@ -6,13 +6,19 @@ tables of plain Text (names never act as markup); `--json` / `--csv` are stable 
 
 from __future__ import annotations
 
-import json
 from typing import TYPE_CHECKING, Any
 
 import click
 
-from moetrace.commands._common import UserError, handle_errors, load_options, warn
-from moetrace.commands.report_tables import cell, wide_console, write_csv
+from moetrace.commands._common import (
+    UserError,
+    handle_errors,
+    load_options,
+    warn,
+    warn_or_note,
+)
+from moetrace.commands.output import OutputFormat, emit, output_options
+from moetrace.commands.report_tables import cell, wide_console
 from moetrace.text import human_bytes
 
 if TYPE_CHECKING:
@@ -89,8 +95,7 @@ def _load(files: tuple[str, ...], loading: LoadOptions) -> Any:
 
 @click.command("collectives")
 @click.argument("files", nargs=-1, required=True, type=click.Path())
-@click.option("--json", "as_json", is_flag=True, help="Print JSON (ns, bytes, GB/s).")
-@click.option("--csv", "as_csv", is_flag=True, help="Print CSV of the matched instances.")
+@output_options("Print JSON (ns, bytes, GB/s).", "Print CSV of the matched instances.")
 @click.option(
     "--same-clock",
     is_flag=True,
@@ -99,7 +104,7 @@ def _load(files: tuple[str, ...], loading: LoadOptions) -> Any:
 @load_options
 @handle_errors
 def collectives(
-    files: tuple[str, ...], as_json: bool, as_csv: bool, same_clock: bool, loading: LoadOptions
+    files: tuple[str, ...], fmt: OutputFormat, same_clock: bool, loading: LoadOptions
 ) -> None:
     """Collectives matched across the ranks of FILES (one job): skew, transfer, bandwidth.
 
@@ -114,8 +119,6 @@ def collectives(
     from moetrace.analysis.job import analyze_job
     from moetrace.analysis.report import analyze
 
-    if as_json and as_csv:
-        raise UserError("--json and --csv are exclusive")
     trace = _load(files, loading)
     report = analyze(trace)  # the per-rank exposed comm, split into wait vs transfer
     job = analyze_job(
@@ -127,11 +130,12 @@ def collectives(
         same_clock=same_clock,
     )
     for w in job.warnings:
-        warn(w)
+        warn_or_note(w)
     inst = job.collectives.select(COLLECTIVE_KEYS)
     job_dict = job.to_dict()
-    if as_json:
-        doc = {
+
+    def doc() -> dict[str, Any]:
+        return {
             "collectives": inst.to_dicts(),
             "clock_offsets": job.offsets.to_dicts(),
             "ranks": job.ranks,
@@ -140,10 +144,8 @@ def collectives(
             "critical_path": job_dict["critical_path"],
             "warnings": job.warnings,
         }
-        click.echo(json.dumps(doc, indent=1))
-    elif as_csv:
-        write_csv(_flat(inst))
-    else:
+
+    def tables() -> None:
         if inst.height == 0:
             raise UserError(f"{files[0]}: no collectives found")
         start = inst["first_arrival_ns"].min()
@@ -160,6 +162,8 @@ def collectives(
             f"job critical path {cp['span_ns'] / 1e6:.3f} ms, communication "
             f"{cp['comm_ns'] / 1e6:.3f} ms ({'-' if share is None else f'{100 * share:.1f}%'})"
         )
+
+    emit(fmt, json=doc, csv=lambda: _flat(inst), table=tables)
 
 
 def _by_category(frame: pl.DataFrame) -> pl.DataFrame:
@@ -198,8 +202,7 @@ rules_option = click.option(
 
 @click.command("moe")
 @click.argument("files", nargs=-1, required=True, type=click.Path())
-@click.option("--json", "as_json", is_flag=True, help="Print JSON of every table.")
-@click.option("--csv", "as_csv", is_flag=True, help="Print CSV of the --table table.")
+@output_options("Print JSON of every table.", "Print CSV of the --table table.")
 @click.option(
     "--table",
     type=click.Choice(MOE_TABLES),
@@ -221,8 +224,7 @@ rules_option = click.option(
 @handle_errors
 def moe(
     files: tuple[str, ...],
-    as_json: bool,
-    as_csv: bool,
+    fmt: OutputFormat,
     table: str,
     routing_files: tuple[str, ...],
     rule_files: tuple[str, ...],
@@ -235,8 +237,6 @@ def moe(
     from moetrace.analysis.moe import moe_view
     from moetrace.analysis.moe_rules import load_rules
 
-    if as_json and as_csv:
-        raise UserError("--json and --csv are exclusive")
     rules = load_rules(rule_files)  # a RulesError is one line (handle_errors)
     trace = _load(files, loading)
     if trace.events.height == 0:  # as metrics: one line and exit 2, not an empty table
@@ -247,32 +247,30 @@ def moe(
     line = unclassified_warning(view.unclassified_share, list(view.unclassified_top))
     if line:
         warn(line)
-    if as_json:
-        click.echo(json.dumps(view.to_dict(), indent=1))
-        return
-    if as_csv:
-        write_csv(_flat(getattr(view, table)))
-        return
-    _table(_by_category(view.categories), "time per category (ms)")
-    if view.micro_batches["micro_batch"].n_unique() > 1:
-        _table(_by_category(view.micro_batches), "time per micro-batch and category (ms)")
-    if view.experts.height:
-        _table(view.experts, "time per expert (ms)")
-    if view.received.height:
-        _table(view.received, "bytes received per rank; imbalance = max / mean")
-    if view.load_stats.height:
-        _table(
-            view.load_stats,
-            "tokens per expert / per rank (token slots); overload = max / mean "
-            "(--table load for every expert)",
-        )
-    click.echo(f"unclassified (no rule): {view.unclassified_share:.1%} of device time")
+
+    def tables() -> None:
+        _table(_by_category(view.categories), "time per category (ms)")
+        if view.micro_batches["micro_batch"].n_unique() > 1:
+            _table(_by_category(view.micro_batches), "time per micro-batch and category (ms)")
+        if view.experts.height:
+            _table(view.experts, "time per expert (ms)")
+        if view.received.height:
+            _table(view.received, "bytes received per rank; imbalance = max / mean")
+        if view.load_stats.height:
+            _table(
+                view.load_stats,
+                "tokens per expert / per rank (token slots); overload = max / mean "
+                "(--table load for every expert)",
+            )
+        click.echo(f"unclassified (no rule): {view.unclassified_share:.1%} of device time")
+
+    emit(fmt, json=view.to_dict, csv=lambda: _flat(getattr(view, table)), table=tables)
 
 
 @click.command()
 @click.argument("files", nargs=-1, required=True, type=click.Path(exists=True))
 @click.option("--top", default=25, show_default=True, help="How many kernels to list.")
-@click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")
+@output_options("Print JSON instead of a table.")
 @rules_option
 @click.option(
     "--write-rules",
@@ -286,7 +284,7 @@ def moe(
 def classify(
     files: tuple[str, ...],
     top: int,
-    as_json: bool,
+    fmt: OutputFormat,
     rule_files: tuple[str, ...],
     write_rules: str | None,
     loading: LoadOptions,
@@ -316,22 +314,23 @@ def classify(
     share, top_names = unclassified(prep.ev)
     if write_rules:
         write_bytes_atomic(Path(write_rules), (starter_rules(table) + "\n").encode(), force=True)
-    if as_json:
-        click.echo(
-            json.dumps(
-                {"kernels": table.head(top).to_dicts(), "unclassified_share": share}, indent=1
-            )
-        )
-        return
-    shown = table.head(top).select(
-        "short_name", "role", "stage", "comm_family", "collective", "rule", "count",
-        (pl.col("total_ns") / 1e6).alias("total_ms"), "share",
-    )  # fmt: skip
-    _table(shown, "kernels by time: role, stage and the rule that gave them")
-    click.echo(f"unclassified (no rule): {share:.1%} of device time")
-    line = unclassified_warning(share, top_names)
-    if line:
-        warn(line)
+
+    def tables() -> None:
+        shown = table.head(top).select(
+            "short_name", "role", "stage", "comm_family", "collective", "rule", "count",
+            (pl.col("total_ns") / 1e6).alias("total_ms"), "share",
+        )  # fmt: skip
+        _table(shown, "kernels by time: role, stage and the rule that gave them")
+        click.echo(f"unclassified (no rule): {share:.1%} of device time")
+        line = unclassified_warning(share, top_names)
+        if line:
+            warn(line)
+
+    emit(
+        fmt,
+        json=lambda: {"kernels": table.head(top).to_dicts(), "unclassified_share": share},
+        table=tables,
+    )
 
 
 COMMANDS: list[click.Command] = [collectives, moe, classify]

@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from moetrace.commands._common import UserError, warn
+from moetrace.commands._common import UserError, warn, warn_or_note
 
 if TYPE_CHECKING:
     from moetrace.analysis.report import Report
@@ -112,7 +112,7 @@ def check_computed(results: list[tuple[str, Report]]) -> None:
         raise UserError(f"{path}: nothing to analyze ({detail})")
     for path, report in results:
         for w in report.warnings:
-            warn(f"{path}: {w}")
+            warn_or_note(w, path)
 
 
 def captured_ops(report: Report, capture: str, loading: LoadOptions) -> dict[str, Any]:

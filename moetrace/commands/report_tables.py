@@ -39,8 +39,10 @@ def people_frame(report: Report) -> pl.DataFrame:
         "cp_comm_ratio",
         "mfu",
     )
-    if frame["mfu"].null_count() == frame.height:  # MFU unknown: no column of dashes
-        frame = frame.drop("mfu")
+    from moetrace.analysis.metric_spec import OPTIONAL
+
+    # a metric no row knows (MFU without a peak): no column of dashes
+    frame = frame.drop([c for c in OPTIONAL if frame[c].null_count() == frame.height])
     if report.units.height:
         util = report.units.with_columns(("util " + pl.col("unit")).alias("u")).pivot(
             on="u", index=["rank", "step"], values="util"
@@ -78,16 +80,17 @@ def frame_by(report: Report, by: str, *, people: bool = False) -> pl.DataFrame:
 
 
 def fmt_cell(value: Any, column: str) -> str:
-    """A cell for people: ns as ms with 3 decimals, ratios as percent."""
+    """A cell for people: ns as ms with 3 decimals, ratios (of the metric spec, util, any
+    `*ratio` column) as percent."""
+    from moetrace.analysis.metric_spec import is_ratio
+
     if value is None:
         return "-"
     column = column.split(":")[0]  # an aggregate (exposed_comm_ns:max) formats as its metric
-    is_ratio = (
-        column.endswith("ratio")
-        or column.startswith("util")
-        or column in ("mfu", "cp_coverage", "x%")
+    ratio = (
+        is_ratio(column) or column.endswith("ratio") or column.startswith("util") or column == "x%"
     )
-    if isinstance(value, float) and is_ratio:
+    if isinstance(value, float) and ratio:
         return f"{100 * value:.2f}%"
     if column.endswith("_ns") and isinstance(value, int | float):
         return f"{value / 1e6:.3f}"

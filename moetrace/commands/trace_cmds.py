@@ -13,6 +13,7 @@ from moetrace.commands._common import (
     handle_errors,
     load_options,
 )
+from moetrace.commands.output import OutputFormat, emit, output_options
 from moetrace.commands.report_tables import ranges
 from moetrace.text import visible
 
@@ -97,9 +98,7 @@ def _classification(trace: Trace, warnings: list[str]) -> dict[str, Any]:
 
 @click.command("info")
 @click.argument("traces", nargs=-1, required=True, type=click.Path(dir_okay=True, allow_dash=False))
-@click.option(
-    "--json", "as_json", is_flag=True, help="Print plain JSON (stable keys) instead of a table."
-)
+@output_options("Print plain JSON (stable keys) instead of a table.")
 @click.option(
     "--flavor",
     type=_FLAVORS,
@@ -109,7 +108,7 @@ def _classification(trace: Trace, warnings: list[str]) -> dict[str, Any]:
 )
 @load_options
 @handle_errors
-def info(traces: tuple[str, ...], as_json: bool, flavor: str, loading: LoadOptions) -> None:
+def info(traces: tuple[str, ...], fmt: OutputFormat, flavor: str, loading: LoadOptions) -> None:
     """Show what is in a trace: format, flavor, events, tracks, ranks, units, window,
     dependencies, counters and the warnings raised while reading.
 
@@ -130,10 +129,11 @@ def info(traces: tuple[str, ...], as_json: bool, flavor: str, loading: LoadOptio
     summary = describe(trace)
     warnings = summary.pop("warnings")  # stays the last key
     summary.update(_classification(trace, warnings))
-    if as_json:
-        click.echo(msgspec.json.format(msgspec.json.encode(summary), indent=2).decode())
-    else:
-        _print_table(summary)
+    emit(
+        fmt,
+        json=lambda: msgspec.json.format(msgspec.json.encode(summary), indent=2).decode(),
+        table=lambda: _print_table(summary),
+    )
 
 
 _MAX_WARNINGS_SHOWN = 20

@@ -16,6 +16,7 @@ from typing import Any, TypeVar
 import click
 
 from moetrace.commands._common import UserError, check_output_path, handle_errors
+from moetrace.commands.output import OutputFormat, emit, output_options
 from moetrace.text import visible
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -84,7 +85,7 @@ def _shared_options(output_help: str, json_help: str) -> Callable[[F], F]:
             ),
             click.option("-o", "--output", type=click.Path(dir_okay=False), help=output_help),
             click.option("--force", is_flag=True, help="Overwrite the output file(s)."),
-            click.option("--json", "as_json", is_flag=True, help=json_help),
+            output_options(json_help),
             click.option(
                 "--ignore-meta",
                 is_flag=True,
@@ -108,7 +109,7 @@ def calibrate_cmd(
     set_pairs: tuple[str, ...],
     output: str | None,
     force: bool,
-    as_json: bool,
+    fmt: OutputFormat,
     ignore_meta: bool,
 ) -> None:
     """Fit the executor's hardware (GEMM efficiency, HBM, all-to-all, launches) to a trace."""
@@ -125,21 +126,23 @@ def calibrate_cmd(
         cal = calibrate(trace, wl, base, name, not ignore_meta)
         if out is not None:
             write_bytes_atomic(out, to_toml(cal).encode(), force=force)
-    if as_json:
-        click.echo(json.dumps(cal.to_dict(), indent=2, sort_keys=True))
-        return
-    click.echo(visible(f"{name}: calibrated {cal.hardware.name} (base {cal.base.name})"))
-    for fit in cal.to_dict()["fits"]:
-        if not fit["how"].startswith("derived"):
-            click.echo(fit_line(fit))
-    for line in (
-        known_line(cal.to_dict()) + assumed_lines(assumed_fields(wl, cal, {}), cal.base.name)[1:]
-    ):
-        click.echo(line)
-    for note in cal.notes:
-        click.echo(f"  note: {note}")
-    if out is not None:
-        click.echo(visible(f"  written {out}  (use: moetrace whatif TRACE --hardware {out} …)"))
+
+    def lines() -> None:
+        click.echo(visible(f"{name}: calibrated {cal.hardware.name} (base {cal.base.name})"))
+        for fit in cal.to_dict()["fits"]:
+            if not fit["how"].startswith("derived"):
+                click.echo(fit_line(fit))
+        for line in (
+            known_line(cal.to_dict())
+            + assumed_lines(assumed_fields(wl, cal, {}), cal.base.name)[1:]
+        ):
+            click.echo(line)
+        for note in cal.notes:
+            click.echo(f"  note: {note}")
+        if out is not None:
+            click.echo(visible(f"  written {out}  (use: moetrace whatif TRACE --hardware {out} …)"))
+
+    emit(fmt, json=lambda: json.dumps(cal.to_dict(), indent=2, sort_keys=True), table=lines)
 
 
 @click.command("whatif")
@@ -186,7 +189,7 @@ def whatif_cmd(
     hardware: str,
     hw_pairs: tuple[str, ...],
     set_pairs: tuple[str, ...],
-    as_json: bool,
+    fmt: OutputFormat,
     output: str | None,
     force: bool,
     ignore_meta: bool,
@@ -227,16 +230,21 @@ def whatif_cmd(
         result.replayed.write(replay_out, force=force)
         result.report["whatif_trace"] = str(out)
         result.report["replayed_trace"] = str(replay_out)
-    if as_json:
-        click.echo(json.dumps(result.report, indent=2, sort_keys=True, default=str))
-        return
-    for line in text(result.report):
-        click.echo(visible(line))  # trace and file names are data
-    if out is not None:
-        click.echo(
-            f"  traces: {replay_out} (replayed), {out} (what-if); "
-            f"compare: moetrace compare {replay_out} {out}"
-        )
+
+    def lines() -> None:
+        for line in text(result.report):
+            click.echo(visible(line))  # trace and file names are data
+        if out is not None:
+            click.echo(
+                f"  traces: {replay_out} (replayed), {out} (what-if); "
+                f"compare: moetrace compare {replay_out} {out}"
+            )
+
+    emit(
+        fmt,
+        json=lambda: json.dumps(result.report, indent=2, sort_keys=True, default=str),
+        table=lines,
+    )
 
 
 def _replay_path(out: Path) -> Path:

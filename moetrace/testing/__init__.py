@@ -10,7 +10,9 @@
   (docs/metrics.md) and of nesting depth and overflow lanes, to check the vectorised code.
 - `dense_moe`: the executor's functional proof (its task graph on numpy buffers, in simulated
   time order, against a dense MoE layer).
-- `pftrace_packets`: hand-built Perfetto TrackEvent descriptors for reader tests.
+- `pftrace_packets`: hand-built Perfetto TrackEvent descriptors for reader tests;
+  `pftrace_official`: the official `StreamingTraceProtoBuilder` writer, the oracle the
+  production `.pftrace` encoder must match byte for byte.
 """
 
 from __future__ import annotations

@@ -101,8 +101,9 @@ def test_metrics_prints_the_note_and_json_object(real_traces: Path) -> None:
     path = real_traces / "kineto_moe" / "mi300x_gptoss20b_decode" / "graph_execution.json.gz"
     res = CliRunner().invoke(main, ["metrics", "--json", str(path)])
     assert res.exit_code == 0, res.output
-    notes = [line for line in res.stderr.splitlines() if "note: peer window" in line]
+    notes = [line for line in res.stderr.splitlines() if "peer window" in line]
     assert len(notes) == 1 and "(-0.40%)" in notes[0]
+    assert notes[0].startswith("moetrace: note: ")  # a stated difference, not a warning
     doc = json.loads(res.stdout)
     peer = doc["traces"][0]["peer_window"]
     assert "TraceLens gpu_timeline" in peer["definition"]

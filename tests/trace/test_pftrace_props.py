@@ -16,6 +16,7 @@ from hypothesis import HealthCheck, given, settings
 
 from moetrace.testing.builders import executor_like, kineto_like
 from moetrace.testing.compare import assert_trace_equal
+from moetrace.testing.pftrace_official import encode_official
 from moetrace.testing.strategies import nested_traces
 from moetrace.trace.formats.pftrace.read import read_pftrace
 from moetrace.trace.formats.pftrace.write import encode_pftrace
@@ -24,8 +25,8 @@ from moetrace.trace.model import Trace
 
 def round_trip(trace: Trace) -> Trace:
     """Write with the fast path (checked equal to the official bytes) and read back."""
-    fast = encode_pftrace(trace, fast=True)
-    assert fast == encode_pftrace(trace, fast=False)
+    fast = encode_pftrace(trace)
+    assert fast == encode_official(trace)
     with tempfile.TemporaryDirectory() as folder:
         path = Path(folder) / "t.pftrace"
         path.write_bytes(fast)

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from moetrace.testing.compare import assert_trace_equal
+from moetrace.testing.pftrace_official import encode_official
 from moetrace.trace.formats.pftrace.read import read_pftrace
 from moetrace.trace.formats.pftrace.write import encode_pftrace
 
@@ -34,7 +35,7 @@ def test_real_trace_round_trips_through_pftrace(
     trace = load(real_traces / name)
     assert trace.events.height > 0
     data = encode_pftrace(trace)
-    assert data == encode_pftrace(trace, fast=False)
+    assert data == encode_official(trace)
     path = tmp_path / "t.pftrace"
     path.write_bytes(data)
     back = read_pftrace(path)

@@ -18,9 +18,9 @@ import polars as pl
 from moetrace.trace.flavors import moetrace
 from moetrace.trace.flavors.ascend import ASCEND
 from moetrace.trace.flavors.base import Evidence, Flavor, assemble, flow_deps
+from moetrace.trace.flavors.built import Built
 from moetrace.trace.flavors.generic import GENERIC
 from moetrace.trace.flavors.kineto import KINETO
-from moetrace.trace.formats.chrome.build import Built
 from moetrace.trace.model import Trace
 
 MOETRACE = moetrace.MOETRACE

@@ -11,9 +11,9 @@ from typing import Any
 import polars as pl
 
 from moetrace.trace.flavors.base import RANK_LIMIT, Evidence, Flavor, track_attr, with_kind
+from moetrace.trace.flavors.built import Built
 from moetrace.trace.flavors.kineto import CATEGORIES as KINETO_CATEGORIES
 from moetrace.trace.flavors.kineto import has_top_level_keys
-from moetrace.trace.formats.chrome.build import Built
 
 NAME = "ascend"
 

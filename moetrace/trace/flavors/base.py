@@ -13,7 +13,7 @@ from typing import Any
 
 import polars as pl
 
-from moetrace.trace.formats.chrome.build import Built, RestoreTracks
+from moetrace.trace.flavors.built import Built, RestoreTracks
 from moetrace.trace.model import Trace
 
 STEP_MARKER = r"^(?:ProfilerStep#|step )(\d+)$"
@@ -130,6 +130,8 @@ def assemble(
     *,
     mark_steps: bool = True,
 ) -> Trace:
+    """A flavor's interpreted frames as the `Trace` (the model's columns, the reader's
+    counters); `mark_steps`: ProfilerStep#N / "step N" slices become kind `marker`."""
     if mark_steps:
         # The regex runs only on names with a step prefix (a cheap test), not on every name.
         names = events["name"]
@@ -161,7 +163,3 @@ def assemble(
     )
     trace = Trace.from_frames(ev, tracks, deps, built.counters, meta)
     return trace
-
-
-def _with_kind(events: pl.DataFrame, expr: pl.Expr) -> pl.DataFrame:
-    return events.with_columns(pl.coalesce(pl.col("kind_ext"), expr).alias("kind"))

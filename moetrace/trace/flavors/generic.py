@@ -9,7 +9,7 @@ from typing import Any
 import polars as pl
 
 from moetrace.trace.flavors.base import Evidence, Flavor, track_attr, with_kind
-from moetrace.trace.formats.chrome.build import Built
+from moetrace.trace.flavors.built import Built
 
 NAME = "chrome"
 

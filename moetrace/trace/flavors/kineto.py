@@ -11,8 +11,8 @@ from typing import Any
 import polars as pl
 
 from moetrace.trace.flavors.base import DEVICE_COMM_KERNEL, RANK_LIMIT, Evidence, Flavor, with_kind
+from moetrace.trace.flavors.built import Built
 from moetrace.trace.flavors.kineto_links import kineto_links
-from moetrace.trace.formats.chrome.build import Built
 
 NAME = "kineto"
 

@@ -10,7 +10,7 @@ import polars as pl
 
 from moetrace.trace.flavors import generic
 from moetrace.trace.flavors.base import Evidence, Flavor, assemble
-from moetrace.trace.formats.chrome.build import Built
+from moetrace.trace.flavors.built import Built
 from moetrace.trace.model import TRACK_SCHEMA, Trace
 from moetrace.trace.nesting import nesting_depth
 

@@ -31,6 +31,16 @@ SORT_KEYS: list[tuple[str, str, bool]] = [
     ("rank", "rank", False),
 ]
 
+RANK_COLUMNS = (
+    "compute_ns",
+    "exposed_comm_ns",
+    "exposed_ratio",
+    "free_ns",
+    "cp_coverage",
+    "cp_comm_ratio",
+)
+"""The rank table's metrics after rank (and step); headers are the spec's labels."""
+
 LEGEND = (
     "per rank and step: compute = time some compute runs (ns); exp.comm = comm not hidden "
     "under compute; exp% = exp.comm ÷ comm time; free = window time with neither compute nor comm "
@@ -79,21 +89,18 @@ def ranks_table(report: Report, sort_key: int = 0) -> Text | None:
     ranks = _frame(report, "ranks")
     if ranks is None or ranks.height == 0:
         return None
+    from moetrace.analysis.metric_spec import BY_NAME
+
     title, _, _ = SORT_KEYS[sort_key % len(SORT_KEYS)]
     steps = "step" in ranks.columns and ranks["step"].n_unique() > 1
-    headers = ["rank", *(["step"] if steps else []), "compute", "exp.comm", "exp%", "free"]
-    headers += ["CPcov", "CPcomm"]
+    metrics = [BY_NAME[c] for c in RANK_COLUMNS]
+    headers = ["rank", *(["step"] if steps else []), *(m.label for m in metrics)]
     shown = sorted_ranks(ranks, sort_key).head(MAX_RANK_ROWS)
     rows = [
         [
             str(_get(row, "rank")),
             *([str(_get(row, "step"))] if steps else []),
-            fmt_ns(_get(row, "compute_ns")),
-            fmt_ns(_get(row, "exposed_comm_ns")),
-            fmt_pct(_get(row, "exposed_ratio")),
-            fmt_ns(_get(row, "free_ns")),
-            fmt_pct(_get(row, "cp_coverage")),
-            fmt_pct(_get(row, "cp_comm_ratio")),
+            *((fmt_pct if m.unit == "ratio" else fmt_ns)(_get(row, m.name)) for m in metrics),
         ]
         for row in shown.iter_rows(named=True)
     ]
@@ -223,6 +230,7 @@ class MetricsPane(VerticalScroll):
         self.border_title = "metrics"
 
     def show(self, report: Report | None, scope: str) -> None:
+        """Show `report` (None: computing) for `scope` (whole trace or a selection)."""
         self.report, self.scope = report, scope
         self.state = "ready" if report is not None else "computing"
         self._draw()
@@ -239,12 +247,14 @@ class MetricsPane(VerticalScroll):
         )
 
     def show_disabled(self) -> None:
+        """Say the metrics are off (--no-metrics)."""
         self.state = "disabled"
         self.query_one("#metrics-body", Static).update(
             Text("metrics are off (--no-metrics): lanes only", style="dim")
         )
 
     def show_error(self, message: str) -> None:
+        """Say the analysis failed, with its one-line `message`."""
         self.state = "error"
         self.query_one("#metrics-body", Static).update(
             Text(f"metrics unavailable: {message}", style="red")

@@ -8,14 +8,13 @@ edges bound to slices by the v1 (s/t/f, `bp`) and v2 (`bind_id`) rules, and coun
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass, field
 from typing import Any
 
 import msgspec
 import numpy as np
 import polars as pl
 
+from moetrace.trace.flavors.built import Built, RestoreTracks
 from moetrace.trace.formats.chrome.phases import bind_flows, match_begin_end
 from moetrace.trace.formats.chrome.values import decode_args
 from moetrace.trace.nesting import MAX_OVERFLOW_LANE, overflow_lane_name_expr, overflow_lanes
@@ -37,24 +36,6 @@ _SLICE_COLS = [
     "bytes",
     "ph",
 ]
-
-
-@dataclass
-class Built:
-    """Flavor-neutral parts of a trace (ids assigned, tracks laid out, flows bound)."""
-
-    events: pl.DataFrame  # id, track, name, cat, ts, dur, depth, args, kind_ext, flops, bytes, ph
-    tracks: pl.DataFrame  # track, pid, tid, lane, process_name, thread_name, labels, sort_index
-    flows: pl.DataFrame  # src, dst, cat, name
-    counters: pl.DataFrame  # track, name, ts, value
-    stored: dict[str, Any] = field(default_factory=dict)  # moetrace's own tables, if present
-
-
-RestoreTracks = Callable[[pl.DataFrame, pl.DataFrame, dict[str, Any], list[str]], Built | None]
-"""A flavor's rebuild of the tracks from a table stored in the file; None (with a warning)
-when the table is damaged: the tracks are then laid out from the events."""
-"""(slices, counters, the stored `moetrace` table, warnings) -> Built: a flavor's way to
-restore tracks a file stores exactly, instead of laying them out from (pid, tid)."""
 
 
 def _tkey(pid: str = "pid", tid: str = "tid") -> pl.Expr:

@@ -102,6 +102,7 @@ RARE = ("bind_id", "flow_in", "flow_out", "kind", "flops", "bytes", "id2")
 
 
 def empty_columns() -> pl.DataFrame:
+    """The columns of a piece with no events (every common column, none of the rare ones)."""
     return pl.DataFrame(schema={c: t for c, t in COLUMNS.items() if c not in RARE})
 
 
@@ -158,17 +159,11 @@ def _args(values: list[msgspec.Raw]) -> pl.Series:
     return pl.select(pl.when(s == "null").then(None).otherwise(s)).to_series()
 
 
-def decode_piece(piece: bytes, first_index: int, *, full: bool = False) -> pl.DataFrame:
-    """`ev, ev, ...` (without brackets) -> columns. Raises msgspec.DecodeError on bad JSON.
-    `full` decodes moetrace's own keys too (else only flow v2 keys, when the piece has any)."""
-    full = full or any(key in piece for key in RARE_KEYS)
-    return decode_bracketed(b"[" + piece + b"]", first_index, full=full)
-
-
 def decode_bracketed(
     data: bytes | memoryview, first_index: int, *, full: bool = False
 ) -> pl.DataFrame:
-    """`[ev, ev, ...]` -> columns; `full` decodes the rare keys too (see decode_piece)."""
+    """`[ev, ev, ...]` -> columns; `full` decodes moetrace's own keys too (else only flow v2
+    keys). Raises msgspec.DecodeError on bad JSON."""
     try:
         events = (_FULL if full else _FAST).decode(data)
     except msgspec.ValidationError:

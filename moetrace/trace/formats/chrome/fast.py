@@ -29,7 +29,7 @@ import numpy as np
 import polars as pl
 
 from moetrace.trace.formats.chrome import columns as jc
-from moetrace.trace.formats.chrome.values import _MAX_WHOLE, us_values_to_ns
+from moetrace.trace.formats.chrome.values import fast_us_ns, us_values_to_ns
 
 _NULL = msgspec.Raw(b"null")
 _SEP = b"\x1f"  # valid JSON never holds a raw control character
@@ -196,29 +196,9 @@ def _times(text: pl.Series, sizes: list[int]) -> tuple[pl.Series, pl.Series]:
     `us_values_to_ns` gives for each piece's decoded values: plain numbers with 3 decimals or
     none here, every other text decoded and handed to it, piece by piece."""
     n = text.len()
-    t, digits, dot = pl.col("t"), pl.col("digits"), pl.col("dot")
-    # One parse per value: the digits without the point (all of them when there is none);
-    # computed once as columns (an expression used twice in one select is run twice).
-    out = (
-        pl.DataFrame({"t": text})
-        .lazy()
-        .with_columns(
-            t.str.replace(".", "", literal=True, n=1).cast(pl.Int64, strict=False).alias("digits"),
-            t.str.find(".", literal=True).cast(pl.Int64).alias("dot"),
-        )
-        .select(
-            pl.when(t.str.len_bytes().cast(pl.Int64) - dot == 4)
-            .then(digits)
-            .when(dot.is_null() & (digits.abs() <= _MAX_WHOLE))
-            .then(digits * 1000)
-            .alias("ns"),
-            (t != "null").alias("present"),
-        )
-        .collect()
-    )
     # One chunk, as the other columns: unaligned chunks make later eager selects copy
     # every column of the frame (~100 MB at 1M events).
-    ns, present = out["ns"].rechunk(), out["present"]
+    ns, present = fast_us_ns(text).rechunk(), text != "null"
     rest = ns.is_null() & present
     bad = pl.repeat(False, n, dtype=pl.Boolean, eager=True)
     if rest.any():

@@ -117,21 +117,7 @@ def us_values_to_ns(values: list[Any]) -> tuple[pl.Series, pl.Series]:
         text = pl.Series(values, dtype=pl.String)
     except (TypeError, pl.exceptions.PolarsError):
         text = pl.Series([None if v is None else str(v) for v in values], dtype=pl.String)
-    # One query per column (not one per step): this runs once per ~30k-event piece.
-    t = pl.col("t")
-    dot = t.str.find(".", literal=True)
-    as_int = t.cast(pl.Int64, strict=False)
-    ns = (
-        pl.DataFrame({"t": text})
-        .select(
-            pl.when((t.str.len_bytes().cast(pl.Int64) - dot.cast(pl.Int64)) == 4)
-            .then(t.str.replace(".", "", literal=True).cast(pl.Int64, strict=False))
-            .when(dot.is_null() & (as_int.abs() <= _MAX_WHOLE))
-            .then(as_int * 1000)
-            .alias("ns")
-        )
-        .to_series()
-    )
+    ns = fast_us_ns(text)
     # Texts starting with "." take the exact path too: the fast one would read '.-00' as
     # '-00' = 0 (a prefix test is cheap; such texts are rare).
     rest = (ns.is_null() & text.is_not_null()) | text.str.starts_with(".").fill_null(False)
@@ -140,6 +126,31 @@ def us_values_to_ns(values: list[Any]) -> tuple[pl.Series, pl.Series]:
         fixed, _ = to_ns(text.gather(where))
         ns = ns.scatter(where, fixed)
     return ns, ns.is_null() & text.is_not_null()
+
+
+def fast_us_ns(text: pl.Series) -> pl.Series:
+    """Microsecond texts -> Int64 ns on the fast path profilers' numbers take: exactly three
+    decimals (the digits without the point) or no point (x 1000, within range); null where
+    the exact path (`to_ns`) must decide. One query per column: it runs once per piece."""
+    t, digits, dot = pl.col("t"), pl.col("digits"), pl.col("dot")
+    # digits and dot computed once as columns (an expression used twice in one select runs twice)
+    return (
+        pl.DataFrame({"t": text})
+        .lazy()
+        .with_columns(
+            t.str.replace(".", "", literal=True, n=1).cast(pl.Int64, strict=False).alias("digits"),
+            t.str.find(".", literal=True).cast(pl.Int64).alias("dot"),
+        )
+        .select(
+            pl.when(t.str.len_bytes().cast(pl.Int64) - dot == 4)
+            .then(digits)
+            .when(dot.is_null() & (digits.abs() <= _MAX_WHOLE))
+            .then(digits * 1000)
+            .alias("ns")
+        )
+        .collect()
+        .to_series()
+    )
 
 
 def decode_args(args: list[str | None]) -> list[dict[str, Any]]:

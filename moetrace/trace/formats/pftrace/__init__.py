@@ -1,9 +1,10 @@
 """Perfetto protobuf traces (.pftrace), read and written without trace_processor.
 
 Writing: `layout` (process and lane track descriptors), `plan` (the packets as columns),
-`encode` + `records` (the vectorised byte encoder), `write` (the official builder or the fast
-path). Reading: `read` chooses `read_vectorised` (numpy over `scan`'s field columns) or the
-per-packet `read_packets` (the fallback and reference; its track map and `finish` are shared).
+`encode` + `records` (the vectorised byte encoder), `write` (byte-identical to the official
+builder, which is a test oracle in `moetrace.testing.pftrace_official`). Reading: `read`
+chooses `read_vectorised` (numpy over `scan`'s field columns) or the per-packet
+`read_packets` (the fallback and reference; its track map and `finish` are shared).
 """
 
 from __future__ import annotations
@@ -49,6 +50,7 @@ class Pftrace:
             ) from None
 
     def write(self, trace: Trace, out: Path | BinaryIO, *, force: bool) -> None:
+        """`trace` as .pftrace on a stream, or atomically at a path (replaced with `force`)."""
         from moetrace.trace.formats.pftrace.write import write_pftrace  # first use: see read
 
         write_pftrace(trace, out, force=force)
