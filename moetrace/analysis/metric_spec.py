@@ -65,7 +65,7 @@ METRICS: tuple[Metric, ...] = (
         "`|W \\ (C ∪ M)|`, so compute + exposed + free = window",
         per_step=True,
         json=True,
-        label="idle",
+        label="free",  # the viewer says what `metrics` says
     ),
     Metric(
         "busy_ns",

@@ -296,18 +296,58 @@ def union_times(
     )
 
 
+MICRO_BATCH_SCHEMA: dict[str, pl.DataType] = {
+    "rank": pl.Int64(),
+    "step": pl.Int64(),
+    "layer": pl.Int64(),
+    "micro_batch": pl.Int64(),  # the events' `chunk` / `micro_batch` arg (executor traces)
+    "category": pl.String(),
+    "time_ns": pl.Int64(),
+    "exposed_ns": pl.Int64(),
+    "share": pl.Float64(),
+}
+
+MICRO_BATCH_ARG = r'"(?:chunk|micro_batch)"\s*:\s*(\d+)'
+"""The micro-batch of an event: its `chunk` arg (the executor's, executor/trace_out.py) or a
+`micro_batch` arg."""
+
+
+def micro_batches(ev: pl.DataFrame, deps: pl.DataFrame) -> pl.DataFrame:
+    """`ev` (categorize's) with `micro_batch`: the event's own arg, else its enclosing
+    event's or launching host call's (as `layer`); null without."""
+    own = ev["args"].str.extract(MICRO_BATCH_ARG, 1).cast(pl.Int64, strict=False)
+    if own.null_count() == ev.height:
+        return ev.with_columns(pl.lit(None, pl.Int64).alias("micro_batch"))
+    depth = ev["depth"].to_numpy().astype(np.int64)
+    code = inherit(
+        own.fill_null(-1).to_numpy().astype(np.int64),
+        ev["parent"].to_numpy(),
+        depth,
+        _launch_links(ev, deps),
+    )
+    return ev.with_columns(pl.Series("micro_batch", code, dtype=pl.Int64).replace(-1, None))
+
+
 def category_times(
-    ev: pl.DataFrame, work_mask: pl.Series | None = None, comm: pl.DataFrame | None = None
+    ev: pl.DataFrame,
+    work_mask: pl.Series | None = None,
+    comm: pl.DataFrame | None = None,
+    *,
+    by_micro_batch: bool = False,
 ) -> pl.DataFrame:
     """Per (rank, step, layer, category): time_ns, exposed_ns, share (`CATEGORY_SCHEMA`);
     `work_mask`: the events counted (default `_work_mask(ev)`, passed when already known);
     `comm` (`comm_pieces`): the comm stages' time as metrics counts it, standing for the
-    events marked `_comm` in `ev`."""
+    events marked `_comm` in `ev`; `by_micro_batch`: per (rank, step, layer, micro_batch,
+    category) (`MICRO_BATCH_SCHEMA`; `ev` with the `micro_batch` column of `micro_batches`,
+    no `comm`: the comm stages' self times)."""
+    schema = MICRO_BATCH_SCHEMA if by_micro_batch else CATEGORY_SCHEMA
+    more = ["micro_batch"] if by_micro_batch else []
     mask = (_work_mask(ev) if work_mask is None else work_mask).to_numpy()
     if not mask.any() and (comm is None or comm.height == 0):
-        return pl.DataFrame(schema=CATEGORY_SCHEMA)
-    key_cols = ["rank", "step", "layer", "category"]
-    filled = ev.with_columns(pl.col("step").fill_null(-1), pl.col("layer").fill_null(-1))
+        return pl.DataFrame(schema=schema)
+    key_cols = ["rank", "step", "layer", *more, "category"]
+    filled = ev.with_columns(pl.col(c).fill_null(-1) for c in ["step", "layer", *more])
     extra = (
         comm.with_columns(pl.col("step").fill_null(-1), pl.col("layer").fill_null(-1))
         if comm is not None
@@ -340,15 +380,16 @@ def category_times(
         out.with_columns(
             (pl.col("time_ns") / pl.col("time_ns").sum().over("rank", "step")).alias("share"),
             pl.when(pl.col("step") >= 0).then("step").alias("step"),
-            pl.when(pl.col("layer") >= 0).then("layer").alias("layer"),
+            *(pl.when(pl.col(c) >= 0).then(c).alias(c) for c in ["layer", *more]),
         )
         .sort(
             "rank",
             "step",
             "layer",
+            *more,
             pl.col("category").replace_strict({c: i for i, c in enumerate(CATEGORIES)}, default=99),
         )
-        .select([pl.col(k).cast(v) for k, v in CATEGORY_SCHEMA.items()])
+        .select([pl.col(k).cast(v) for k, v in schema.items()])
     )
 
 
@@ -397,7 +438,8 @@ def expert_times(ev: pl.DataFrame, rules: Rules) -> pl.DataFrame:
 @dataclass
 class MoeView:
     """The MoE view: categories per (rank, step); experts; traffic between ranks; received
-    bytes per rank with the imbalance; the rule files used."""
+    bytes per rank with the imbalance; the rule files used; the categories per micro-batch
+    too (empty when no event names its micro-batch)."""
 
     categories: pl.DataFrame
     experts: pl.DataFrame
@@ -408,6 +450,9 @@ class MoeView:
     unclassified_top: tuple[tuple[str, int], ...] = ()
     load: pl.DataFrame = field(default_factory=empty_load)  # moe_load.LOAD_SCHEMA
     load_stats: pl.DataFrame = field(default_factory=pl.DataFrame)  # moe_load.STATS_SCHEMA
+    micro_batches: pl.DataFrame = field(
+        default_factory=lambda: pl.DataFrame(schema=MICRO_BATCH_SCHEMA)
+    )  # categories per micro-batch; empty when no event names one
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready: each frame as a list of rows."""
@@ -421,6 +466,7 @@ class MoeView:
             "unclassified_top": [{"short_name": n, "ns": t} for n, t in self.unclassified_top],
             "load": self.load.to_dicts(),
             "load_stats": self.load_stats.to_dicts(),
+            "micro_batches": self.micro_batches.to_dicts(),
         }
 
 
@@ -511,6 +557,12 @@ def moe_view(
     share, top = unclassified(
         ev.with_columns(mask.alias("work"), pl.lit(True).alias("device")), top=5
     )
+    with_mb = micro_batches(ev, trace.deps)
+    by_micro_batch = (
+        category_times(with_mb, mask, by_micro_batch=True)
+        if with_mb["micro_batch"].null_count() < with_mb.height
+        else pl.DataFrame(schema=MICRO_BATCH_SCHEMA)
+    )
     return MoeView(
         categories=category_times(staged, mask, comm_pieces(ev, prep, single)),
         experts=expert_times(ev, rules),
@@ -521,4 +573,5 @@ def moe_view(
         unclassified_top=tuple(top),
         load=load,
         load_stats=load_stats(load, experts, ranks),
+        micro_batches=by_micro_batch,
     )

@@ -33,7 +33,7 @@ from moetrace.analysis.metric_spec import (
     SUMMED,
     WEIGHTED,
 )
-from moetrace.analysis.moe import moe_view
+from moetrace.analysis.moe import MoeView, moe_view
 from moetrace.analysis.peer_window import peer_dict, peer_note, peer_windows
 from moetrace.analysis.steps import NO_RANK, Prepared, prepare_steps, with_windows
 from moetrace.analysis.sync_edges import producer_sync_edges
@@ -70,14 +70,20 @@ class Report:
     # traces and under a time range
     peer_window: pl.DataFrame = field(default_factory=pl.DataFrame)
     trace: Trace | None = field(default=None, repr=False)
-    _moe: pl.DataFrame | None = field(default=None, repr=False)
+    _moe: MoeView | None = field(default=None, repr=False)
+
+    @property
+    def moe_view(self) -> MoeView | None:
+        """The MoE view of the whole trace (what `moetrace moe` prints); None without it."""
+        if self._moe is None and self.trace is not None:
+            self._moe = moe_view(self.trace)
+        return self._moe
 
     @property
     def moe(self) -> pl.DataFrame:
         """The MoE view's time per (rank, step, layer, category) of the whole trace."""
-        if self._moe is None:
-            self._moe = moe_view(self.trace).categories if self.trace else pl.DataFrame()
-        return self._moe
+        view = self.moe_view
+        return view.categories if view is not None else pl.DataFrame()
 
     def summary(self) -> dict[str, float | None]:
         """Totals over all ranks and steps: ns summed, ratios pooled (Σ num / Σ denominator)."""

@@ -43,7 +43,7 @@ COLLECTIVE_KEYS = (
     "busbw_gbps",
     "algorithm",
 )
-MOE_TABLES = ("categories", "experts", "traffic", "received", "load", "load_stats")
+MOE_TABLES = ("categories", "experts", "traffic", "received", "load", "load_stats", "micro_batches")
 
 
 def _flat(frame: pl.DataFrame) -> pl.DataFrame:
@@ -167,14 +167,19 @@ def collectives(
 
 
 def _by_category(frame: pl.DataFrame) -> pl.DataFrame:
-    """One row per (rank, step[, layer]), one column per category (time_ns), plus the total."""
+    """One row per (rank, step[, layer][, micro_batch]), one column per category (time_ns),
+    plus the total."""
     import polars as pl
 
     from moetrace.analysis.moe_rules import CATEGORIES
 
     if frame.height == 0:
         return frame
-    index = ["rank", "step"] + (["layer"] if frame["layer"].null_count() < frame.height else [])
+    index = ["rank", "step"] + [
+        c
+        for c in ("layer", "micro_batch")
+        if c in frame.columns and frame[c].null_count() < frame.height
+    ]
     wide = frame.pivot(on="category", index=index, values="time_ns")
     cols = [c for c in CATEGORIES if c in wide.columns]
     return wide.select(
@@ -245,6 +250,8 @@ def moe(
 
     def tables() -> None:
         _table(_by_category(view.categories), "time per category (ms)")
+        if view.micro_batches["micro_batch"].n_unique() > 1:
+            _table(_by_category(view.micro_batches), "time per micro-batch and category (ms)")
         if view.experts.height:
             _table(view.experts, "time per expert (ms)")
         if view.received.height:

@@ -177,12 +177,18 @@ class ViewerActions(App[None]):
     def action_goto_step(self, step: int) -> None:
         """Fit the view to one step's window."""
         for number, a, b in self.steps:
-            if number == step and self.model is not None:
-                pad = (b - a) * 0.02
-                origin = self.model.origin
-                self.timeline.set_view(a - origin - pad, b - origin + pad)
-                self.set_status(f"step {step}")
+            if number == step:
+                self.zoom_to(a, b, f"step {step}")
                 return
+
+    def zoom_to(self, start_ns: int, end_ns: int, label: str) -> None:
+        """Fit the view to [start_ns, end_ns) (absolute ns, 2% padding) and say `label`."""
+        if self.model is None:
+            return
+        pad = (end_ns - start_ns) * 0.02
+        origin = self.model.origin
+        self.timeline.set_view(start_ns - origin - pad, end_ns - origin + pad)
+        self.set_status(label)
 
     def action_help(self) -> None:
         from .screens.help import HelpScreen
@@ -254,7 +260,7 @@ class ViewerActions(App[None]):
         prompt = self.query_one("#prompt", Input)
         self.prompt_mode = mode
         prompt.placeholder = {
-            "search": "search event names (Enter, then n/N)",
+            "search": "search names and args: text, or key=value (Enter, then n/N)",
             "filter": "filter lanes: text in rank/unit/lane, or 'rank N' exactly (empty: all)",
             "goto": "go to: rank N · step N · time (e.g. 1.5ms)",
         }[mode]
@@ -288,7 +294,7 @@ class ViewerActions(App[None]):
             search_events(self.trace, event.value) if self.trace is not None else None
         )
         if self.search_hits is None or len(self.search_hits) == 0:
-            self.set_status(f"no event name contains {event.value!r}")
+            self.set_status(f"no event name or args match {event.value!r}")
             return
         self._show_hit(0)
 
@@ -329,9 +335,19 @@ class ViewerActions(App[None]):
             self.timeline.focus()
             event.stop()
 
+    SEARCH_CONTEXT = 2.0  # a search hit is shown with this many times its length either side
+
     def _show_hit(self, k: int) -> None:
+        """Select hit `k` and zoom to it with context: the hit is the middle fifth of the view
+        (an instant: the narrowest view)."""
         assert self.search_hits is not None
-        self.timeline.select_event(int(self.search_hits[k]))
+        tl = self.timeline
+        if tl.select_event(int(self.search_hits[k])) and tl.selected_span is not None:
+            _, start, end = tl.selected_span
+            pad = (end - start) * self.SEARCH_CONTEXT
+            tl.set_view(start - pad, end + pad)
+            tl.cursor_t = start
+        self.refresh_details()
         self.set_status(f"hit {k + 1} of {len(self.search_hits)} for {self.search_text!r}")
 
     def action_search_step(self, direction: int) -> None:
@@ -353,17 +369,25 @@ class ViewerActions(App[None]):
 
     # -------------------------------------------------------------- tables
     def action_table(self, name: str) -> None:
-        """Open a table screen (1 critical path, 2 idle gaps, 3 comm, 4 by name)."""
+        """Open a table screen of the registry (`table_registry.TABLES`: 1 critical path,
+        2 idle gaps, …, 9 steps); Enter there selects an event or zooms to a window."""
         from .screens.tables import TableScreen
+        from .table_registry import BY_NAME
+        from .table_targets import Window
 
         if self.trace is None:
             return
-        if name != "names" and self.metrics_unavailable("table"):
+        if BY_NAME[name].needs_report and self.metrics_unavailable("table"):
             return
+        screen = TableScreen(name, self.trace, self.report, self.model, self.timeline.selected)
 
-        def jump(event_id: int | None) -> None:
-            if event_id is not None:
-                self.timeline.select_event(event_id)
+        def jump(target: int | Window | None) -> None:
+            if isinstance(target, Window):
+                self.zoom_to(target.start_ns, target.end_ns, target.label)
+            elif target is not None:
+                self.timeline.select_event(target)
                 self.refresh_details()
+                if screen.note:
+                    self.set_status(screen.note)
 
-        self.push_screen(TableScreen(name, self.trace, self.report, self.model), jump)
+        self.push_screen(screen, jump)

@@ -6,15 +6,13 @@ from functools import partial
 
 from textual.command import DiscoveryHit, Hit, Hits, Provider
 
+from .table_registry import table_commands
+
 COMMANDS: list[tuple[str, str, str]] = [
     ("Toggle critical path overlay", "overlay('critical')", "c"),
     ("Toggle idle gaps overlay", "overlay('gaps')", "i"),
     ("Toggle exposed communication overlay", "overlay('exposed')", "x"),
-    ("Table: critical path segments", "table('critical')", "1"),
-    ("Table: top idle gaps", "table('gaps')", "2"),
-    ("Table: communication events", "table('comm')", "3"),
-    ("Table: events by name", "table('names')", "4"),
-    ("Table: idle per rank and core", "table('idle')", "5"),
+    *table_commands(),
     ("Go to rank / step / time", "prompt('goto')", ":"),
     ("Show or hide the side panes", "toggle_side", "p"),
     ("Sort the metrics' ranks", "metrics_sort", "o"),

@@ -1,9 +1,12 @@
 """The viewer's own keys (the timeline's are on `TimelineView`), as data: the app binds them
-and the help screen lists them, without either importing the other."""
+and the help screen lists them, without either importing the other. The tables' keys come
+from the table registry."""
 
 from __future__ import annotations
 
 from textual.binding import Binding
+
+from .table_registry import table_bindings
 
 APP_BINDINGS: tuple[Binding, ...] = (
     Binding("enter", "details", "Details", id="app.details"),
@@ -16,14 +19,7 @@ APP_BINDINGS: tuple[Binding, ...] = (
     Binding("n", "search_step(1)", "Next hit", show=False, id="app.search_next"),
     Binding("N", "search_step(-1)", "Prev hit", show=False, id="app.search_prev"),
     Binding("backslash", "prompt('filter')", "Filter lanes", show=False, id="app.filter"),
-    Binding("1", "table('critical')", "CP table", show=False, id="app.table_critical"),
-    Binding("2", "table('gaps')", "Gaps table", show=False, id="app.table_gaps"),
-    Binding("3", "table('comm')", "Comm table", show=False, id="app.table_comm"),
-    Binding("4", "table('names')", "Names table", show=False, id="app.table_names"),
-    Binding("5", "table('idle')", "Idle table", show=False, id="app.table_idle"),
-    Binding("6", "table('collectives')", "Collectives", show=False, id="app.table_collectives"),
-    Binding("7", "table('stragglers')", "Stragglers", show=False, id="app.table_stragglers"),
-    Binding("8", "table('moe')", "MoE view", show=False, id="app.table_moe"),
+    *table_bindings(),
     Binding("g", "next_step(1)", "Next step", show=False, id="app.next_step"),
     Binding("G", "next_step(-1)", "Prev step", show=False, id="app.prev_step"),
     Binding("question_mark,f1", "help", "Help", id="app.help"),

@@ -408,11 +408,26 @@ def pack_braille(rows: list[Row]) -> list[Row]:
     return out
 
 
+ARG_QUERY = re.compile(r"^\s*([\w.-]+)\s*=\s*(\S.*?)\s*$")
+"""`key=value`: a search for events whose args hold that key with that value."""
+
+
 def search_events(trace: Trace, text: str) -> np.ndarray:
-    """Ids of events whose name contains `text` (case-insensitive, literal), by start time."""
+    """Ids of matching events, by start time: events whose name contains `text`
+    (case-insensitive, literal) and, for `key=value` (`expert=3`), events whose args have
+    `key` equal to `value` (a JSON number or string, case-insensitive), else events whose args
+    text contains `text`."""
     if not text or trace.events.height == 0:
         return np.empty(0, dtype=np.uint32)
-    hits = trace.events.filter(
-        pl.col("name").str.to_lowercase().str.contains(text.lower(), literal=True)
-    ).sort(["ts", "id"])
+    needle = text.lower()
+    args = pl.col("args").fill_null("").str.to_lowercase()
+    match = pl.col("name").str.to_lowercase().str.contains(needle, literal=True)
+    pair = ARG_QUERY.match(text)
+    if pair is None:
+        match = match | args.str.contains(needle, literal=True)
+    else:
+        key, value = (re.escape(part.lower()) for part in pair.groups())
+        arg = f'"{key}"\\s*:\\s*(?:"{value}"|{value}(?:[,}}\\]\\s]|$))'
+        match = match | args.str.contains(arg)
+    hits = trace.events.filter(match).sort(["ts", "id"])
     return hits["id"].to_numpy()

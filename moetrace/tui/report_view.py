@@ -27,16 +27,17 @@ def step_windows(report: Report) -> list[tuple[int, int, int]]:
 
 
 def idle_notes(report: Report) -> dict[tuple[object, ...], str]:
-    """' idle N%' for each rank row (its free time ÷ its windows, over its steps) and each
-    top-level lane of a device track (idle ÷ busy + idle), from the analyzer's frames; the
+    """' idle N%' for each rank row (its idle time — `metrics`' idle: nothing running —
+    ÷ its windows, over its steps) and each top-level lane of a device track (idle ÷ busy +
+    idle), from the analyzer's frames; the
     job's top straggler (the rank that made the others wait longest) gets ' ◆straggler'."""
     notes: dict[tuple[object, ...], str] = {}
     ranks = getattr(report, "ranks", None)
     if isinstance(ranks, pl.DataFrame) and ranks.height:
-        per_rank = ranks.group_by("rank").agg(pl.col("free_ns").sum(), pl.col("window_ns").sum())
-        for rank, free, window in per_rank.iter_rows():
+        per_rank = ranks.group_by("rank").agg(pl.col("idle_ns").sum(), pl.col("window_ns").sum())
+        for rank, idle, window in per_rank.iter_rows():
             if window:
-                notes[("rank", rank)] = f" idle {100 * free / window:.0f}%"
+                notes[("rank", rank)] = f" idle {100 * idle / window:.0f}%"
     job = getattr(report, "job", None)
     top = (job or {}).get("stragglers") or []
     if top and top[0].get("caused_wait_ns", 0) > 0:  # the rank that held the job back

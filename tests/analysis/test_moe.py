@@ -92,6 +92,29 @@ def test_categories_and_exposed_by_hand() -> None:
     ]
 
 
+def test_micro_batches_from_chunk_args_by_hand() -> None:
+    """_two_streams with gemm1 in chunk 0 and swiglu, dispatch_tx in chunk 1: per
+    micro-batch, expert_gemm 100 (mb 0), activation 50 and dispatch 70 (mb 1); exposed is
+    time only that (micro-batch, category) ran: 50, 30, 0 as before (one event each)."""
+    trace = _two_streams()
+    args = ['{"expert": 3, "chunk": 0}', '{"chunk": 1}', '{"src": 0, "dst": 1, "chunk": 1}']
+    trace = Trace.from_frames(
+        trace.events.with_columns(pl.Series("args", args)), trace.tracks, compute_depth=True
+    )
+    view = moe_view(trace)
+    got = {
+        (r["micro_batch"], r["category"]): (r["time_ns"], r["exposed_ns"])
+        for r in view.micro_batches.to_dicts()
+    }
+    assert got == {
+        (0, "expert_gemm"): (100, 50),
+        (1, "activation"): (50, 30),
+        (1, "dispatch"): (70, 0),
+    }
+    assert view.to_dict()["micro_batches"][0]["micro_batch"] == 0
+    assert moe_view(_two_streams()).micro_batches.height == 0  # no chunk args: none
+
+
 def test_layers_from_annotations_by_hand() -> None:
     """Host thread: moe/layer0 [0, 100) holds moe/dispatch [0, 40) and moe/expert_ffn
     [40, 100); moe/layer1 [100, 160) holds moe/expert_ffn [100, 160); step marker around.

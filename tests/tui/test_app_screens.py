@@ -398,15 +398,15 @@ async def test_idle_table_lists_every_core_with_the_analyzers_idle(small_trace: 
         )
         first = [c.plain for c in table.get_row_at(0)]
         assert first[0] == str(top["rank"]) and first[5] == fmt_ns(top["idle_ns"])
-        free = app.report.ranks.filter(pl.col("rank") == top["rank"])["free_ns"][0]
-        assert first[7] == fmt_ns(free)  # the rank's idle (nothing running) beside it
+        idle = app.report.ranks.filter(pl.col("rank") == top["rank"])["idle_ns"][0]
+        assert first[7] == fmt_ns(idle)  # the rank's idle (metrics' idle_ns) beside it
 
 
 async def test_rank_and_lane_labels_show_their_idle_share(small_trace: Trace) -> None:
     app = MoetraceApp(small_trace)
     async with running(app, size=(200, 40)):
         ranks = app.report.ranks.filter(pl.col("rank") == 1)
-        share = ranks["free_ns"].sum() / ranks["window_ns"].sum()
+        share = ranks["idle_ns"].sum() / ranks["window_ns"].sum()  # metrics' idle, not free
         label = lane_text(app.timeline, ("rank", 1))[: app.timeline.label_width]
         assert f"rank 1 idle {100 * share:.0f}%" in label
         tracks = app.report.tracks.filter(pl.col("track") == 0)

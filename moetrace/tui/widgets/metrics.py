@@ -26,7 +26,7 @@ MAX_RANK_ROWS = 4096  # the pane scrolls; beyond this many (rank, step) rows it 
 # What the rank table can be sorted by (o cycles): title, column, descending.
 SORT_KEYS: list[tuple[str, str, bool]] = [
     ("exposed comm", "exposed_comm_ns", True),
-    ("idle", "free_ns", True),
+    ("free", "free_ns", True),
     ("compute", "compute_ns", True),
     ("rank", "rank", False),
 ]
@@ -43,7 +43,8 @@ RANK_COLUMNS = (
 
 LEGEND = (
     "per rank and step: compute = time some compute runs (ns); exp.comm = comm not hidden "
-    "under compute; exp% = exp.comm ÷ comm time; idle = window time with nothing running; "
+    "under compute; exp% = exp.comm ÷ comm time; free = window time with neither compute nor comm "
+    "running (what `metrics` calls free); "
     "CPcov = critical-path span ÷ window; CPcomm = share of comm time on the critical path. "
     "util = busy ÷ (lanes × window) per unit. Critical path: compute-X = events on unit X, "
     "comm = communication, wait = the path waits for a dependency (wait:X: for one on X)."
@@ -84,7 +85,7 @@ def text_table(headers: list[str], rows: list[list[str]], caption: str = "") -> 
 
 
 def ranks_table(report: Report, sort_key: int = 0) -> Text | None:
-    """Per rank/step: compute, exposed comm and its share, idle, critical-path coverage."""
+    """Per rank/step: compute, exposed comm and its share, free, critical-path coverage."""
     ranks = _frame(report, "ranks")
     if ranks is None or ranks.height == 0:
         return None
@@ -166,7 +167,7 @@ def totals_text(report: Report) -> Text | None:
         f"exposed comm: max per rank·step {worst('exposed_comm_ns')}",
         f"  sum over ranks·steps {fmt_ns(s.get('exposed_comm_ns'))}"
         f" = {fmt_pct(s.get('exposed_ratio'))} of comm",
-        f"idle: max per rank·step {worst('free_ns')}",
+        f"free: max per rank·step {worst('free_ns')}",
         f"  sum over ranks·steps {fmt_ns(s.get('free_ns'))}",
         f"critical path: covers {fmt_pct(s.get('cp_coverage'))} of the windows,",
         f"  holds {fmt_pct(s.get('cp_comm_ratio'))} of comm time (pooled over ranks)",
