@@ -1,20 +1,21 @@
-"""Previews of a big .pftrace while it is read: the packets of a prefix of the file.
+"""Previews of a big .pftrace while it is read: samples of its events over the whole span.
 
 The vectorised reader takes the whole file in one pass (no partial state to show), so the
-previews read prefixes first, cut at packet boundaries: the first packet (moetrace's interned
-names and descriptors) and `FIRST_FRACTION` of the events after it, then twice as many, while
-the bytes read in previews stay within the watch's budget of the file (a read costs about the
-same per byte: at 1M events moetrace's first packet is ~2% of the file, so one preview of 2%
-of the events fits a budget of 10%, the next one would not). A prefix is a trace when the
-track descriptors come before the events (moetrace writes them so; Perfetto's own writers
-mostly too); the BEGINs whose END lies beyond the cut are left out of it (slices still open
-at the cut are not shown; the vectorised reader takes balanced BEGIN/END only). Only the
-vectorised reader is used: a file it does not understand gets no preview.
+previews read samples first (`spread_sample`): every packet that is not a plain TrackEvent
+(track descriptors, interned names, state resets) and every k-th slice (its BEGIN and its END,
+paired per track by stack level) and every k-th other event, so a preview spans the whole
+trace at a low resolution instead of its first moments. The first holds `FIRST_FRACTION` of
+the events, the next twice as many, while the bytes read in previews stay within the watch's
+budget of the file (a read costs about the same per byte). Flows are left out of previews
+(renamed to `_NO_FLOW`: one end may be out of the sample), and a file the vectorised reader
+does not take gets none. `balanced_prefix` (a prefix of the file without its unmatched
+BEGINs and ENDs) is the same balancing for a cut.
 """
 
 from __future__ import annotations
 
 import functools
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -24,7 +25,9 @@ from moetrace.trace.formats.pftrace.protocol import (
     E_TYPE,
     E_UUID,
     FLOW_WIRES,
+    P_CLEARED,
     P_EVENT,
+    P_INTERNED,
     TYPE_BEGIN,
     TYPE_END,
     WIRE_LEN,
@@ -94,11 +97,23 @@ _NO_FLOW = 1999
 fields': a flow field renamed to it is skipped by the reader."""
 
 
+def unopened_ends(kind: np.ndarray, uuid: np.ndarray) -> np.ndarray:
+    """Rows of the ENDs that no earlier BEGIN opens (a sample's run starting inside slices):
+    `unclosed_begins` of the rows read backwards, BEGIN and END swapped."""
+    swapped = np.where(kind == TYPE_BEGIN, TYPE_END, np.where(kind == TYPE_END, TYPE_BEGIN, kind))
+    rows = unclosed_begins(swapped[::-1], uuid[::-1])
+    return np.sort(len(kind) - 1 - rows)
+
+
 def balanced_prefix(data: bytes, end: int) -> bytes:
     """`data[:end]` (whole packets) without the BEGIN packets whose END is not in it, and
     without flows (a flow's two ends may lie on both sides of the cut; the reader takes
     one-to-one flows only): their fields are renamed to `_NO_FLOW` in place."""
-    prefix = bytearray(data[:end])
+    return _balanced(bytearray(data[:end]))
+
+
+def _balanced(prefix: bytearray) -> bytes:
+    """Whole packets `prefix` without their unmatched BEGIN and END packets and flows."""
     starts, ends = packet_spans(bytes(prefix))
     buf = np.frombuffer(bytes(prefix), dtype=np.uint8)
     events = scan(buf, starts, ends, {P_EVENT}).select(P_EVENT, WIRE_LEN)
@@ -113,25 +128,85 @@ def balanced_prefix(data: bytes, end: int) -> bytes:
     n = len(events.msg)
     kind = fields.last(E_TYPE, WIRE_VARINT, n)[0].astype(np.int64)
     uuid = fields.last(E_UUID, WIRE_VARINT, n)[0]
-    dropped = events.msg[unclosed_begins(kind, uuid)]
+    unmatched = np.union1d(unclosed_begins(kind, uuid), unopened_ends(kind, uuid))
+    dropped = events.msg[unmatched]
     begin = np.concatenate([[0], ends[:-1]])  # a packet with its tag and length
     pieces, at = [], 0
-    for packet in dropped.tolist():  # few: the slices open at the cut
+    for packet in dropped.tolist():  # few: the slices open at the cuts
         pieces.append(prefix[at : int(begin[packet])])
         at = int(ends[packet])
     pieces.append(prefix[at:])
     return b"".join(pieces)
 
 
+def slice_pairs(kind: np.ndarray, uuid: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(BEGIN rows, their END rows) of the slices of events in file order (`kind` TrackEvent
+    types, `uuid` track uuids), by the BEGIN's row: on a track, the BEGIN that pushes the
+    stack to level L is closed by the next END that pops it from L."""
+    rows = np.flatnonzero((kind == TYPE_BEGIN) | (kind == TYPE_END))
+    none = np.zeros(0, dtype=np.int64)
+    if len(rows) == 0:
+        return none, none
+    order = rows[np.argsort(uuid[rows], kind="stable")]
+    is_begin = kind[order] == TYPE_BEGIN
+    step = np.where(is_begin, 1, -1)
+    first = np.ones(len(order), dtype=bool)
+    first[1:] = uuid[order][1:] != uuid[order][:-1]
+    group = np.cumsum(first) - 1
+    total = np.cumsum(step)
+    level = total - (total - step)[first][group]  # the depth per track after each row
+    at = np.where(is_begin, level, level + 1)  # the level a BEGIN opens, an END closes
+    ranked = np.lexsort((order, at, group))  # per (track, level), in file order: B E B E …
+    o, g, a = order[ranked], group[ranked], at[ranked]
+    b = is_begin[ranked]
+    paired = b[:-1] & ~b[1:] & (g[:-1] == g[1:]) & (a[:-1] == a[1:])
+    begins, ends = o[:-1][paired], o[1:][paired]
+    by_begin = np.argsort(begins, kind="stable")
+    return begins[by_begin], ends[by_begin]
+
+
+def spread_sample(data: bytes, spans: tuple[np.ndarray, np.ndarray], fraction: float) -> bytes:
+    """Every packet of `data` (its `packet_spans`) that is not a plain TrackEvent one (track
+    descriptors, interned names, state resets), and about `fraction` of its TrackEvents
+    picked evenly through the file: every k-th slice (its BEGIN and its END) and every k-th
+    other event, flows left out: the whole time span at a low resolution."""
+    starts, ends = spans
+    buf = np.frombuffer(data, dtype=np.uint8)
+    fields = scan(buf, starts, ends, {P_EVENT, P_INTERNED, P_CLEARED})
+    events = fields.select(P_EVENT, WIRE_LEN)
+    plain = np.zeros(len(ends), dtype=bool)  # TrackEvent packets with no interned data
+    plain[events.msg] = True
+    plain[fields.select(P_INTERNED, WIRE_LEN).msg] = False
+    plain[fields.select(P_CLEARED, WIRE_VARINT).msg] = False
+    keep = ~plain
+    n = len(events.msg)
+    inner = scan(buf, events.off, events.off + events.length, {E_TYPE, E_UUID})
+    kind = inner.last(E_TYPE, WIRE_VARINT, n)[0].astype(np.int64)
+    uuid = inner.last(E_UUID, WIRE_VARINT, n)[0]
+    stride = max(1, round(1 / max(fraction, 1e-9)))
+    begins, closes = slice_pairs(kind, uuid)
+    keep[events.msg[begins[::stride]]] = True
+    keep[events.msg[closes[::stride]]] = True
+    others = np.flatnonzero((kind != TYPE_BEGIN) & (kind != TYPE_END))
+    keep[events.msg[others[::stride]]] = True
+    begin = np.concatenate([[0], ends[:-1]])  # packet starts, tag included
+    edges = np.flatnonzero(np.diff(np.concatenate([[0], keep.astype(np.int8), [0]])))
+    pieces = [
+        data[int(begin[a]) : int(ends[b - 1])]
+        for a, b in zip(edges[::2].tolist(), edges[1::2].tolist(), strict=True)
+    ]
+    return _balanced(bytearray(b"".join(pieces)))
+
+
 class NoPreview(ValueError):
     """The vectorised reader does not take this file: no previews (the watch stops)."""
 
 
-def _read_prefix(path: Path, data: bytes, end: int) -> Trace:
-    """The Trace of the packets before byte `end` (no events when every slice in it is still
-    open: a longer prefix is tried next)."""
+def _read_sample(path: Path, sample: Callable[[], bytes]) -> Trace:
+    """The Trace of the packets `sample()` gives (no events when every slice in it is cut:
+    a bigger sample is tried next)."""
     try:
-        trace = read_vectorised(path, balanced_prefix(data, end))
+        trace = read_vectorised(path, sample())
     except Malformed:
         trace = None
     if trace is None:
@@ -140,22 +215,27 @@ def _read_prefix(path: Path, data: bytes, end: int) -> Trace:
 
 
 def prefix_previews(path: Path, data: bytes) -> None:
-    """Show previews of growing prefixes of `data` (the whole file) to this thread's watch,
-    if any (see moetrace.trace.formats.partial); the caller then reads the whole file."""
+    """Show previews of `data` (the whole file) to this thread's watch, if any (see
+    moetrace.trace.formats.partial): spread samples of growing size, each over the whole
+    time span; the caller then reads the whole file."""
     watch = partial.current()
     if watch is None:
         return
     # The first packet (moetrace's: the interned names and track descriptors, ~2% of the
-    # file at 1M events) is in every prefix; the fractions are of the events after it.
+    # file at 1M events) is in every sample; the fractions are of the events after it.
     head = max(packet_end(data, 0), 0)
+    try:
+        spans = packet_spans(data)
+    except Malformed:
+        return
     fraction, spent = FIRST_FRACTION, 0  # spent: bytes read in previews so far
-    while True:
-        end = packet_boundary(data, head + int((len(data) - head) * fraction), head)
-        if not head < end < len(data) or spent + end > watch.budget * len(data):
+    while fraction < 1:
+        size = head + int((len(data) - head) * fraction)
+        if spent + size > watch.budget * len(data):
             return
-        read_prefix = functools.partial(_read_prefix, path, data, end)
-        watch.deliver("trace", path, read_prefix, end)
+        sample = functools.partial(spread_sample, data, spans, fraction)
+        watch.deliver("trace", path, functools.partial(_read_sample, path, sample), size)
         if watch.stopped:
             return
-        spent += end
+        spent += size
         fraction *= 2
