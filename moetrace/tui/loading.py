@@ -263,9 +263,26 @@ def run_in_background(name: str, job: Callable[[], None]) -> threading.Thread:
     return thread
 
 
+# The peak RSS (bytes) of the last analysis process (bench_tui prints it; the parent's
+# RUSAGE_CHILDREN would count the viewer's own peak too: ru_maxrss survives the fork and exec).
+last_analysis_rss = 0
+
+
+def _peak_rss() -> int:
+    """This process's peak resident set (VmHWM, bytes; reset by exec, unlike ru_maxrss)."""
+    try:
+        with open("/proc/self/status", encoding="ascii") as status:
+            for line in status:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError):
+        pass
+    return 0
+
+
 def analysis_process_main() -> None:
     """In the analysis process: read a pickled (trace, kwargs) from stdin, write a pickled
-    ("ok", report) or ("error", text) to stdout."""
+    ("ok", report, peak RSS) or ("error", text, peak RSS) to stdout (bytes)."""
     import pickle
 
     with contextlib.suppress(OSError):
@@ -274,9 +291,9 @@ def analysis_process_main() -> None:
     try:
         from moetrace.analysis.report import analyze
 
-        result: tuple[str, Any] = ("ok", analyze(trace, **kwargs))
+        result: tuple[str, Any, int] = ("ok", analyze(trace, **kwargs), _peak_rss())
     except Exception as exc:  # reported in the metrics pane
-        result = ("error", f"{type(exc).__name__}: {exc}")
+        result = ("error", f"{type(exc).__name__}: {exc}", _peak_rss())
     pickle.dump(result, sys.stdout.buffer, protocol=pickle.HIGHEST_PROTOCOL)
     sys.stdout.buffer.flush()
 
@@ -305,12 +322,14 @@ def analyze_off_interface(session: AnalysisSession, kwargs: dict[str, Any]) -> R
         try:
             pickle.dump((trace, kwargs), process.stdin, protocol=pickle.HIGHEST_PROTOCOL)
             process.stdin.close()
-            status, payload = pickle.load(process.stdout)
+            status, payload, peak = pickle.load(process.stdout)
         except (EOFError, BrokenPipeError, pickle.UnpicklingError):
             raise RuntimeError("the analysis process ended without a result") from None
     finally:
         process.wait()
         _processes.remove(process)
+    global last_analysis_rss
+    last_analysis_rss = peak
     if status != "ok":
         raise RuntimeError(payload)
     report: Report = payload
