@@ -1,15 +1,16 @@
-"""Previews of a big .pftrace while it is read: samples of its events over the whole span.
+"""Previews of a big .pftrace while it is read: samples of its packets over the whole span.
 
 The vectorised reader takes the whole file in one pass (no partial state to show), so the
-previews read samples first (`spread_sample`): every packet that is not a plain TrackEvent
-(track descriptors, interned names, state resets) and every k-th slice (its BEGIN and its END,
-paired per track by stack level) and every k-th other event, so a preview spans the whole
-trace at a low resolution instead of its first moments. The first holds `FIRST_FRACTION` of
-the events, the next twice as many, while the bytes read in previews stay within the watch's
-budget of the file (a read costs about the same per byte). Flows are left out of previews
-(renamed to `_NO_FLOW`: one end may be out of the sample), and a file the vectorised reader
-does not take gets none. `balanced_prefix` (a prefix of the file without its unmatched
-BEGINs and ENDs) is the same balancing for a cut.
+previews read samples first (`spread_sample`): the leading packets (track descriptors and
+interned names: moetrace writes them before the events) and runs of whole packets spread
+evenly from the first event to the last, each run without its unmatched BEGINs and ENDs; as
+moetrace writes packets in time order, a preview spans the whole trace at a low resolution
+instead of its first moments (a prefix of 2% of the file is 2% of the time). The first holds
+`FIRST_FRACTION` of the packets, the next twice as many, while the bytes read in previews stay
+within the watch's budget of the file (a read costs about the same per byte). Flows are left
+out of previews (renamed to `_NO_FLOW`: one end may be out of the sample); a file whose
+descriptors or names come later, or that the vectorised reader does not take, gets none.
+`balanced_prefix` is the same balancing for a prefix.
 """
 
 from __future__ import annotations
@@ -25,9 +26,7 @@ from moetrace.trace.formats.pftrace.protocol import (
     E_TYPE,
     E_UUID,
     FLOW_WIRES,
-    P_CLEARED,
     P_EVENT,
-    P_INTERNED,
     TYPE_BEGIN,
     TYPE_END,
     WIRE_LEN,
@@ -139,63 +138,50 @@ def _balanced(prefix: bytearray) -> bytes:
     return b"".join(pieces)
 
 
-def slice_pairs(kind: np.ndarray, uuid: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """(BEGIN rows, their END rows) of the slices of events in file order (`kind` TrackEvent
-    types, `uuid` track uuids), by the BEGIN's row: on a track, the BEGIN that pushes the
-    stack to level L is closed by the next END that pops it from L."""
-    rows = np.flatnonzero((kind == TYPE_BEGIN) | (kind == TYPE_END))
-    none = np.zeros(0, dtype=np.int64)
-    if len(rows) == 0:
-        return none, none
-    order = rows[np.argsort(uuid[rows], kind="stable")]
-    is_begin = kind[order] == TYPE_BEGIN
-    step = np.where(is_begin, 1, -1)
-    first = np.ones(len(order), dtype=bool)
-    first[1:] = uuid[order][1:] != uuid[order][:-1]
-    group = np.cumsum(first) - 1
-    total = np.cumsum(step)
-    level = total - (total - step)[first][group]  # the depth per track after each row
-    at = np.where(is_begin, level, level + 1)  # the level a BEGIN opens, an END closes
-    ranked = np.lexsort((order, at, group))  # per (track, level), in file order: B E B E …
-    o, g, a = order[ranked], group[ranked], at[ranked]
-    b = is_begin[ranked]
-    paired = b[:-1] & ~b[1:] & (g[:-1] == g[1:]) & (a[:-1] == a[1:])
-    begins, ends = o[:-1][paired], o[1:][paired]
-    by_begin = np.argsort(begins, kind="stable")
-    return begins[by_begin], ends[by_begin]
+SAMPLE_RUNS = (8, 64)
+"""How many runs of packets a sample takes (fewest, most), spread evenly over the file."""
+RUN_PACKETS = 4096
+"""Packets per run when the sample is big enough (a run must hold whole slices: ~3 packets of
+each of 1280 tracks at 256 ranks)."""
+
+
+def leading_packets(data: bytes, spans: tuple[np.ndarray, np.ndarray]) -> int:
+    """How many packets at the start of `data` hold no TrackEvent (descriptors, interned
+    names: moetrace writes them first), scanning growing blocks of packets."""
+    starts, ends = spans
+    buf = np.frombuffer(data, dtype=np.uint8)
+    done, block = 0, 1024
+    while done < len(ends):
+        upto = min(done + block, len(ends))
+        found = scan(buf, starts[done:upto], ends[done:upto], {P_EVENT}).select(P_EVENT)
+        if len(found.msg):
+            return done + int(found.msg.min())
+        done, block = upto, 2 * block
+    return len(ends)
 
 
 def spread_sample(data: bytes, spans: tuple[np.ndarray, np.ndarray], fraction: float) -> bytes:
-    """Every packet of `data` (its `packet_spans`) that is not a plain TrackEvent one (track
-    descriptors, interned names, state resets), and about `fraction` of its TrackEvents
-    picked evenly through the file: every k-th slice (its BEGIN and its END) and every k-th
-    other event, flows left out: the whole time span at a low resolution."""
-    starts, ends = spans
-    buf = np.frombuffer(data, dtype=np.uint8)
-    fields = scan(buf, starts, ends, {P_EVENT, P_INTERNED, P_CLEARED})
-    events = fields.select(P_EVENT, WIRE_LEN)
-    plain = np.zeros(len(ends), dtype=bool)  # TrackEvent packets with no interned data
-    plain[events.msg] = True
-    plain[fields.select(P_INTERNED, WIRE_LEN).msg] = False
-    plain[fields.select(P_CLEARED, WIRE_VARINT).msg] = False
-    keep = ~plain
-    n = len(events.msg)
-    inner = scan(buf, events.off, events.off + events.length, {E_TYPE, E_UUID})
-    kind = inner.last(E_TYPE, WIRE_VARINT, n)[0].astype(np.int64)
-    uuid = inner.last(E_UUID, WIRE_VARINT, n)[0]
-    stride = max(1, round(1 / max(fraction, 1e-9)))
-    begins, closes = slice_pairs(kind, uuid)
-    keep[events.msg[begins[::stride]]] = True
-    keep[events.msg[closes[::stride]]] = True
-    others = np.flatnonzero((kind != TYPE_BEGIN) & (kind != TYPE_END))
-    keep[events.msg[others[::stride]]] = True
+    """The leading packets of `data` (its `packet_spans`; descriptors and names) and about
+    `fraction` of the other packets as runs spread evenly from the first event to the last
+    (`SAMPLE_RUNS`, `RUN_PACKETS`), each run balanced on its own (a BEGIN cut off from its
+    END by a gap must not pair with an END after it): the whole time span at a low
+    resolution, read at the cost of the packets taken."""
+    ends = spans[1]
     begin = np.concatenate([[0], ends[:-1]])  # packet starts, tag included
-    edges = np.flatnonzero(np.diff(np.concatenate([[0], keep.astype(np.int8), [0]])))
-    pieces = [
-        data[int(begin[a]) : int(ends[b - 1])]
-        for a, b in zip(edges[::2].tolist(), edges[1::2].tolist(), strict=True)
-    ]
-    return _balanced(bytearray(b"".join(pieces)))
+    lead = leading_packets(data, spans)
+    body = len(ends) - lead
+    if body <= 0:
+        return bytes(data)
+    taken = max(1, int(body * min(fraction, 0.99)))
+    fewest, most = SAMPLE_RUNS
+    runs = min(max(taken // RUN_PACKETS, fewest), most, body)
+    per = max(taken // runs, 1)
+    firsts = lead + (np.arange(runs) * (body - per)) // max(runs - 1, 1)
+    pieces = [data[: int(begin[lead])]] if lead else []
+    for first in firsts.tolist():
+        run = data[int(begin[first]) : int(ends[min(first + per, len(ends)) - 1])]
+        pieces.append(_balanced(bytearray(run)))
+    return b"".join(pieces)
 
 
 class NoPreview(ValueError):
