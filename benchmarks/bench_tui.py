@@ -121,20 +121,31 @@ import os; os._exit(0)
 FIRST_USEFUL_S, METRICS_S, PEAK_RSS = 5.0, 15.0, 1.5e9
 
 
-def big_trace(path: Path, cache_dir: Path) -> bool:
-    """The viewer with metrics on `path` in a fresh process (fresh cache); prints one line,
-    returns whether it met the targets."""
+def fresh_viewer(
+    code: str, paths: list[Path], cache_dir: Path, extra: dict[str, str] | None = None
+) -> tuple[float, list[str]]:
+    """Run `code` on `paths` in a fresh interpreter with a fresh columnar cache at
+    `cache_dir` (bytecode compiled first, as in an installed copy: this sandbox sets
+    PYTHONDONTWRITEBYTECODE); (its start time, its stdout's words)."""
     env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
     env["XDG_CACHE_HOME"] = str(cache_dir)
+    env.update(extra or {})
     subprocess.run([sys.executable, "-c", "import moetrace.tui.app"], env=env, check=True)
     start = time.time()
     out = subprocess.run(
-        [sys.executable, "-c", CHILD_BIG, str(path)],
+        [sys.executable, "-c", code, *map(str, paths)],
         capture_output=True,
         text=True,
         check=True,
         env=env,
     ).stdout.split()
+    return start, out
+
+
+def big_trace(path: Path, cache_dir: Path) -> bool:
+    """The viewer with metrics on `path` in a fresh process (fresh cache); prints one line,
+    returns whether it met the targets."""
+    start, out = fresh_viewer(CHILD_BIG, [path], cache_dir)
     lanes, loaded, metrics = (float(x) - start for x in out[:3])
     first_events, events = int(out[3]), int(out[4])
     cpu, kids_cpu, rss, kids_rss = float(out[5]), float(out[6]), int(out[7]), int(out[8])
@@ -198,19 +209,9 @@ def first_frame(paths: list[Path], cache_dir: Path, previews: bool = True) -> Fr
     `previews` False: one big file shows nothing until it is in, as before the previews).
     Bytecode is cached as in an installed copy (this sandbox sets PYTHONDONTWRITEBYTECODE,
     which would recompile moetrace on every start)."""
-    env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
-    env["XDG_CACHE_HOME"] = str(cache_dir)
-    if not previews:
-        env["BENCH_NO_PREVIEWS"] = "1"
-    subprocess.run([sys.executable, "-c", "import moetrace.tui.app"], env=env, check=True)
-    start = time.time()
-    out = subprocess.run(
-        [sys.executable, "-c", CHILD, *map(str, paths)],
-        capture_output=True,
-        text=True,
-        check=True,
-        env=env,
-    ).stdout.split()
+    start, out = fresh_viewer(
+        CHILD, paths, cache_dir, {} if previews else {"BENCH_NO_PREVIEWS": "1"}
+    )
     return Frame(
         float(out[0]) - start,
         float(out[1]) - start,
