@@ -97,7 +97,7 @@ def test_map_files_reports_each_file_done(tmp_path: Path) -> None:
     }
 
 
-def test_the_pftrace_reader_reports_its_three_passes(tmp_path: Path) -> None:
+def test_the_pftrace_reader_reports_its_three_weighted_passes(tmp_path: Path) -> None:
     from moetrace.trace.formats.pftrace.read import read_pftrace
 
     path = tmp_path / "t.pftrace"
@@ -115,6 +115,6 @@ def test_the_pftrace_reader_reports_its_three_passes(tmp_path: Path) -> None:
     with progress.watching(record):
         read = read_pftrace(path)
     assert read.events.height == trace.events.height
-    assert record.steps == [(0, 3), (1, 3), (2, 3), (3, 3)]
+    assert record.steps == [(0, 100), (5, 100), (15, 100), (100, 100)]
     progress.report(path, 1, 1)  # no watch: nothing recorded, nothing raised
     assert len(record.steps) == 4
