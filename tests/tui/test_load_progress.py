@@ -118,3 +118,30 @@ def test_the_pftrace_reader_reports_its_three_weighted_passes(tmp_path: Path) ->
     assert record.steps == [(0, 100), (5, 100), (15, 100), (100, 100)]
     progress.report(path, 1, 1)  # no watch: nothing recorded, nothing raised
     assert len(record.steps) == 4
+
+
+def test_an_sqlite_read_reports_the_bytes_its_queries_read(tmp_path: Path) -> None:
+    """SQLite reads pages with pread (no file position): the share is the bytes the process
+    read since the database was opened, below 100% until the reader is done."""
+    import sqlite3
+
+    import polars as pl
+
+    from moetrace.trace.formats.sqlite import fetch, open_readonly
+
+    path = tmp_path / "t.sqlite"
+    conn = sqlite3.connect(path)
+    conn.execute("CREATE TABLE t (a INTEGER, b TEXT)")
+    conn.executemany("INSERT INTO t VALUES (?, ?)", ((k, "x" * 200) for k in range(20_000)))
+    conn.commit()
+    conn.close()
+    size = path.stat().st_size
+    sink = ReadProgress()
+    seen: list[tuple[float, str]] = []
+    with progress.watching(sink), open_readonly(path, "a test database") as db:
+        seen.append((sink.latest()[path].done, sink.latest()[path].stage))
+        rows = fetch(db, "SELECT a, b FROM t", {"a": pl.Int64(), "b": pl.String()})
+        seen.append((sink.latest()[path].done, sink.latest()[path].stage))
+    assert rows.height == 20_000
+    assert seen[0] == (0.0, "SQLite: opening")
+    assert 0.5 * size <= seen[1][0] <= 0.95 * size and seen[1][1] == "SQLite: 1 queries"
