@@ -10,9 +10,19 @@
    the first rank's lanes are drawn before the last file is read.
 2. Keys during analysis: a 256-rank trace is shown and 30 zoom/pan keys are pressed while the
    analysis thread is still running; median key press -> lane repaint. Target ≤ 50 ms.
+3. Big traces (issue 25 item 4), each in a fresh viewer process with the metrics on: a 2M-event
+   256-rank .pftrace and a 1M-event 8-rank .json.gz (both from the synthetic builder,
+   moetrace.testing.synthetic, written by Trace.write; not `moetrace run` output): time to
+   the first useful frame (the first lanes: a preview or the whole trace), to the load's end
+   and to the metrics, the CPU seconds of the viewer process and of its analysis process, and
+   the peak RSS of each (the viewer's ru_maxrss; the analysis process's own VmHWM, which it
+   reports: a child's ru_maxrss would start at the viewer's); the sum bounds the job's.
+   PASS: first frame ≤ 5 s, metrics ≤ 15 s, peak RSS ≤ 1.5 GB (quiet-machine targets: on a
+   loaded box compare the CPU seconds).
 Prints one line per figure and PASS or FAIL last. Times are wall clock on a shared machine:
 the load average is printed with them.
-Run: /work/venv/bin/python benchmarks/bench_tui.py [--events N] [--ranks R]
+Run: /work/venv/bin/python benchmarks/bench_tui.py [--events N] [--ranks R] [--big-only]
+     [--big-pftrace-events N] [--big-json-events N]
 """
 
 from __future__ import annotations
@@ -70,6 +80,112 @@ import os; os._exit(0)
 """
 
 
+# The big-trace run: like CHILD with the metrics on; prints the seconds (wall clock) of the
+# first lanes, the load's end and the metrics, the events of the first lanes, the CPU seconds
+# of this process and of its children, the peak RSS (bytes) of this process and of the
+# analysis process (its own VmHWM: a child's ru_maxrss starts at its parent's), and the CPU
+# seconds of this process at the first lanes.
+CHILD_BIG = r"""
+import asyncio, resource, sys, time
+import moetrace.cli
+from moetrace.tui.app import MoetraceApp
+
+async def main():
+    app = MoetraceApp(paths=sys.argv[1:], metrics=True)
+    async with app.run_test(size=(160, 45)) as pilot:
+        lanes = loaded = metrics = None
+        first_events = 0
+        while metrics is None:
+            now = time.time()
+            if lanes is None and app.timeline.lane_paints:
+                lanes, first_events = now, app.trace.events.height
+                lanes_cpu = time.process_time()
+            if loaded is None and lanes is not None and app.load_progress is None:
+                loaded = now
+            if loaded is not None and app.report is not None:
+                metrics = now
+            await asyncio.sleep(0.02)
+        me = resource.getrusage(resource.RUSAGE_SELF)
+        kids = resource.getrusage(resource.RUSAGE_CHILDREN)
+        import moetrace.tui.loading as loading
+        analysis_rss = loading.last_analysis_rss  # its own VmHWM (0: analysed in-process)
+        print(f"{lanes:.6f} {loaded:.6f} {metrics:.6f} {first_events} "
+              f"{app.trace.events.height} {me.ru_utime + me.ru_stime:.3f} "
+              f"{kids.ru_utime + kids.ru_stime:.3f} {me.ru_maxrss * 1024} "
+              f"{analysis_rss} {lanes_cpu:.3f}", flush=True)
+        app.exit()
+
+asyncio.run(main())
+import os; os._exit(0)
+"""
+FIRST_USEFUL_S, METRICS_S, PEAK_RSS = 5.0, 15.0, 1.5e9
+
+
+def fresh_viewer(
+    code: str, paths: list[Path], cache_dir: Path, extra: dict[str, str] | None = None
+) -> tuple[float, list[str]]:
+    """Run `code` on `paths` in a fresh interpreter with a fresh columnar cache at
+    `cache_dir` (bytecode compiled first, as in an installed copy: this sandbox sets
+    PYTHONDONTWRITEBYTECODE); (its start time, its stdout's words)."""
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+    env["XDG_CACHE_HOME"] = str(cache_dir)
+    env.update(extra or {})
+    subprocess.run([sys.executable, "-c", "import moetrace.tui.app"], env=env, check=True)
+    start = time.time()
+    out = subprocess.run(
+        [sys.executable, "-c", code, *map(str, paths)],
+        capture_output=True,
+        text=True,
+        check=True,
+        env=env,
+    ).stdout.split()
+    return start, out
+
+
+def big_trace(path: Path, cache_dir: Path) -> bool:
+    """The viewer with metrics on `path` in a fresh process (fresh cache); prints one line,
+    returns whether it met the targets."""
+    start, out = fresh_viewer(CHILD_BIG, [path], cache_dir)
+    lanes, loaded, metrics = (float(x) - start for x in out[:3])
+    first_events, events = int(out[3]), int(out[4])
+    cpu, kids_cpu, rss, kids_rss = float(out[5]), float(out[6]), int(out[7]), int(out[8])
+    lanes_cpu = float(out[9])
+    ok = lanes <= FIRST_USEFUL_S and metrics <= METRICS_S and rss + kids_rss <= PEAK_RSS
+    print(
+        f"{path.name}: {events:,} events, {path.stat().st_size / 1e6:.0f} MB: first lanes at "
+        f"{lanes:.1f} s ({first_events:,} events: {'preview' if first_events < events else 'all'})"
+        f" (target ≤ {FIRST_USEFUL_S:.0f} s; {lanes_cpu:.1f} s of CPU), load done at "
+        f"{loaded:.1f} s, metrics at "
+        f"{metrics:.1f} s (target ≤ {METRICS_S:.0f} s); CPU {cpu:.1f} s viewer + {kids_cpu:.1f} s"
+        f" analysis; peak RSS {rss / 1e9:.2f} GB viewer + {kids_rss / 1e9:.2f} GB analysis = "
+        f"{(rss + kids_rss) / 1e9:.2f} GB (target ≤ {PEAK_RSS / 1e9:.1f} GB; load average "
+        f"{os.getloadavg()[0]:.1f}) {'PASS' if ok else 'FAIL'}"
+    )
+    return ok
+
+
+def big_traces(pftrace_events: int, json_events: int) -> bool:
+    """Item 3 of the docstring: the 2M-event .pftrace and the 1M-event .json.gz."""
+    from moetrace.testing.synthetic import synthetic_trace
+
+    ok = True
+    lanes = 5
+    with tempfile.TemporaryDirectory() as tmp:
+        for suffix, ranks, events in (
+            (".pftrace", 256, pftrace_events),
+            (".json.gz", 8, json_events),
+        ):
+            trace = synthetic_trace(
+                ranks=ranks, events_per_lane=events // (ranks * lanes), seed=0, with_deps=False
+            )
+            path = Path(tmp) / f"big{suffix}"
+            trace.write(path)
+            del trace
+            ok &= big_trace(path, Path(tmp) / f"cache-big{suffix}")
+            path.unlink()
+    return ok
+
+
 class Frame(NamedTuple):
     """Seconds after the process started: first frame, first lanes, load done; events; CPU
     seconds to the first frame; ranks in the first lanes and in the whole job; events in the
@@ -93,19 +209,9 @@ def first_frame(paths: list[Path], cache_dir: Path, previews: bool = True) -> Fr
     `previews` False: one big file shows nothing until it is in, as before the previews).
     Bytecode is cached as in an installed copy (this sandbox sets PYTHONDONTWRITEBYTECODE,
     which would recompile moetrace on every start)."""
-    env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
-    env["XDG_CACHE_HOME"] = str(cache_dir)
-    if not previews:
-        env["BENCH_NO_PREVIEWS"] = "1"
-    subprocess.run([sys.executable, "-c", "import moetrace.tui.app"], env=env, check=True)
-    start = time.time()
-    out = subprocess.run(
-        [sys.executable, "-c", CHILD, *map(str, paths)],
-        capture_output=True,
-        text=True,
-        check=True,
-        env=env,
-    ).stdout.split()
+    start, out = fresh_viewer(
+        CHILD, paths, cache_dir, {} if previews else {"BENCH_NO_PREVIEWS": "1"}
+    )
     return Frame(
         float(out[0]) - start,
         float(out[1]) - start,
@@ -182,7 +288,15 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--events", type=int, default=1_000_000)
     parser.add_argument("--ranks", type=int, default=256)
+    parser.add_argument("--big-only", action="store_true", help="only the big traces (3.)")
+    parser.add_argument("--big-pftrace-events", type=int, default=2_000_000)
+    parser.add_argument("--big-json-events", type=int, default=1_000_000)
     args = parser.parse_args()
+    if args.big_only:
+        print(f"load average at start: {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")
+        ok = big_traces(args.big_pftrace_events, args.big_json_events)
+        print("PASS" if ok else "FAIL")
+        return
     import polars as pl
 
     from moetrace.testing.synthetic import synthetic_trace
@@ -249,6 +363,7 @@ def main() -> None:
     else:
         print(f"the analysis ended ({analysis:.1f} s) before a key could be measured ({pressed})")
         ok = False
+    ok &= big_traces(args.big_pftrace_events, args.big_json_events)
     print(f"load average at end: {os.getloadavg()[0]:.1f}")
     print("PASS" if ok else "FAIL")
 

@@ -17,6 +17,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, TypeVar
 
+from moetrace.trace import progress
 from moetrace.trace.formats.registry import read_file_cached
 from moetrace.trace.model import Trace, TraceFormatError
 from moetrace.trace.options import ENGINES
@@ -55,13 +56,21 @@ def map_files(
     if engine != "local":
         raise TraceFormatError(None, f"unknown engine {engine!r} (use one of {ENGINES})")
     if jobs <= 1 or len(paths) <= 1:
-        return [func(p) for p in paths]
+        results = []
+        for p in paths:
+            results.append(func(p))
+            progress.report(p, 1, 1)  # the viewer's progress: files done
+        return results
     import multiprocessing
-    from concurrent.futures import ProcessPoolExecutor
+    from concurrent.futures import ProcessPoolExecutor, as_completed
 
     context = multiprocessing.get_context("spawn")
     with ProcessPoolExecutor(max_workers=min(jobs, len(paths)), mp_context=context) as pool:
-        return list(pool.map(func, paths))
+        futures = {pool.submit(func, p): p for p in paths}
+        for future in as_completed(futures):  # the viewer's progress: files done
+            if future.exception() is None:
+                progress.report(futures[future], 1, 1)
+        return [future.result() for future in futures]
 
 
 @contextmanager

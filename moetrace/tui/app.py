@@ -176,6 +176,8 @@ class MoetraceApp(ViewerActions):
         then TraceLoaded or LoadFailed. numpy, Polars and the lane painter are first imported
         here, off the interface."""
         paths = list(self.paths)
+        assert self.load_progress is not None
+        sink = self.load_progress.reported  # the readers' own progress reports go here
 
         def show(trace: Trace, done: int) -> None:
             from .lanes import LaneModel
@@ -193,6 +195,7 @@ class MoetraceApp(ViewerActions):
             if files != paths:
                 self.post_message(FilesFound(files))
             try:
+                from moetrace.trace import progress
                 from moetrace.trace.options import LoadOptions
 
                 from .loading import load_in_steps
@@ -200,7 +203,8 @@ class MoetraceApp(ViewerActions):
                 options = self.loading
                 if options is not None and not isinstance(options, LoadOptions):
                     options = LoadOptions(**options)
-                trace = load_in_steps(paths, files, show, options)
+                with progress.watching(sink):
+                    trace = load_in_steps(paths, files, show, options)
             except Exception as exc:  # shown in the app, not as a traceback
                 self.post_message(LoadFailed(f"{type(exc).__name__}: {exc}"))
                 return
@@ -213,7 +217,11 @@ class MoetraceApp(ViewerActions):
 
     def on_files_found(self, message: FilesFound) -> None:
         if self.load_progress is not None:
-            self.load_progress = LoadProgress(message.files, started=self.load_progress.started)
+            self.load_progress = LoadProgress(
+                message.files,
+                started=self.load_progress.started,
+                reported=self.load_progress.reported,
+            )
 
     def _show_progress(self) -> None:
         if self.load_progress is not None:

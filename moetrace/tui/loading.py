@@ -24,6 +24,7 @@ if TYPE_CHECKING:
     from moetrace.analysis.session import AnalysisSession
     from moetrace.trace.model import Trace
     from moetrace.trace.options import LoadOptions
+    from moetrace.trace.progress import ProgressReport
 
 _jobs: list[threading.Thread] = []
 _processes: list[Any] = []  # analysis processes still running (ended when the viewer quits)
@@ -137,42 +138,99 @@ def _position_of(path: Path) -> int | None:
     return None
 
 
+class ReadProgress:
+    """The readers' latest report per file (`moetrace.trace.progress.Sink`), written by the
+    loading thread and read by the interface's."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._latest: dict[Path, ProgressReport] = {}
+
+    def update(self, report: ProgressReport) -> None:
+        """Keep `report` as the latest of its file."""
+        with self._lock:
+            self._latest[report.path] = report
+
+    def latest(self) -> dict[Path, ProgressReport]:
+        """The latest report of each file reported so far."""
+        with self._lock:
+            return dict(self._latest)
+
+
 @dataclass
 class LoadProgress:
-    """How far the reading of `files` has got: bytes read (by file position) over bytes."""
+    """How far the reading of `files` has got, in bytes of the files: a file's own reports
+    (`moetrace.trace.progress`: the .pftrace reader's passes, a worker's file done) where it
+    makes them, else its read position; the share shown never goes back."""
 
     files: list[Path]
     started: float = field(default_factory=time.perf_counter)
+    reported: ReadProgress = field(default_factory=lambda: ReadProgress())
     sizes: list[int] = field(default_factory=list)
     _last_file: int = 0
+    _best: float = 0.0  # the highest share (0..1) shown so far
 
     def __post_init__(self) -> None:
         self.sizes = [_size(p) for p in self.files]
+        self._index = {os.path.abspath(p): k for k, p in enumerate(self.files)}
 
     @property
     def total_bytes(self) -> int:
         return sum(self.sizes)
 
-    def bytes_read(self) -> int:
-        """Bytes of the files read so far: files before the one open, plus its position."""
+    def _by_position(self) -> list[float]:
+        """Share (0..1) of each file read, by the read position of the one open (the files
+        before it are read: the loader reads them in order)."""
+        shares = [0.0] * len(self.files)
         for k in range(self._last_file, len(self.files)):
             pos = _position_of(self.files[k])
             if pos is not None:
                 self._last_file = k
-                return sum(self.sizes[:k]) + min(pos, self.sizes[k])
-        return sum(self.sizes[: self._last_file])
+                shares[k] = min(pos / self.sizes[k], 1.0) if self.sizes[k] else 0.0
+                break
+        shares[: self._last_file] = [1.0] * self._last_file
+        return shares
+
+    def bytes_read(self) -> int:
+        """Bytes of the files read so far (reports and read positions; never fewer than
+        shown before)."""
+        shares = self._by_position()
+        self._stage = ""
+        for path, report in self.reported.latest().items():
+            k = self._index.get(os.path.abspath(path))
+            if k is not None:  # a file that reports is measured by its reports alone
+                shares[k] = report.fraction
+                if report.stage and report.fraction < 1:
+                    self._stage = report.stage
+        total = self.total_bytes
+        done = sum(size * share for size, share in zip(self.sizes, shares, strict=True))
+        if total:
+            self._best = max(self._best, done / total)
+        return round(self._best * total)
+
+    def files_done(self) -> int:
+        """Files reported done (by a worker) or read past (in order)."""
+        done = {
+            self._index.get(os.path.abspath(p))
+            for p, r in self.reported.latest().items()
+            if r.fraction >= 1
+        }
+        return max(len(done - {None}), self._last_file)
 
     def elapsed(self) -> float:
         """Seconds since the load started."""
         return time.perf_counter() - self.started
 
     def text(self) -> str:
-        """'reading 2/8 files · 41% of 120 MB · 35 MB/s · ETA 2 s · 1.4 s' (or just elapsed)."""
+        """'reading file 2 of 8 · 41% of 120 MB · 35 MB/s · ETA 2 s · 1.4 s' (or just
+        elapsed), with the reader's stage when it reports one."""
         elapsed = time.perf_counter() - self.started
         done, total = self.bytes_read(), self.total_bytes
         parts = [f"reading {len(self.files)} file{'s' if len(self.files) != 1 else ''}"]
         if len(self.files) > 1:
-            parts[0] = f"reading file {self._last_file + 1} of {len(self.files)}"
+            parts[0] = f"reading {len(self.files)} files, {self.files_done()} done"
+        if self._stage:
+            parts[0] += f" ({self._stage})"
         if total and done:
             rate = done / max(elapsed, 1e-6)
             parts.append(f"{100 * done / total:.0f}% of {_mb(total)}")
@@ -180,7 +238,7 @@ class LoadProgress:
             if done < total:
                 parts.append(f"ETA {max(total - done, 0) / rate:.0f} s")
             else:
-                parts.append("building the trace…")
+                parts.append("ETA 0 s · building the trace…")
         parts.append(f"{elapsed:.1f} s")
         return " · ".join(parts)
 
@@ -205,9 +263,26 @@ def run_in_background(name: str, job: Callable[[], None]) -> threading.Thread:
     return thread
 
 
+# The peak RSS (bytes) of the last analysis process (bench_tui prints it; the parent's
+# RUSAGE_CHILDREN would count the viewer's own peak too: ru_maxrss survives the fork and exec).
+last_analysis_rss = 0
+
+
+def _peak_rss() -> int:
+    """This process's peak resident set (VmHWM, bytes; reset by exec, unlike ru_maxrss)."""
+    try:
+        with open("/proc/self/status", encoding="ascii") as status:
+            for line in status:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError):
+        pass
+    return 0
+
+
 def analysis_process_main() -> None:
     """In the analysis process: read a pickled (trace, kwargs) from stdin, write a pickled
-    ("ok", report) or ("error", text) to stdout."""
+    ("ok", report, peak RSS) or ("error", text, peak RSS) to stdout (bytes)."""
     import pickle
 
     with contextlib.suppress(OSError):
@@ -216,9 +291,9 @@ def analysis_process_main() -> None:
     try:
         from moetrace.analysis.report import analyze
 
-        result: tuple[str, Any] = ("ok", analyze(trace, **kwargs))
+        result: tuple[str, Any, int] = ("ok", analyze(trace, **kwargs), _peak_rss())
     except Exception as exc:  # reported in the metrics pane
-        result = ("error", f"{type(exc).__name__}: {exc}")
+        result = ("error", f"{type(exc).__name__}: {exc}", _peak_rss())
     pickle.dump(result, sys.stdout.buffer, protocol=pickle.HIGHEST_PROTOCOL)
     sys.stdout.buffer.flush()
 
@@ -247,12 +322,14 @@ def analyze_off_interface(session: AnalysisSession, kwargs: dict[str, Any]) -> R
         try:
             pickle.dump((trace, kwargs), process.stdin, protocol=pickle.HIGHEST_PROTOCOL)
             process.stdin.close()
-            status, payload = pickle.load(process.stdout)
+            status, payload, peak = pickle.load(process.stdout)
         except (EOFError, BrokenPipeError, pickle.UnpicklingError):
             raise RuntimeError("the analysis process ended without a result") from None
     finally:
         process.wait()
         _processes.remove(process)
+    global last_analysis_rss
+    last_analysis_rss = peak
     if status != "ok":
         raise RuntimeError(payload)
     report: Report = payload

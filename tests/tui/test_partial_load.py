@@ -370,3 +370,30 @@ async def test_quit_during_a_previewed_load(
         await pilot.pause()
         assert app._exit and busy()  # closing although the load has not returned
     gate.set()
+
+
+def test_a_pftrace_preview_spans_the_whole_trace(tmp_path: Path) -> None:
+    """The first preview is a sample over the whole time span (not the file's first
+    moments): runs of packets from the first event to the last, their slices exactly as the
+    whole trace has them, on every rank."""
+    from moetrace.trace.formats.pftrace.partial import spread_sample
+    from moetrace.trace.formats.pftrace.read_vectorised import read_vectorised
+    from moetrace.trace.formats.pftrace.scan import packet_spans
+
+    trace = synthetic_trace(ranks=4, events_per_lane=2000, seed=5)
+    path = tmp_path / "t.pftrace"
+    trace.write(path)
+    data = path.read_bytes()
+    whole = read_vectorised(path, data)
+    assert whole is not None
+    sample = read_vectorised(path, spread_sample(data, packet_spans(data), 0.05))
+    assert sample is not None
+    keys = ["track", "name", "ts", "dur"]
+    assert sample.events.select(keys).join(whole.events.select(keys), on=keys).height == (
+        sample.events.height
+    )
+    assert 0 < sample.events.height <= whole.events.height // 10  # ~5% of the packets
+    w0, w1 = whole.window() or (0, 0)
+    s0, s1 = sample.window() or (0, 0)
+    assert s0 - w0 <= 0.05 * (w1 - w0) and w1 - s1 <= 0.05 * (w1 - w0)
+    assert sorted(sample.ranks) == sorted(whole.ranks)

@@ -1,20 +1,22 @@
-"""Previews of a big .pftrace while it is read: the packets of a prefix of the file.
+"""Previews of a big .pftrace while it is read: samples of its packets over the whole span.
 
 The vectorised reader takes the whole file in one pass (no partial state to show), so the
-previews read prefixes first, cut at packet boundaries: the first packet (moetrace's interned
-names and descriptors) and `FIRST_FRACTION` of the events after it, then twice as many, while
-the bytes read in previews stay within the watch's budget of the file (a read costs about the
-same per byte: at 1M events moetrace's first packet is ~2% of the file, so one preview of 2%
-of the events fits a budget of 10%, the next one would not). A prefix is a trace when the
-track descriptors come before the events (moetrace writes them so; Perfetto's own writers
-mostly too); the BEGINs whose END lies beyond the cut are left out of it (slices still open
-at the cut are not shown; the vectorised reader takes balanced BEGIN/END only). Only the
-vectorised reader is used: a file it does not understand gets no preview.
+previews read samples first (`spread_sample`): the leading packets (track descriptors and
+interned names: moetrace writes them before the events) and runs of whole packets spread
+evenly from the first event to the last, each run without its unmatched BEGINs and ENDs; as
+moetrace writes packets in time order, a preview spans the whole trace at a low resolution
+instead of its first moments (a prefix of 2% of the file is 2% of the time). The first holds
+`FIRST_FRACTION` of the packets, the next twice as many, while the bytes read in previews stay
+within the watch's budget of the file (a read costs about the same per byte). Flows are left
+out of previews (renamed to `_NO_FLOW`: one end may be out of the sample); a file whose
+descriptors or names come later, or that the vectorised reader does not take, gets none.
+`balanced_prefix` is the same balancing for a prefix.
 """
 
 from __future__ import annotations
 
 import functools
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -94,11 +96,23 @@ _NO_FLOW = 1999
 fields': a flow field renamed to it is skipped by the reader."""
 
 
+def unopened_ends(kind: np.ndarray, uuid: np.ndarray) -> np.ndarray:
+    """Rows of the ENDs that no earlier BEGIN opens (a sample's run starting inside slices):
+    `unclosed_begins` of the rows read backwards, BEGIN and END swapped."""
+    swapped = np.where(kind == TYPE_BEGIN, TYPE_END, np.where(kind == TYPE_END, TYPE_BEGIN, kind))
+    rows = unclosed_begins(swapped[::-1], uuid[::-1])
+    return np.sort(len(kind) - 1 - rows)
+
+
 def balanced_prefix(data: bytes, end: int) -> bytes:
     """`data[:end]` (whole packets) without the BEGIN packets whose END is not in it, and
     without flows (a flow's two ends may lie on both sides of the cut; the reader takes
     one-to-one flows only): their fields are renamed to `_NO_FLOW` in place."""
-    prefix = bytearray(data[:end])
+    return _balanced(bytearray(data[:end]))
+
+
+def _balanced(prefix: bytearray) -> bytes:
+    """Whole packets `prefix` without their unmatched BEGIN and END packets and flows."""
     starts, ends = packet_spans(bytes(prefix))
     buf = np.frombuffer(bytes(prefix), dtype=np.uint8)
     events = scan(buf, starts, ends, {P_EVENT}).select(P_EVENT, WIRE_LEN)
@@ -113,13 +127,60 @@ def balanced_prefix(data: bytes, end: int) -> bytes:
     n = len(events.msg)
     kind = fields.last(E_TYPE, WIRE_VARINT, n)[0].astype(np.int64)
     uuid = fields.last(E_UUID, WIRE_VARINT, n)[0]
-    dropped = events.msg[unclosed_begins(kind, uuid)]
+    unmatched = np.union1d(unclosed_begins(kind, uuid), unopened_ends(kind, uuid))
+    dropped = events.msg[unmatched]
     begin = np.concatenate([[0], ends[:-1]])  # a packet with its tag and length
     pieces, at = [], 0
-    for packet in dropped.tolist():  # few: the slices open at the cut
+    for packet in dropped.tolist():  # few: the slices open at the cuts
         pieces.append(prefix[at : int(begin[packet])])
         at = int(ends[packet])
     pieces.append(prefix[at:])
+    return b"".join(pieces)
+
+
+SAMPLE_RUNS = (8, 64)
+"""How many runs of packets a sample takes (fewest, most), spread evenly over the file."""
+RUN_PACKETS = 4096
+"""Packets per run when the sample is big enough (a run must hold whole slices: ~3 packets of
+each of 1280 tracks at 256 ranks)."""
+
+
+def leading_packets(data: bytes, spans: tuple[np.ndarray, np.ndarray]) -> int:
+    """How many packets at the start of `data` hold no TrackEvent (descriptors, interned
+    names: moetrace writes them first), scanning growing blocks of packets."""
+    starts, ends = spans
+    buf = np.frombuffer(data, dtype=np.uint8)
+    done, block = 0, 1024
+    while done < len(ends):
+        upto = min(done + block, len(ends))
+        found = scan(buf, starts[done:upto], ends[done:upto], {P_EVENT}).select(P_EVENT)
+        if len(found.msg):
+            return done + int(found.msg.min())
+        done, block = upto, 2 * block
+    return len(ends)
+
+
+def spread_sample(data: bytes, spans: tuple[np.ndarray, np.ndarray], fraction: float) -> bytes:
+    """The leading packets of `data` (its `packet_spans`; descriptors and names) and about
+    `fraction` of the other packets as runs spread evenly from the first event to the last
+    (`SAMPLE_RUNS`, `RUN_PACKETS`), each run balanced on its own (a BEGIN cut off from its
+    END by a gap must not pair with an END after it): the whole time span at a low
+    resolution, read at the cost of the packets taken."""
+    ends = spans[1]
+    begin = np.concatenate([[0], ends[:-1]])  # packet starts, tag included
+    lead = leading_packets(data, spans)
+    body = len(ends) - lead
+    if body <= 0:
+        return bytes(data)
+    taken = max(1, int(body * min(fraction, 0.99)))
+    fewest, most = SAMPLE_RUNS
+    runs = min(max(taken // RUN_PACKETS, fewest), most, body)
+    per = max(taken // runs, 1)
+    firsts = lead + (np.arange(runs) * (body - per)) // max(runs - 1, 1)
+    pieces = [data[: int(begin[lead])]] if lead else []
+    for first in firsts.tolist():
+        run = data[int(begin[first]) : int(ends[min(first + per, len(ends)) - 1])]
+        pieces.append(_balanced(bytearray(run)))
     return b"".join(pieces)
 
 
@@ -127,11 +188,11 @@ class NoPreview(ValueError):
     """The vectorised reader does not take this file: no previews (the watch stops)."""
 
 
-def _read_prefix(path: Path, data: bytes, end: int) -> Trace:
-    """The Trace of the packets before byte `end` (no events when every slice in it is still
-    open: a longer prefix is tried next)."""
+def _read_sample(path: Path, sample: Callable[[], bytes]) -> Trace:
+    """The Trace of the packets `sample()` gives (no events when every slice in it is cut:
+    a bigger sample is tried next)."""
     try:
-        trace = read_vectorised(path, balanced_prefix(data, end))
+        trace = read_vectorised(path, sample())
     except Malformed:
         trace = None
     if trace is None:
@@ -140,22 +201,27 @@ def _read_prefix(path: Path, data: bytes, end: int) -> Trace:
 
 
 def prefix_previews(path: Path, data: bytes) -> None:
-    """Show previews of growing prefixes of `data` (the whole file) to this thread's watch,
-    if any (see moetrace.trace.formats.partial); the caller then reads the whole file."""
+    """Show previews of `data` (the whole file) to this thread's watch, if any (see
+    moetrace.trace.formats.partial): spread samples of growing size, each over the whole
+    time span; the caller then reads the whole file."""
     watch = partial.current()
     if watch is None:
         return
     # The first packet (moetrace's: the interned names and track descriptors, ~2% of the
-    # file at 1M events) is in every prefix; the fractions are of the events after it.
+    # file at 1M events) is in every sample; the fractions are of the events after it.
     head = max(packet_end(data, 0), 0)
+    try:
+        spans = packet_spans(data)
+    except Malformed:
+        return
     fraction, spent = FIRST_FRACTION, 0  # spent: bytes read in previews so far
-    while True:
-        end = packet_boundary(data, head + int((len(data) - head) * fraction), head)
-        if not head < end < len(data) or spent + end > watch.budget * len(data):
+    while fraction < 1:
+        size = head + int((len(data) - head) * fraction)
+        if spent + size > watch.budget * len(data):
             return
-        read_prefix = functools.partial(_read_prefix, path, data, end)
-        watch.deliver("trace", path, read_prefix, end)
+        sample = functools.partial(spread_sample, data, spans, fraction)
+        watch.deliver("trace", path, functools.partial(_read_sample, path, sample), size)
         if watch.stopped:
             return
-        spent += end
+        spent += size
         fraction *= 2

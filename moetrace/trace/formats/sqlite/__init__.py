@@ -13,10 +13,11 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import BinaryIO
+from typing import Any, BinaryIO
 
 import polars as pl
 
+from moetrace.trace import progress
 from moetrace.trace.model import Trace, TraceFormatError
 
 MAGIC = b"SQLite format 3\x00"
@@ -76,12 +77,46 @@ def open_readonly(path: Path, what: str) -> Iterator[sqlite3.Connection]:
         conn = sqlite3.connect(uri, uri=True)
     except sqlite3.Error as exc:
         raise TraceFormatError(path, f"cannot open SQLite database: {exc}") from None
+    _reading[id(conn)] = [path, size, _bytes_read(), 0]
+    progress.report(path, 0, size, "SQLite: opening")
     try:
         yield conn
     except sqlite3.Error as exc:
         raise TraceFormatError(path, f"damaged SQLite database ({what}): {exc}") from None
     finally:
+        _reading.pop(id(conn), None)
         conn.close()
+
+
+# The viewer's progress (moetrace.trace.progress) while a database is read: per open
+# connection (by id) its [path, bytes, this process's bytes read when it opened, queries].
+# SQLite reads its pages with pread (no file position to follow): the share is the bytes
+# this process has read since (/proc/self/io rchar) over the file's, kept below 100% until
+# the reader is done (an index may be read twice).
+_reading: dict[int, list[Any]] = {}
+
+
+def _bytes_read() -> int:
+    """Bytes this process has read so far (/proc/self/io rchar; 0 where there is none)."""
+    try:
+        with open("/proc/self/io", encoding="ascii") as io:
+            for line in io:
+                if line.startswith("rchar:"):
+                    return int(line.split()[1])
+    except (OSError, ValueError):
+        pass
+    return 0
+
+
+def _query_done(conn: sqlite3.Connection) -> None:
+    """Report the progress of the database `conn` reads after one more query."""
+    entry = _reading.get(id(conn))
+    if entry is None:
+        return
+    path, size, base, queries = entry
+    entry[3] = queries + 1
+    done = min(max(_bytes_read() - base, 0), int(0.95 * size))
+    progress.report(path, done, size, f"SQLite: {queries + 1} queries")
 
 
 def table_names(conn: sqlite3.Connection) -> set[str]:
@@ -106,6 +141,7 @@ def fetch(conn: sqlite3.Connection, sql: str, schema: dict[str, pl.DataType]) ->
     constructor (measured against `pl.read_database` in benchmarks/bench_nsys.py; no Python
     code runs per row here). `schema` names the selected columns in order."""
     rows = conn.execute(sql).fetchall()
+    _query_done(conn)
     if not rows:
         return pl.DataFrame(schema=schema)
     return pl.DataFrame(rows, schema=schema, orient="row", infer_schema_length=0)
