@@ -40,6 +40,7 @@ import time
 
 import numpy as np
 
+from moetrace.executor.config import SimulationConfig
 from moetrace.executor.dag import (
     DataEdges,
     chain_longest_path,
@@ -113,7 +114,7 @@ def main() -> None:
         print(json.dumps(out))
         return
 
-    wl, hw, opts, _ = prepare("deepseek-v3", "ascend-a3", args.ranks, args.tokens, "tile")
+    wl, hw, opts, _ = prepare(SimulationConfig(ranks=args.ranks, tokens=args.tokens))
     t0 = time.perf_counter()
     graph = build_graph(wl, chunks=1, aiv_comm=True, two_sided=False)
     timed = schedule(graph, wl, hw, opts)
