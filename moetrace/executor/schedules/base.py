@@ -49,7 +49,7 @@ class Schedule(Protocol):
     """One schedule: how a task graph becomes timed work on lanes (see the module docstring)."""
 
     name: str
-    summary: str  # one line: what it is (the CLI's help, docs/executor.md's list)
+    summary: str  # one line: what it is
     ablations: frozenset[str]  # of `ABLATIONS`: the ones it accepts
     comm_aiv: bool  # transfers issued by reserved comm AIV cores (pool POOL_AIVC)
     collectives_alone: bool  # its all-to-alls run alone on the rank: they get all of HBM
