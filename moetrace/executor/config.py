@@ -85,6 +85,7 @@ class SimulationConfig:
         return cls(*args, **keywords)
 
     def __post_init__(self) -> None:
+        """Coerce the scalar fields as the keyword API always did, then check and build."""
         for name, kind in (
             ("shared_expert", bool),
             ("tile_rows", int),

@@ -3,12 +3,14 @@ before the run; this module builds the candidate plans (transfer order x HBM spl
 order), times them and keeps the fastest. Choosing among pre-generated plans is offline work,
 so it is fair to the static schedule; the candidates are listed in docs/executor.md.
 
-Candidates: for the tile schedule, two transfer orders (arrival rotation, expert-major) x the
-split of HBM between the cube and vector pools (`HBM_BIASES`) x per-core orders (the vectorised
-static scheduler; where the planner times at most `EVENT_PLAN_LIMIT` tasks per candidate also
-the stage-priority and FIFO list schedules, frozen into static orders) and, on runs of at most
-`CHUNKED_PLAN_LIMIT` tasks, the chunked operator-level plans (`CHUNKED_PLANS`). Other schedules
-have one candidate.
+Candidates (each schedule lists its own: `Schedule.transfer_orders`, `hbm_biases` and
+`rival_plans` in `executor/schedules/`): for the tile schedule, two transfer orders (arrival
+rotation, expert-major) x the split of HBM between the cube and vector pools
+(`schedules.tile.HBM_BIASES`) x per-core orders (the vectorised static scheduler; where the
+planner times at most `EVENT_PLAN_LIMIT` tasks per candidate also the stage-priority and FIFO
+list schedules, frozen into static orders) and, on runs of at most `CHUNKED_PLAN_LIMIT` tasks,
+the chunked operator-level plans (`schedules.tile.CHUNKED_PLANS`). Other schedules have one
+candidate.
 
 What a candidate costs is the tasks timed for it (`planned_tasks`): a rotation-symmetric run
 (`symmetry.symmetry`) is timed on the tasks of one block of `period` ranks alone (`executor.fold`,
@@ -49,11 +51,8 @@ from moetrace.executor.schedules import (
     lane_layout,
     schedule,
 )
-from moetrace.executor.schedules.tile import CHUNKED_PLANS, HBM_BIASES, HBM_BIASES_LARGE
 from moetrace.executor.taskgraph import TaskGraph
 from moetrace.executor.workload import Workload
-
-__all__ = ["CHUNKED_PLANS", "HBM_BIASES", "HBM_BIASES_LARGE", "Plan", "best_plan"]
 
 EVENT_PLAN_LIMIT = 200_000  # tasks: above this the event-loop plans cost more than they are worth
 # tasks: the chunked plans are candidates on runs of at most this many (their graphs are never
