@@ -3,22 +3,26 @@
 from __future__ import annotations
 
 import dataclasses
+from typing import Any
 
 import pytest
 
 import moetrace.executor.config as config_module
 from moetrace.executor.config import SimulationConfig
 from moetrace.executor.errors import ExecutorInputError
+from moetrace.executor.hardware import Hardware
 from moetrace.executor.run import prepare, simulate, simulate_run
+from moetrace.executor.schedules import ScheduleOptions, check_options
+from moetrace.executor.workload import Workload
 
-SMALL = {"ranks": 4, "tokens": 128}
+SMALL: dict[str, Any] = {"ranks": 4, "tokens": 128}
 
 
 def test_config_is_frozen_and_built_once(monkeypatch: pytest.MonkeyPatch) -> None:
     calls: list[str] = []
-    real = config_module.check_options
+    real = check_options
 
-    def counting(opts, wl, hw):  # type: ignore[no-untyped-def]
+    def counting(opts: ScheduleOptions, wl: Workload, hw: Hardware) -> None:
         calls.append(opts.schedule)
         real(opts, wl, hw)
 

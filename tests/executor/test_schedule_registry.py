@@ -7,6 +7,7 @@ import json
 import re
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -24,7 +25,7 @@ from moetrace.executor.schedules import (
 from moetrace.executor.schedules.sequential import Sequential
 
 ROOT = Path(__file__).resolve().parents[2]
-SMALL = {"ranks": 4, "tokens": 128}
+SMALL: dict[str, Any] = {"ranks": 4, "tokens": 128}
 
 
 class Toy(Sequential):
