@@ -11,7 +11,8 @@ the step markers (CPU-only PyTorch). exposed_ns = time only that category was ru
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -20,13 +21,22 @@ import polars as pl
 from moetrace.analysis import intervals as iv
 from moetrace.analysis.classify import CPU_COMM_PATTERN, DEVICE_UNITS, STEP_PATTERN
 from moetrace.analysis.collectives import event_frame
+from moetrace.analysis.event_codes import inherit, own_index
 from moetrace.analysis.labels import join_labels, rule_kind_expr, unclassified
+from moetrace.analysis.moe_load import (
+    empty_load,
+    experts_of,
+    load_stats,
+    measured_load,
+    with_ranks,
+)
 from moetrace.analysis.moe_rules import (
     CATEGORIES,
     Rules,
     load_rules,
 )
 from moetrace.analysis.moe_traffic import received, traffic
+from moetrace.analysis.routing_dumps import read_routing
 from moetrace.trace.model import Kind, Trace
 
 COMM_STAGES = ("dispatch", "combine", "comm")
@@ -73,38 +83,6 @@ def _launch_links(ev: pl.DataFrame, deps: pl.DataFrame) -> tuple[np.ndarray, np.
     return s[keep], d[keep]
 
 
-def _inherit(
-    own: np.ndarray, parent: np.ndarray, depth: np.ndarray, links: tuple[np.ndarray, np.ndarray]
-) -> np.ndarray:
-    """Codes (-1 = none) filled from the enclosing event, then from the launching host call,
-    then again from the enclosing event; one vectorised pass per nesting level."""
-    code = own.copy()
-    levels = range(1, int(depth.max(initial=0)) + 1)
-    for level in levels:
-        kids = np.flatnonzero((depth == level) & (code < 0) & (parent >= 0))
-        code[kids] = code[parent[kids]]
-    s, d = links
-    if len(s):
-        take = code[d] < 0
-        code[d[take]] = code[s[take]]
-        for level in levels:  # children of a launched kernel (rare) inherit again
-            kids = np.flatnonzero((depth == level) & (code < 0) & (parent >= 0))
-            code[kids] = code[parent[kids]]
-    return code
-
-
-def _own_layer(ev: pl.DataFrame, rules: Rules) -> np.ndarray:
-    """Layer index from the event's own name (first layer pattern that matches), else -1."""
-    expr: pl.Expr = pl.lit(None, pl.Int64)
-    for pattern in reversed(rules.layer_patterns):
-        got = pl.col("name").str.extract(pattern, 1).cast(pl.Int64, strict=False)
-        expr = pl.when(got.is_not_null()).then(got).otherwise(expr)
-    names = ev.select(pl.col("name").unique())
-    by_name = names.with_columns(expr.alias("layer"))
-    layer = ev.select("name").join(by_name, on="name", how="left", maintain_order="left")["layer"]
-    return layer.fill_null(-1).to_numpy().astype(np.int64)
-
-
 def categorize(ev: pl.DataFrame, deps: pl.DataFrame, rules: Rules) -> pl.DataFrame:
     """`ev` (event_frame) with the labels.py columns, `kind` as the analysis sees it (a
     kernel rule's role wins), `category` (own rule, else enclosing op, else launching host
@@ -142,14 +120,18 @@ def categorize(ev: pl.DataFrame, deps: pl.DataFrame, rules: Rules) -> pl.DataFra
     parent = _parents(ev)
     depth = ev["depth"].to_numpy().astype(np.int64)
     links = _launch_links(ev, deps)
-    cat = _inherit(np.where(frame, -1, own), parent, depth, links)
+    cat = inherit(np.where(frame, -1, own), parent, depth, links)
     _from_device_annotations(ev, cat)
     if frame.any():  # Python frames never override a kernel or op rule: last resort
-        by_frame = _inherit(own, parent, depth, links)
+        by_frame = inherit(own, parent, depth, links)
         cat = np.where(cat >= 0, cat, by_frame)
     cat[cat < 0] = codes["other"]
     cat = _comm_stages(ev, cat, codes)
-    layer = _inherit(_own_layer(ev, rules), parent, depth, links) if rules.layer_patterns else None
+    layer = (
+        inherit(own_index(ev, rules.layer_patterns), parent, depth, links)
+        if rules.layer_patterns
+        else None
+    )
     return ev.drop("_cpu_comm").with_columns(
         pl.Series("category", np.asarray(CATEGORIES, dtype=object)[cat], dtype=pl.String),
         pl.Series("layer", layer, dtype=pl.Int64).replace(-1, None)
@@ -243,13 +225,12 @@ CATEGORY_SCHEMA: dict[str, pl.DataType] = {
 }
 
 
-def category_times(ev: pl.DataFrame, work_mask: pl.Series | None = None) -> pl.DataFrame:
-    """Per (rank, step, layer, category): time_ns, exposed_ns, share (`CATEGORY_SCHEMA`);
-    `work_mask`: the events counted (default `_work_mask(ev)`, passed when already known)."""
-    mask = (_work_mask(ev) if work_mask is None else work_mask).to_numpy()
+def _grouped_union(
+    ev: pl.DataFrame, mask: np.ndarray, key_cols: list[str]
+) -> tuple[pl.DataFrame, iv.Intervals]:
+    """(keys with `gid`, the union of the work events' self intervals per gid, ns): self =
+    span minus the spans of work children, so nested and overlapping events count once."""
     work_rows = np.flatnonzero(mask)
-    if len(work_rows) == 0:
-        return pl.DataFrame(schema=CATEGORY_SCHEMA)
     ts = ev["ts"].to_numpy().astype(np.int64)
     end = ev["end"].to_numpy().astype(np.int64)
     parent = ev["parent"].to_numpy()
@@ -260,17 +241,41 @@ def category_times(ev: pl.DataFrame, work_mask: pl.Series | None = None) -> pl.D
     children = iv.union(iv.make(pos[parent[kids]], ts[kids], end[kids]))
     spans = iv.union(iv.make(np.arange(len(work_rows)), ts[work_rows], end[work_rows]))
     own = iv.difference(spans, children)  # self intervals, grouped by work-event position
-    work = (
-        ev[work_rows]
-        .select("rank", pl.col("step").fill_null(-1), pl.col("layer").fill_null(-1), "category")
-        .with_row_index("_w")
-    )
-    key_cols = ["rank", "step", "layer", "category"]
-    keys = work.select(key_cols).unique().sort(key_cols)
-    keys = keys.with_row_index("gid")
-    work = work.join(keys, on=key_cols, how="left").sort("_w")
+    work = ev[work_rows].select(key_cols).with_row_index("_w")
+    keys = work.select(key_cols).unique().sort(key_cols, nulls_last=False).with_row_index("gid")
+    work = work.join(keys, on=key_cols, how="left", nulls_equal=True).sort("_w")
     gid = work["gid"].to_numpy().astype(np.int64)
-    per_cat = iv.union(iv.Intervals(gid[own.group], own.start, own.end))
+    return keys, iv.union(iv.Intervals(gid[own.group], own.start, own.end))
+
+
+def union_times(
+    ev: pl.DataFrame, key_cols: Sequence[str], work_mask: pl.Series | None = None
+) -> pl.DataFrame:
+    """Per distinct `key_cols` of the work events of `ev` (categorize output; `work_mask`
+    default `_work_mask(ev)`): time_ns = length of the union of their self intervals (ns).
+    Include `rank` in the keys: a union across ranks is not a time on any device."""
+    mask = (_work_mask(ev) if work_mask is None else work_mask).to_numpy()
+    schema = {**{k: ev.schema[k] for k in key_cols}, "time_ns": pl.Int64()}
+    if not mask.any():
+        return pl.DataFrame(schema=schema)
+    keys, per_key = _grouped_union(ev, mask, list(key_cols))
+    time_ns = iv.lengths_by_group(per_key, keys.height)
+    return (
+        keys.with_columns(pl.Series("time_ns", time_ns, dtype=pl.Int64))
+        .drop("gid")
+        .filter(pl.col("time_ns") > 0)
+    )
+
+
+def category_times(ev: pl.DataFrame, work_mask: pl.Series | None = None) -> pl.DataFrame:
+    """Per (rank, step, layer, category): time_ns, exposed_ns, share (`CATEGORY_SCHEMA`);
+    `work_mask`: the events counted (default `_work_mask(ev)`, passed when already known)."""
+    mask = (_work_mask(ev) if work_mask is None else work_mask).to_numpy()
+    if not mask.any():
+        return pl.DataFrame(schema=CATEGORY_SCHEMA)
+    key_cols = ["rank", "step", "layer", "category"]
+    filled = ev.with_columns(pl.col("step").fill_null(-1), pl.col("layer").fill_null(-1))
+    keys, per_cat = _grouped_union(filled, mask, key_cols)
     time_ns = iv.lengths_by_group(per_cat, keys.height)
     # exposed: sweep all categories of a (rank, step) together; where exactly one is active,
     # the running sum of active category codes names it
@@ -363,6 +368,8 @@ class MoeView:
     rule_sources: tuple[str, ...]
     unclassified_share: float = 0.0
     unclassified_top: tuple[tuple[str, int], ...] = ()
+    load: pl.DataFrame = field(default_factory=empty_load)  # moe_load.LOAD_SCHEMA
+    load_stats: pl.DataFrame = field(default_factory=pl.DataFrame)  # moe_load.STATS_SCHEMA
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready: each frame as a list of rows."""
@@ -374,18 +381,33 @@ class MoeView:
             "rules": list(self.rule_sources),
             "unclassified_share": self.unclassified_share,
             "unclassified_top": [{"short_name": n, "ns": t} for n, t in self.unclassified_top],
+            "load": self.load.to_dicts(),
+            "load_stats": self.load_stats.to_dicts(),
         }
 
 
-def moe_view(trace: Trace, rules: Rules | None = None) -> MoeView:
-    """Categories, experts, traffic and received bytes of `trace` (see module docstring)."""
-    rules = rules or load_rules()
+def moe_events(trace: Trace, rules: Rules) -> tuple[pl.DataFrame, pl.Series]:
+    """(categorized events of `trace`, the work mask `moe` counts): the input of
+    `category_times` and `union_times`; a trace that names no rank is rank 0."""
     ev = event_frame(trace)
     if ev["rank"].null_count() == ev.height:  # a single trace that names no rank: rank 0
         ev = ev.with_columns(pl.lit(0, pl.Int64).alias("rank"))
     ev = categorize(ev, trace.deps, rules)
+    return ev, _work_mask(ev)
+
+
+def moe_view(
+    trace: Trace, rules: Rules | None = None, routing_files: Sequence[str] = ()
+) -> MoeView:
+    """Categories, experts, traffic, received bytes and measured load of `trace` (see module
+    docstring); `routing_files`: the routers' own expert-distribution dumps (routing_dumps)."""
+    rules = rules or load_rules()
+    ev, mask = moe_events(trace, rules)
     pairs = traffic(trace, ev)
-    mask = _work_mask(ev)
+    ranks = trace.ranks or [0]
+    dumps = [read_routing(f, len(ranks)) for f in routing_files]
+    experts = experts_of(trace.meta)
+    load = with_ranks(pl.concat([measured_load(ev, pairs, rules), *dumps]), len(ranks), experts)
     share, top = unclassified(
         ev.with_columns(mask.alias("work"), pl.lit(True).alias("device")), top=5
     )
@@ -397,4 +419,6 @@ def moe_view(trace: Trace, rules: Rules | None = None) -> MoeView:
         rule_sources=rules.sources,
         unclassified_share=share,
         unclassified_top=tuple(top),
+        load=load,
+        load_stats=load_stats(load, experts, ranks),
     )

@@ -17,12 +17,13 @@ TRAFFIC_SCHEMA: dict[str, pl.DataType] = {
     "src": pl.Int64(),
     "dst": pl.Int64(),
     "bytes": pl.Float64(),
+    "rows": pl.Float64(),  # rows (token slots) of the all-to-all splits; null for transfers
 }
 
 
 def traffic(trace: Trace, ev: pl.DataFrame) -> pl.DataFrame:
-    """Bytes sent from src to dst per step and category, from all-to-all split sizes (rows x
-    bytes per row) or the executor's transfers."""
+    """Bytes (and rows, for all-to-all splits) sent from src to dst per step and category, from
+    all-to-all split sizes (rows x bytes per row) or the executor's transfers."""
     cats = ev.select(pl.col("id").cast(pl.Int64).alias("call_event_id"), "category")
     ops = collective_ops(trace, ev).filter(
         (pl.col("collective") == "all_to_all") & (pl.col("in_splits").list.len() > 0)
@@ -52,6 +53,7 @@ def traffic(trace: Trace, ev: pl.DataFrame) -> pl.DataFrame:
                 .otherwise(pl.col("peer"))
                 .alias("dst"),
                 (pl.col("rows") * pl.col("row_bytes")).alias("bytes"),
+                pl.col("rows").cast(pl.Float64),
             )
         )
         frames.append(pairs)
@@ -59,7 +61,7 @@ def traffic(trace: Trace, ev: pl.DataFrame) -> pl.DataFrame:
     if tx.height:
         frames.append(
             tx.join(cats.rename({"call_event_id": "event_id"}), on="event_id", how="left").select(
-                "step", "category", "src", "dst", "bytes"
+                "step", "category", "src", "dst", "bytes", pl.lit(None, pl.Float64).alias("rows")
             )
         )
     if not frames:
@@ -67,7 +69,10 @@ def traffic(trace: Trace, ev: pl.DataFrame) -> pl.DataFrame:
     return (
         pl.concat(frames, how="diagonal_relaxed")
         .group_by("step", "category", "src", "dst")
-        .agg(pl.col("bytes").sum())
+        .agg(
+            pl.col("bytes").sum(),
+            pl.when(pl.col("rows").is_not_null().any()).then(pl.col("rows").sum()),
+        )
         .sort("step", "category", "src", "dst", nulls_last=False)
         .select([pl.col(k).cast(v) for k, v in TRAFFIC_SCHEMA.items()])
     )

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from moetrace.commands._common import UserError, handle_errors, load_options, warn
+from moetrace.commands.job_cmds import rules_option
 from moetrace.commands.job_loading import (
     analyze_paths,
     captured_ops,
@@ -31,7 +32,12 @@ from moetrace.commands.report_tables import (
 )
 
 if TYPE_CHECKING:
+    import polars as pl
+
     from moetrace.trace.options import LoadOptions
+
+COMPARE_TABLES = ("totals", "stages", "kernels")
+"""compare --table: what --csv prints."""
 
 BY_CHOICES = ("rank-step", "rank", "step", "track", "unit")
 """--by: rank-step (one row per rank and step), rank (one row per rank over the whole trace),
@@ -188,6 +194,29 @@ def metrics(
     metavar="step|trace|annotation:NAME[#K]",
     help="Windows of both sides (see `moetrace metrics --help`).",
 )
+@click.option(
+    "--by",
+    "by",
+    multiple=True,
+    type=click.Choice(["step", "layer", "microbatch", "rank"]),
+    help="Break the per-stage diff down by these too (repeatable).",
+)
+@click.option(
+    "--table",
+    "csv_table",
+    type=click.Choice(COMPARE_TABLES),
+    default="totals",
+    show_default=True,
+    help="Which table --csv prints: totals, stages (per MoE stage) or kernels (per family).",
+)
+@click.option(
+    "--top",
+    type=click.IntRange(min=1),
+    default=15,
+    show_default=True,
+    help="Kernel-family rows shown in the table (CSV/JSON print all).",
+)
+@rules_option
 @load_options
 @handle_errors
 def compare(
@@ -198,13 +227,27 @@ def compare(
     peak_tflops: float | None,
     comm_patterns: tuple[str, ...],
     window: str,
+    by: tuple[str, ...],
+    csv_table: str,
+    top: int,
+    rule_files: tuple[str, ...],
     loading: LoadOptions,
 ) -> None:
-    """Totals of two jobs side by side with ratios B/A (e.g. sequential vs tile schedule).
+    """Two jobs side by side: totals with ratios B/A, then where the time moved per MoE stage
+    and per kernel family (e.g. tile vs chunked schedule, balanced vs skewed routing).
 
-    A and B are trace files or directories; a directory is one job (every rank)."""
+    \b
+    A and B are trace files or directories; a directory is one job (every rank). Steps are
+    matched by position, layers, micro-batches and ranks by number; kernels by family (the
+    normalised short name), then by position within the layer's stage. Stage and family times
+    are unions of the events' self intervals per rank (overlaps count once), in ns."""
+    from moetrace.analysis.diff import diff_side, kernel_diff, moved_most, stage_diff
+    from moetrace.analysis.moe_rules import load_rules
     from moetrace.analysis.report import compare as compare_reports
 
+    if as_json and as_csv:
+        raise UserError("--json and --csv are exclusive")
+    rules = load_rules(rule_files)  # a RulesError is one line (handle_errors)
     results = [
         analyze_paths([x], peak_tflops, comm_patterns, window=window, loading=loading)[0]
         for x in (a, b)
@@ -212,10 +255,17 @@ def compare(
     check_computed(results)
     (_, ra), (_, rb) = results
     frame = compare_reports(ra, rb)
+    sides = [diff_side(r.trace, rules) for r in (ra, rb) if r.trace is not None]
+    stages = stage_diff(sides[0], sides[1], by=by) if len(sides) == 2 else None
+    kernels = kernel_diff(sides[0], sides[1]) if len(sides) == 2 else None
     if as_json:
-        click.echo(json.dumps({"a": a, "b": b, "metrics": frame.to_dicts()}, indent=1))
+        doc: dict[str, Any] = {"a": a, "b": b, "metrics": frame.to_dicts()}
+        if stages is not None and kernels is not None:
+            doc |= {"stages": stages.to_dicts(), "kernels": kernels.to_dicts()}
+        click.echo(json.dumps(doc, indent=1))
     elif as_csv:
-        write_csv(frame)
+        chosen = {"stages": stages, "kernels": kernels}.get(csv_table)
+        write_csv(frame if chosen is None else chosen)
     else:
         from rich.table import Table
 
@@ -234,6 +284,23 @@ def compare(
                 cell("-" if ratio is None else f"{ratio:.3f}x"),
             )
         console.print(table)
+        if stages is not None and kernels is not None:
+            _print_moved(stages, kernels, top, moved_most(stages))
+
+
+def _print_moved(stages: pl.DataFrame, kernels: pl.DataFrame, top: int, line: str | None) -> None:
+    """The per-stage and per-family diff tables (ms; B/A as a factor) and the headline."""
+    import polars as pl
+
+    def people(frame: pl.DataFrame) -> pl.DataFrame:
+        ratio = pl.col("ratio").map_elements(lambda r: f"{r:.3f}x", return_dtype=pl.String)
+        return frame.with_columns(ratio.alias("B/A")).drop("ratio")
+
+    if line:
+        click.echo(line)
+    print_table(people(stages), "where the time moved per MoE stage (ms)")
+    title = f"per kernel family (ms; {min(top, kernels.height)} of {kernels.height} most moved)"
+    print_table(people(kernels.head(top)), title)
 
 
 @click.command("query")

@@ -56,7 +56,12 @@ def _simulation_options(func: Callable[..., Any]) -> Callable[..., Any]:
     """Options shared by `run` and `sweep` (sweep accepts comma lists in the first ones)."""
     options = [
         click.option("--preset", default="deepseek-v3", show_default=True, help="MoE layer shape."),
-        click.option("--hardware", default="ascend-a3", show_default=True, help="Device profile."),
+        click.option(
+            "--hardware",
+            default="ascend-a3",
+            show_default=True,
+            help="Device profile: a preset, or a preset TOML file (e.g. calibrate -o).",
+        ),
         click.option("--ranks", default="64", show_default=True, help="EP degree (ranks)."),
         click.option("--tokens", default="4096", show_default=True, help="Tokens per rank."),
         click.option("--schedule", cls=_ScheduleOption, default="tile", show_default=True),

@@ -37,7 +37,7 @@ COLLECTIVE_KEYS = (
     "busbw_gbps",
     "algorithm",
 )
-MOE_TABLES = ("categories", "experts", "traffic", "received")
+MOE_TABLES = ("categories", "experts", "traffic", "received", "load", "load_stats")
 
 
 def _flat(frame: pl.DataFrame) -> pl.DataFrame:
@@ -180,7 +180,7 @@ def _by_category(frame: pl.DataFrame) -> pl.DataFrame:
     ).sort(index, nulls_last=False)
 
 
-_rules_option = click.option(
+rules_option = click.option(
     "--rules",
     "rule_files",
     multiple=True,
@@ -202,7 +202,16 @@ _rules_option = click.option(
     show_default=True,
     help="Which table --csv prints.",
 )
-@_rules_option
+@click.option(
+    "--routing-from",
+    "routing_files",
+    multiple=True,
+    type=click.Path(dir_okay=False),
+    metavar="FILE",
+    help="An expert-distribution dump (SGLang CSV/.pt, vLLM EPLB .pt, Megatron router "
+    "trace .jsonl) for tokens per expert (repeatable).",
+)
+@rules_option
 @load_options
 @handle_errors
 def moe(
@@ -210,12 +219,14 @@ def moe(
     as_json: bool,
     as_csv: bool,
     table: str,
+    routing_files: tuple[str, ...],
     rule_files: tuple[str, ...],
     loading: LoadOptions,
 ) -> None:
     """The MoE view of FILES: time per op category (attention, router, top-k/permute, dispatch,
     expert GEMM, activation, combine, shared expert, norm, other) per rank and step, per-expert
-    time, bytes between ranks and token imbalance (max/mean of received bytes)."""
+    time, bytes between ranks and token imbalance (max/mean of received bytes), and the measured
+    load: tokens per expert and per rank, overload = max / mean per layer, percentiles."""
     from moetrace.analysis.moe import moe_view
     from moetrace.analysis.moe_rules import load_rules
 
@@ -225,7 +236,7 @@ def moe(
     trace = _load(files, loading)
     if trace.events.height == 0:  # as metrics: one line and exit 2, not an empty table
         raise UserError(f"{', '.join(files)}: nothing to analyze (no events)")
-    view = moe_view(trace, rules)
+    view = moe_view(trace, rules, routing_files)
     from moetrace.analysis.labels import unclassified_warning
 
     line = unclassified_warning(view.unclassified_share, list(view.unclassified_top))
@@ -242,6 +253,12 @@ def moe(
         _table(view.experts, "time per expert (ms)")
     if view.received.height:
         _table(view.received, "bytes received per rank; imbalance = max / mean")
+    if view.load_stats.height:
+        _table(
+            view.load_stats,
+            "tokens per expert / per rank (token slots); overload = max / mean "
+            "(--table load for every expert)",
+        )
     click.echo(f"unclassified (no rule): {view.unclassified_share:.1%} of device time")
 
 
@@ -249,7 +266,7 @@ def moe(
 @click.argument("files", nargs=-1, required=True, type=click.Path(exists=True))
 @click.option("--top", default=25, show_default=True, help="How many kernels to list.")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")
-@_rules_option
+@rules_option
 @click.option(
     "--write-rules",
     "write_rules",

@@ -56,9 +56,9 @@ def _sets(pairs: tuple[str, ...]) -> dict[str, Any]:
 
 def _base(hardware: str) -> Any:
     """A preset name, or a hardware TOML in the presets' format (e.g. from calibrate)."""
-    from moetrace.executor.hardware import get_hardware, load_preset
+    from moetrace.executor.hardware import get_hardware, is_hardware_file, load_preset
 
-    if hardware.endswith(".toml"):
+    if is_hardware_file(hardware):
         return load_preset(hardware)[0]
     return get_hardware(hardware)
 
@@ -85,6 +85,12 @@ def _shared_options(output_help: str, json_help: str) -> Callable[[F], F]:
             click.option("-o", "--output", type=click.Path(dir_okay=False), help=output_help),
             click.option("--force", is_flag=True, help="Overwrite the output file(s)."),
             click.option("--json", "as_json", is_flag=True, help=json_help),
+            click.option(
+                "--ignore-meta",
+                is_flag=True,
+                help="Fit every field the events identify, not the hardware a moetrace "
+                "trace states in its meta (checks the stated hardware against the events).",
+            ),
         ]
         for option in reversed(options):
             func = option(func)
@@ -103,19 +109,20 @@ def calibrate_cmd(
     output: str | None,
     force: bool,
     as_json: bool,
+    ignore_meta: bool,
 ) -> None:
     """Fit the executor's hardware (GEMM efficiency, HBM, all-to-all, launches) to a trace."""
     from moetrace.trace.atomic import write_bytes_atomic
     from moetrace.whatif.calibrate import calibrate, to_toml
     from moetrace.whatif.extract import extract
-    from moetrace.whatif.report import assumed_fields, assumed_lines, fit_line
+    from moetrace.whatif.report import assumed_fields, assumed_lines, fit_line, known_line
 
     out = check_output_path(output, force) if output else None
     with _whatif_errors():
         base = _base(hardware)
         trace, name = _load(traces)
         wl = extract(trace, _sets(set_pairs))
-        cal = calibrate(trace, wl, base, name)
+        cal = calibrate(trace, wl, base, name, not ignore_meta)
         if out is not None:
             write_bytes_atomic(out, to_toml(cal).encode(), force=force)
     if as_json:
@@ -125,7 +132,9 @@ def calibrate_cmd(
     for fit in cal.to_dict()["fits"]:
         if not fit["how"].startswith("derived"):
             click.echo(fit_line(fit))
-    for line in assumed_lines(assumed_fields(wl, cal, {}), cal.base.name)[1:]:
+    for line in (
+        known_line(cal.to_dict()) + assumed_lines(assumed_fields(wl, cal, {}), cal.base.name)[1:]
+    ):
         click.echo(line)
     for note in cal.notes:
         click.echo(f"  note: {note}")
@@ -147,7 +156,15 @@ def calibrate_cmd(
 @click.option(
     "--placement",
     default=None,
-    help="What-if placement: round-robin|balanced (default: as measured).",
+    help="What-if placement: round-robin|balanced|eplb[:R]|FILE (an expert -> rank map; "
+    "default: as measured).",
+)
+@click.option("--chunks", type=int, default=None, help="Micro-batches of a chunked what-if.")
+@click.option("--no-one-sided", is_flag=True, help="Tile what-if ablation: two-sided transfers.")
+@click.option("--no-l2", is_flag=True, help="Tile what-if ablation: intermediates through HBM.")
+@click.option("--dynamic", is_flag=True, help="Tile what-if ablation: run-time ready queue.")
+@click.option(
+    "--order", default="auto", show_default=True, help="Tile transfer order: auto|arrival|expert."
 )
 @click.option(
     "--hw",
@@ -161,16 +178,22 @@ def whatif_cmd(
     traces: tuple[str, ...],
     schedule: str,
     placement: str | None,
+    chunks: int | None,
+    no_one_sided: bool,
+    no_l2: bool,
+    dynamic: bool,
+    order: str,
     hardware: str,
     hw_pairs: tuple[str, ...],
     set_pairs: tuple[str, ...],
     as_json: bool,
     output: str | None,
     force: bool,
+    ignore_meta: bool,
 ) -> None:
     """Replay a trace's MoE layer on hardware fitted to it, then under another schedule."""
     from moetrace.commands.numbers import check_hw_overrides
-    from moetrace.executor.hardware import parse_overrides
+    from moetrace.executor.hardware import is_hardware_file, parse_overrides
     from moetrace.whatif.report import text, what_if
 
     out = check_output_path(output, force) if output else None
@@ -180,10 +203,24 @@ def whatif_cmd(
     with _whatif_errors():
         change = check_hw_overrides(parse_overrides(hw_pairs))
         base = _base(hardware)
-        calibrated = base if hardware.endswith(".toml") else None
+        calibrated = base if is_hardware_file(hardware) else None
         trace, name = _load(traces)
+        if chunks is not None and chunks < 1:
+            raise UserError(f"--chunks {chunks}: must be >= 1")
+        options = {"one_sided": not no_one_sided, "l2": not no_l2, "dynamic": dynamic}
         result = what_if(
-            trace, name, base, schedule, placement, change, _sets(set_pairs), calibrated
+            trace,
+            name,
+            base,
+            schedule,
+            placement,
+            change,
+            _sets(set_pairs),
+            calibrated,
+            chunks,
+            {**options, "order": order},
+            hardware if calibrated is not None else "",
+            not ignore_meta,
         )
     if out is not None and replay_out is not None:
         result.whatif.write(out, force=force)  # trace writers are atomic
@@ -194,7 +231,7 @@ def whatif_cmd(
         click.echo(json.dumps(result.report, indent=2, sort_keys=True, default=str))
         return
     for line in text(result.report):
-        click.echo(line)
+        click.echo(visible(line))  # trace and file names are data
     if out is not None:
         click.echo(
             f"  traces: {replay_out} (replayed), {out} (what-if); "

@@ -202,7 +202,9 @@ def parse_overrides(pairs: list[str] | tuple[str, ...]) -> dict[str, str]:
 
 
 def load_overrides_file(path: str | Path) -> dict[str, Any]:
-    """Read a TOML file of hardware overrides (top-level keys, or a [hardware] table)."""
+    """Read a TOML file of hardware overrides (top-level keys, or a [hardware] table), or a
+    whole preset (`name` + `[fields.KEY]` tables, e.g. from `moetrace calibrate`): then every
+    field's `value` is an override."""
     p = Path(path)
     try:
         data = tomllib.loads(p.read_text())
@@ -210,13 +212,24 @@ def load_overrides_file(path: str | Path) -> dict[str, Any]:
         raise ExecutorInputError(f"{p}: no such file") from None
     except tomllib.TOMLDecodeError as exc:
         raise ExecutorInputError(f"{p}: bad TOML: {exc}") from None
+    if "fields" in data:  # a whole preset: checked as one, every field is an override
+        hw = load_preset(p)[0]
+        return {k: v for k, v in dataclasses.asdict(hw).items() if k != "name"}
     return dict(data.get("hardware", data))
 
 
+def is_hardware_file(name: str) -> bool:
+    """Whether a `--hardware` value names a preset TOML file rather than a built-in preset."""
+    return name not in PRESETS and name.endswith(".toml")
+
+
 def get_hardware(name: str | Hardware, overrides: dict[str, Any] | None = None) -> Hardware:
-    """The preset `name` with `overrides` applied; unknown names/keys and bad values are errors."""
+    """The preset `name` (or a preset TOML file) with `overrides` applied; unknown names/keys
+    and bad values are errors."""
     if isinstance(name, Hardware):
         hw = name
+    elif is_hardware_file(name):  # a preset file, e.g. written by `moetrace calibrate`
+        hw = load_preset(name)[0]
     else:
         if name not in PRESETS:
             raise ExecutorInputError(

@@ -269,7 +269,7 @@ class MoetraceApp(ViewerActions):
     def show_trace(self, trace: Trace, model: LaneModel | None = None) -> None:
         """Display a trace now (its lane model built here unless given); start the metrics
         worker in the background. A job whose first ranks are already drawn keeps its view."""
-        from .format import fmt_ns
+        from .format import count_text, fmt_ns
         from .lanes import LaneModel
 
         keep_view = self.model is not None
@@ -285,7 +285,8 @@ class MoetraceApp(ViewerActions):
         window = trace.window()
         span = (window[1] - window[0]) if window else 0
         self.sub_title = (
-            f"{meta.get('format', '?')}/{meta.get('flavor', '?')} · {len(trace.ranks)} ranks · "
+            f"{meta.get('format', '?')}/{meta.get('flavor', '?')} · "
+            f"{count_text(len(trace.ranks), 'rank')} · "
             f"{trace.events.height} events · {fmt_ns(span)}"
         )
         warnings = trace.warnings

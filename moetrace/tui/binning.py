@@ -233,18 +233,6 @@ def name_boxes(
     return np.flatnonzero(fit) + a, first[fit], last[fit]
 
 
-def fit_name(name: str, cells: int) -> str:
-    """`name` in exactly `cells` cells: centred if it fits, else cut with '…'. Characters
-    wider than one cell become '?' so columns stay aligned."""
-    from rich.cells import cell_len
-
-    if cell_len(name) != len(name):
-        name = "".join(c if cell_len(c) == 1 else "?" for c in name)
-    if len(name) > cells:
-        name = name[: max(cells - 1, 0)] + "…"
-    return name.center(cells)
-
-
 def step_levels(
     ts: np.ndarray, values: np.ndarray, t0: float, t1: float, width: int, lo: float, hi: float
 ) -> np.ndarray:

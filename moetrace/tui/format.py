@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import math
 
+from rich.cells import cell_len, set_cell_size
+
 
 def fmt_ns(ns: float | None, digits: int = 3) -> str:
     """A duration or time in ns as text with a unit (ns, µs, ms, s)."""
@@ -38,6 +40,21 @@ def nice_step(span: float, cells: int, min_cells: int = 14) -> float:
     return float(base * 10)
 
 
+def tick_label(t: float, step: float) -> str:
+    """A ruler tick's time with as many decimals as the tick step needs to tell neighbours
+    apart (6.741 ms, 6.742 ms at a 1 µs step, where `fmt_ns` would say 6.74 ms twice);
+    trailing zeros dropped (2 ms, not 2.000 ms)."""
+    a = abs(t)
+    unit, scale = next(
+        (u, f) for u, f in (("s", 1e9), ("ms", 1e6), ("µs", 1e3), ("ns", 1.0)) if a >= f or f == 1.0
+    )
+    decimals = max(0, math.ceil(-math.log10(step / scale) - 1e-9)) if step > 0 else 0
+    text = f"{t / scale + 0.0:.{decimals}f}"
+    if "." in text:
+        text = text.rstrip("0").rstrip(".")
+    return f"{'0' if text in ('-0', '') else text} {unit}"
+
+
 TIME_UNITS = {"ns": 1.0, "us": 1e3, "µs": 1e3, "ms": 1e6, "s": 1e9}
 
 
@@ -55,3 +72,48 @@ def parse_time(text: str) -> float | None:
     except ValueError:
         return None
     return value if value == value and abs(value) != float("inf") else None
+
+
+def fit_cells(name: str, cells: int) -> list[str]:
+    """`name` laid out on exactly `cells` terminal cells, one string per cell: centred if it
+    fits, else cut with '…'. A wide character (CJK, emoji) takes its two cells, the second
+    holding "" so that joining any run of cells gives its true width; zero-width marks stay
+    on the character before them; a wide character cut in half becomes a space."""
+    out: list[str] = []
+    for ch in name:
+        w = cell_len(ch)
+        if w == 0 and out:
+            out[-1] += ch
+        elif w == 2:
+            out.extend((ch, ""))
+        elif w == 1:
+            out.append(ch)
+    if len(out) > cells:
+        out = out[: max(cells - 1, 0)]
+        if out and cell_len(out[-1]) == 2:  # its second cell was cut off
+            out[-1] = " "
+        out += ["…"] if cells > 0 else []
+    pad = cells - len(out)
+    left = pad // 2 + (pad & cells & 1)  # the split str.center makes
+    return [" "] * left + out + [" "] * (pad - left)
+
+
+def fit_label(text: str, width: int) -> str:
+    """A gutter label in exactly `width` cells: cut to `width - 1` cells (wide characters
+    counted as two), then one space of gap."""
+    return set_cell_size(text, width - 1) + " " if width > 0 else ""
+
+
+def count_text(n: int, noun: str) -> str:
+    """'1 rank', '4 ranks', 'no rank ids' (a trace whose tracks carry no rank says so,
+    rather than '0 ranks')."""
+    if n == 0:
+        return f"no {noun} ids"
+    return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
+
+
+def where_text(rank: object, step: object) -> str:
+    """Where a (rank, step) row is, for labels: 'r3 s1', 'r3', 's1', or 'whole trace' when
+    the trace has neither (never 'rNone sNone')."""
+    parts = [f"{k}{v}" for k, v in (("r", rank), ("s", step)) if v is not None]
+    return " ".join(parts) if parts else "whole trace"

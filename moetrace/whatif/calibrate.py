@@ -25,9 +25,13 @@ from moetrace.whatif.fit_torch import calibrate_torch
 __all__ = ["Calibration", "Fit", "calibrate", "r_squared", "to_toml"]
 
 
-def calibrate(trace: Trace, wl: LayerWorkload, base: str | Hardware, name: str) -> Calibration:
-    """Calibrate `base` (a preset name or profile) to `trace`."""
+def calibrate(
+    trace: Trace, wl: LayerWorkload, base: str | Hardware, name: str, use_meta: bool = True
+) -> Calibration:
+    """Calibrate `base` (a preset name or profile) to `trace`; an executor trace's stated
+    hardware (its meta) is taken unless `use_meta` is False (then every field the events
+    identify is fitted over `base`)."""
     hw = get_hardware(base)
     if is_executor_trace(trace):
-        return calibrate_executor(trace, hw, name)
+        return calibrate_executor(trace, hw, name, use_meta)
     return calibrate_torch(trace, wl, hw, name)

@@ -38,6 +38,8 @@ def to_toml(cal: Calibration) -> str:
         unit, source = meta[key]
         if key in fitted:
             source = fitted[key].source(cal.trace_name)
+        elif key in cal.known:
+            source = f"from the trace's meta: {cal.trace_name} (executor.hardware)"
         else:
             source = f"{cal.base.name} preset: {source}"
         lines += [

@@ -14,12 +14,23 @@ Models (the executor's own, docs/executor.md):
 
 from __future__ import annotations
 
+import dataclasses
+import math
+
 import numpy as np
 import polars as pl
 
-from moetrace.executor.hardware import Hardware
+from moetrace.executor.hardware import PRESETS, Hardware, apply_overrides
 from moetrace.trace.model import Trace
-from moetrace.whatif.calibration import Calibration, Fit, finish, r_squared
+from moetrace.whatif.calibration import (
+    Calibration,
+    Fit,
+    envelope_err,
+    finish,
+    r_squared,
+    refuse_unidentified,
+    rel_sem,
+)
 from moetrace.whatif.extract import _args, num
 
 
@@ -79,6 +90,7 @@ def _fit_links(ev: pl.DataFrame, port_bw: float | None, notes: list[str]) -> lis
                 "bytes/duration envelope of remote transfers",
                 r_squared(d, b / bw * 1e9),
                 len(d),
+                envelope_err(b / d),
             )
         )
     first = pairs.filter(pl.col("first"))
@@ -94,6 +106,7 @@ def _fit_links(ev: pl.DataFrame, port_bw: float | None, notes: list[str]) -> lis
                 "largest excess over bytes/bandwidth in each call",
                 r_squared(first["dur"].to_numpy(), model),
                 len(setup),
+                rel_sem(setup),
             )
         )
     lag = (rest["rx_ts"] - rest["ts"]).drop_nulls().to_numpy().astype(np.float64)
@@ -107,6 +120,7 @@ def _fit_links(ev: pl.DataFrame, port_bw: float | None, notes: list[str]) -> lis
                 "least send-to-receive delay",
                 float(np.mean(np.isclose(lag, lat, atol=1.0))),
                 lag.size,
+                rel_sem(lag[np.isclose(lag, lat, atol=1.0)]),
             )
         )
     return fits
@@ -174,6 +188,8 @@ def _fit_compute(
     field = "tile_gemm_eff" if schedule == "tile" else "gemm_eff"
     fits = _fit_gemm_eff(gemm.filter(pl.Series(on)), below, f_core, base, field, sync_ns, notes)
     if below.height == 0:
+        if not no_time:
+            notes.append(f"no HBM-bound tile: hbm_bw not identified ({base.name}'s kept)")
         return fits, None
     hbm_fit, cap = _fit_hbm(ev, below, base, schedule, sync_ns)
     return [*fits, hbm_fit], cap
@@ -212,6 +228,7 @@ def _fit_gemm_eff(
                 f" / {base.name} per-core peak {base.core_peak_flops / 1e12:.2f} TF",
                 r_squared(work_ns, envelope["flops"].to_numpy() / f_core * 1e9),
                 envelope.height,
+                envelope_err(envelope["flops"].to_numpy() / work_ns, 0.005),
             )
         ]
     kept = getattr(base, field) >= eff
@@ -272,6 +289,7 @@ def _fit_hbm(
             "HBM-bound tiles (cores below their share of hbm_bw)",
             1.0,
             below.height,
+            rel_sem(below["r"].to_numpy()),
         ), None
     cap = num(caps["cap"].median())
     r_all = below["r"].to_numpy()
@@ -285,6 +303,7 @@ def _fit_hbm(
             below["hbm_ns"].to_numpy(), below["hbm_bytes"].to_numpy() / np.median(r_all) * 1e9
         ),
         below.height,
+        rel_sem(caps["cap"].to_numpy()),
     ), cap
 
 
@@ -308,6 +327,7 @@ def _fit_launches(ev: pl.DataFrame) -> list[Fit]:
                     f"median duration of {what}",
                     r_squared(d, np.full(d.size, v)),
                     d.size,
+                    rel_sem(d),
                 )
             )
     return fits
@@ -319,11 +339,37 @@ def _schedule_name(names: set[str]) -> str:
     return "chunked" if any(n.startswith("launch gemm1 c") for n in names) else "sequential"
 
 
-def calibrate_executor(trace: Trace, base: Hardware, name: str) -> Calibration:
-    """Fit launch, GEMM, HBM and link fields from an executor trace (module docstring)."""
+def trace_hardware(trace: Trace, base: Hardware) -> tuple[Hardware, frozenset[str], list[str]]:
+    """The hardware the trace's meta states (`executor.hardware`, written by the executor),
+    over its preset when the meta names a known one (else over `base`): (hardware, the
+    fields the meta gave, notes). Fields missing from the meta are the ones to fit."""
+    given = ((trace.meta.get("executor") or {}).get("hardware")) or {}
+    if not isinstance(given, dict) or not given:
+        return base, frozenset(), []
+    named = str(given.get("name", ""))
+    preset = PRESETS.get(named, base)
+    notes = []
+    if preset.name != base.name:
+        notes.append(f"base {preset.name} from the trace's meta (not {base.name})")
+    fields = set(dataclasses.asdict(preset)) - {"name"}
+    known = {k: v for k, v in given.items() if k in fields and v is not None}
+    if "recv_buffer_bytes" in given and given["recv_buffer_bytes"] is None:
+        known["recv_buffer_bytes"] = math.inf  # written as null: no limit
+    hw = apply_overrides(preset, known)
+    if named and named != preset.name:
+        notes.append(f"the trace's hardware {named!r} is not a preset: base {preset.name}")
+    return hw, frozenset(known), notes
+
+
+def calibrate_executor(
+    trace: Trace, base: Hardware, name: str, use_meta: bool = True
+) -> Calibration:
+    """Fit launch, GEMM, HBM and link fields from an executor trace (module docstring): the
+    fields the trace's meta states are taken from it (unless not `use_meta`), only the
+    others are fitted."""
     ev = trace.events_with_tracks()
     schedule = _schedule_name(set(ev["name"].unique().to_list()))
-    notes: list[str] = []
+    base, known, notes = trace_hardware(trace, base) if use_meta else (base, frozenset(), [])
     fits = _fit_launches(ev)
     # the tile kernel's per-task flag wait is inside every tile's duration; the trace does not
     # show it apart, so the base preset's value is used to take it out (assumed)
@@ -336,4 +382,5 @@ def calibrate_executor(trace: Trace, base: Hardware, name: str) -> Calibration:
         shared = _rank_bytes(ev)["shared"].to_numpy()
         port_bw = float(np.min(cap if schedule == "sequential" else cap * shared)) / 2
     fits += compute + _fit_links(ev, port_bw, notes)
-    return finish(base, fits, name, notes)
+    fits = refuse_unidentified(base, [f for f in fits if f.field not in known], notes)
+    return finish(base, fits, name, notes, known)

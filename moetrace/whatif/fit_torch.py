@@ -14,7 +14,7 @@ from moetrace.analysis.moe import categorize, category_times
 from moetrace.analysis.moe_rules import load_rules
 from moetrace.executor.hardware import PRESET_FIELDS, Hardware, apply_overrides
 from moetrace.trace.model import Trace
-from moetrace.whatif.calibration import Calibration, Fit, finish, r_squared
+from moetrace.whatif.calibration import Calibration, Fit, finish, r_squared, rel_sem
 from moetrace.whatif.extract import (
     LayerWorkload,
     WhatIfInputError,
@@ -36,6 +36,17 @@ def _lstsq(x: np.ndarray, y: np.ndarray) -> tuple[float, float, float]:
     if a < 0:
         a, b = 0.0, float((x * y).sum() / max((x * x).sum(), 1e-30))
     return float(a), float(b), r_squared(y, a + b * x)
+
+
+def _slope_err(x: np.ndarray, y: np.ndarray, a: float, b: float) -> float:
+    """Relative standard error of the slope b of y = a + b x (through the origin when a = 0)."""
+    n = x.size
+    free = n - (2 if a else 1)
+    if free < 1 or b == 0:
+        return float("nan")
+    ssr = float(((y - a - b * x) ** 2).sum())
+    sxx = float(((x - x.mean()) ** 2).sum() if a else (x * x).sum())
+    return float(np.sqrt(ssr / free / sxx) / abs(b)) if sxx > 0 else float("nan")
 
 
 def _layer_categories(trace: Trace) -> tuple[pl.DataFrame, pl.DataFrame]:
@@ -149,6 +160,7 @@ def _fit_gemm(inside: pl.DataFrame, name: str) -> tuple[Fit, float]:
         f"{over / 1e3:.1f} µs per call (at clock 1 GHz)",
         r2,
         len(x),
+        _slope_err(x, y, over, slope),
     )
     return fit, f_rank
 
@@ -197,6 +209,7 @@ def _fit_vector_rate(probe: pl.DataFrame, times: pl.DataFrame, ranks: int) -> li
             f"activation time ({act_ns / 1e6:.2f} ms, mean of {per_rs.size} rank-steps)",
             r_squared(per_rs, np.full(per_rs.size, act_ns)),
             per_rs.size,
+            rel_sem(per_rs),
         ),
         Fit("hbm_core_rate", rate, "bytes/s", "= hbm_bw (one host thread)", 1.0, per_rs.size),
     ]
@@ -226,10 +239,12 @@ def _fit_all_to_all(inside: pl.DataFrame, hidden: int) -> list[Fit]:
     if slope > 0:
         # sizes spread enough: latency (per call, the executor's a2a setup) + bandwidth
         bw, how = 1e9 / slope, "least squares over the calls' sizes"
+        err = _slope_err(b, t, setup, slope)
         fits.append(Fit("a2a_setup_ns", setup, "ns", f"AllToAll intercept ({how})", r2, len(b)))
     else:
         bw, how = float(b.sum() / t.sum() * 1e9), "through the origin: sizes too alike"
         r2 = r_squared(t, b / bw * 1e9)
+        err = rel_sem(b / t)
     fits.append(
         Fit(
             "link_bw",
@@ -238,6 +253,7 @@ def _fit_all_to_all(inside: pl.DataFrame, hidden: int) -> list[Fit]:
             f"executor bytes / duration of the fastest rank's AllToAll per call ({how})",
             r2,
             len(t),
+            err,
         )
     )
     return fits
@@ -275,6 +291,7 @@ def _fit_glue(
             f"{glue_ns / 1e6:.2f} ms, mean of {per_rs.size} steps) / {kernels} kernels",
             r_squared(per_rs, np.full(per_rs.size, per_rs.mean())),
             per_rs.size,
+            rel_sem(per_rs),
         )
         for field in ("launch_ns", "collective_ns")
     ]

@@ -20,9 +20,16 @@ from moetrace.analysis.report import analyze
 from moetrace.executor.config import SimulationConfig
 from moetrace.executor.hardware import Hardware
 from moetrace.executor.run import execute, prepare, to_trace
-from moetrace.executor.workload import MoEShape, make_workload, place, route
+from moetrace.executor.workload import (
+    MoEShape,
+    make_workload,
+    place,
+    route,
+    rows_per_source_expert,
+)
 from moetrace.trace.model import Trace
 from moetrace.whatif.extract import LayerWorkload
+from moetrace.whatif.placement import as_round_robin
 
 
 @dataclass
@@ -52,22 +59,42 @@ def shape_of(wl: LayerWorkload) -> MoEShape:
     )
 
 
+ROUTING_ROUNDS = 12
+"""Most rounds of the routing-weight fit (`routing_of`); it stops once every expert is within
+ROUTING_TOL of its measured rows."""
+ROUTING_TOL = 0.005
+
+
 def routing_of(wl: LayerWorkload, folder: Path) -> tuple[str, dict[str, str]]:
-    """`balanced` when each expert got T·k·ranks/E rows, else `counts:FILE` of the measured
-    rows per expert (the executor draws top-k from those weights: the counts match in
-    expectation, not exactly, hence listed as assumed)."""
-    rows = np.asarray(wl.expert_rows)
+    """`balanced` when each expert got T·k·ranks/E rows, else `counts:FILE` of routing weights
+    fitted so that the executor's draw (top-k of log weight + Gumbel noise, seed 0, the seed
+    the replay runs with) gives every expert its measured rows: the measured rows as weights
+    under-load the hottest experts (k distinct experts per token flattens them), so each round
+    scales every weight by measured / drawn rows. Listed as assumed: the rows per expert
+    match, the tokens behind them are drawn."""
+    rows = np.asarray(wl.expert_rows, dtype=np.float64)
     even = wl.tokens * wl.top_k * wl.ranks / wl.experts
     if rows.size and np.all(rows == even):
         return "balanced", {}
     path = folder / "expert_rows.txt"
     from moetrace.trace.atomic import write_bytes_atomic
 
-    text = " ".join(str(max(int(r), 0)) for r in rows) + "\n"
-    write_bytes_atomic(path, text.encode(), force=True)  # complete or not at all
+    target = np.maximum(rows, 0.0)
+    weights = target.copy()
+    worst = 0.0
+    for _ in range(ROUTING_ROUNDS):
+        text = " ".join(repr(float(w)) for w in weights) + "\n"
+        write_bytes_atomic(path, text.encode(), force=True)  # complete or not at all
+        probe = make_workload(shape_of(wl), wl.ranks, wl.tokens, f"counts:{path}", "round-robin")
+        drawn = rows_per_source_expert(probe, route(probe)).sum(axis=0).astype(np.float64)
+        off = np.abs(drawn - target) / np.maximum(target, 1.0)
+        worst = float(off.max())
+        if worst <= ROUTING_TOL:
+            break
+        weights = np.where(drawn > 0, weights * target / np.maximum(drawn, 1.0), weights)
     return f"counts:{path}", {
-        "routing": "assumed: top-k drawn from the measured rows per expert (same load in "
-        "expectation, not token for token)"
+        "routing": "assumed: top-k drawn from routing weights fitted to the measured rows per "
+        f"expert (rows within {100 * worst:.1f}% of the measured ones, not token for token)"
     }
 
 
@@ -93,14 +120,7 @@ def _relabel(wl: LayerWorkload) -> LayerWorkload:
     """Contiguous placement (expert e on rank e // per) as round-robin: relabel the experts so
     that the rows each rank receives stay the measured ones."""
     per = wl.experts // wl.ranks
-    new_rows = [0] * wl.experts
-    for e, r in enumerate(wl.expert_rows):
-        rank, slot = divmod(e, per)
-        new_rows[slot * wl.ranks + rank] = r
-    out = LayerWorkload(**{**wl.__dict__})
-    out.expert_rows = new_rows
-    out.expert_rank = [e % wl.ranks for e in range(wl.experts)]
-    return out
+    return as_round_robin(wl, [e // per for e in range(wl.experts)])
 
 
 def figures(trace: Trace) -> tuple[float, float]:
@@ -117,8 +137,10 @@ def simulate_layer(
     placement: str | None = None,
     label: str = "",
     chunks: int | None = None,
+    options: dict[str, Any] | None = None,
 ) -> Scenario:
-    """The layer on `hw` under `schedule` (and `placement`, default: as measured)."""
+    """The layer on `hw` under `schedule` (and `placement`, default: as measured); `options`
+    are the executor's schedule knobs (one_sided, l2, dynamic, order)."""
     with tempfile.TemporaryDirectory(prefix="moetrace-whatif-") as folder:
         routing, assumed = routing_of(wl, Path(folder))
         measured_placement, more = placement_of(wl, routing)
@@ -142,6 +164,7 @@ def simulate_layer(
             shared_expert=wl.shared_expert,
             tile_rows=wl.tile_rows,
             n_tile=wl.n_tile,
+            **(options or {}),
         )
         workload, hardware, opts, _ = prepare(config)
         run = execute(workload, hardware, opts)

@@ -20,6 +20,7 @@ from moetrace.whatif.extract import (
     layer_windows,
     torch_layer_events,
 )
+from moetrace.whatif.placement import what_if_layer
 from moetrace.whatif.replay import measured_figures, simulate_layer
 
 
@@ -41,8 +42,10 @@ def assumed_fields(wl: LayerWorkload, cal: Calibration, extra: dict[str, str]) -
         if f.how.startswith("derived"):
             out[f"hardware.{f.field}"] = f"{f.how}: {f.value:g}"
     fitted = {f.field for f in cal.fits}
+    if cal.given:  # the hardware file replayed as given: its sources say where each came from
+        return out
     for key in cal.base.to_dict():
-        if key in ("name", "peak_flops") or key in fitted:
+        if key in ("name", "peak_flops") or key in fitted or key in cal.known:
             continue
         out[f"hardware.{key}"] = f"assumed: {cal.base.name} preset"
     return out
@@ -57,27 +60,45 @@ def what_if(
     change: dict[str, Any] | None = None,
     sets: dict[str, Any] | None = None,
     calibrated: Hardware | None = None,
+    chunks: int | None = None,
+    options: dict[str, Any] | None = None,
+    hardware_file: str = "",
+    use_meta: bool = True,
 ) -> WhatIf:
-    """Extract the layer, calibrate (unless `calibrated` is given), replay it as measured, then
-    under `schedule`/`placement` with the hardware `change` applied."""
+    """Extract the layer, calibrate (unless `calibrated` hardware, read from `hardware_file`,
+    is given: then it is replayed as given), replay it as measured, then under
+    `schedule`/`placement` (round-robin, balanced, eplb[:R] or an expert -> rank file) with
+    `chunks`, the schedule `options` and the hardware `change` applied."""
     wl = extract(trace, sets)
-    cal = calibrate(trace, wl, base, trace_name)
-    hw = calibrated or cal.hardware
+    if calibrated is not None:
+        cal = Calibration(
+            calibrated,
+            [],
+            calibrated,
+            trace_name,
+            [f"hardware {hardware_file or calibrated.name} replayed as given (no fit)"],
+            given=hardware_file or calibrated.name,
+        )
+    else:
+        cal = calibrate(trace, wl, base, trace_name, use_meta)
+    hw = cal.hardware
     replayed = simulate_layer(wl, hw, wl.schedule, label="replayed")
     target = apply_overrides(hw, change or {})
-    whatif = simulate_layer(wl, target, schedule, placement, label="whatif")
+    changed, exec_placement, placement_label = what_if_layer(wl, placement)
+    whatif = simulate_layer(changed, target, schedule, exec_placement, "whatif", chunks, options)
     windows = None if is_executor_trace(trace) else layer_windows(torch_layer_events(trace))
     if windows is not None and windows.height:
         last = windows["step"].max()
         windows = windows.filter(windows["step"] == last)
     m_exposed, m_idle = measured_figures(trace, windows)
     assumed = assumed_fields(wl, cal, {**replayed.assumed, **whatif.assumed})
+    replay_error = replayed.makespan_ns / wl.measured_ns - 1
     report = {
         "trace": trace_name,
         "measured_ns": wl.measured_ns,
         "replayed_ns": replayed.makespan_ns,
         "whatif_ns": whatif.makespan_ns,
-        "replay_error": replayed.makespan_ns / wl.measured_ns - 1,
+        "replay_error": replay_error,
         # the change's effect inside the model (replayed -> what-if); the replay error above
         # says how far the model is from the measurement
         "speedup": replayed.makespan_ns / whatif.makespan_ns,
@@ -89,7 +110,9 @@ def what_if(
         "idle_ns": {"measured": m_idle, "replayed": replayed.idle_ns, "whatif": whatif.idle_ns},
         "measured_schedule": wl.schedule,
         "whatif_schedule": schedule,
-        "whatif_placement": whatif.placement,
+        "whatif_placement": placement_label or whatif.placement,
+        "whatif_options": {"chunks": chunks, **(options or {})},
+        "layers": [layer_row(0, wl.measured_ns, replayed.makespan_ns, whatif.makespan_ns)],
         "change": {k: str(v) for k, v in (change or {}).items()},
         "workload": {k: v for k, v in wl.to_dict().items() if k != "sources"},
         "measured": {k: v for k, v in wl.sources.items() if not v.startswith("assumed")},
@@ -97,6 +120,33 @@ def what_if(
         "calibration": cal.to_dict(),
     }
     return WhatIf(report, replayed.trace, whatif.trace)
+
+
+def layer_row(
+    layer: int, measured_ns: float, replayed_ns: float, whatif_ns: float
+) -> dict[str, Any]:
+    """One layer's times (ns) and what the change saves per step (µs): the what-if scaled by
+    measured / replayed (the model's error taken out), saved = measured - that; its error
+    bar = |replay error| x the scaled what-if (the what-if is as far off as the replay was).
+    The extraction reads one MoE layer per step, so per layer is per step."""
+    scaled = whatif_ns * measured_ns / replayed_ns
+    return {
+        "layer": layer,
+        "measured_ns": measured_ns,
+        "replayed_ns": replayed_ns,
+        "whatif_ns": whatif_ns,
+        "whatif_scaled_ns": scaled,
+        "saved_us_per_step": (measured_ns - scaled) / 1e3,
+        "error_bar_us": abs(replayed_ns / measured_ns - 1) * scaled / 1e3,
+    }
+
+
+_DEFAULT_OPTIONS: dict[str, Any] = {
+    "one_sided": True,
+    "l2": True,
+    "dynamic": False,
+    "order": "auto",
+}
 
 
 def _ms(ns: float) -> str:
@@ -109,10 +159,18 @@ def _row(label: str, time_ns: float, exposed_ns: float, idle_ns: float) -> str:
 
 def fit_line(fit: dict[str, Any]) -> str:
     """One fitted field: value, unit, R², events used and how it was fitted."""
+    err = fit.get("err")
+    pm = f"±{100 * err:.1f}%" if err is not None else "±?"
     return (
-        f"    {fit['field']:<16} {fit['value']:<12.5g} {fit['unit']:<8} R²={fit['r2']:.3f} "
-        f"n={fit['n']}  {fit['how']}"
+        f"    {fit['field']:<16} {fit['value']:<12.5g} {fit['unit']:<8} {pm:<7} "
+        f"R²={fit['r2']:.3f} n={fit['n']}  {fit['how']}"
     )
+
+
+def known_line(calibration: dict[str, Any]) -> list[str]:
+    """The hardware fields read from the trace's meta (not fitted), in one line, if any."""
+    known = calibration.get("known_from_trace") or []
+    return [f"    hardware from the trace's meta: {', '.join(known)}"] if known else []
 
 
 def assumed_lines(assumed: dict[str, str], base: str) -> list[str]:
@@ -151,20 +209,31 @@ def text(report: dict[str, Any]) -> list[str]:
         + f"   (error {100 * report['replay_error']:+.1f}% vs measured)",
         _row("what-if", report["whatif_ns"], ex["whatif"], idle["whatif"])
         + f"   ({report['whatif_schedule']}, {report['whatif_placement']}"
-        + (
-            f", {', '.join(f'{k}={v}' for k, v in report['change'].items())}"
-            if report["change"]
-            else ""
+        + "".join(f", {k}={v}" for k, v in report["change"].items())
+        + "".join(
+            f", {k}={v}"
+            for k, v in report.get("whatif_options", {}).items()
+            if v is not None and v != _DEFAULT_OPTIONS.get(k)
         )
         + ")",
         f"  speedup        {report['speedup']:.2f}x (replayed / what-if); exposed comm and idle "
         "are summed over ranks",
-        "  fitted:",
+        f"  {'per layer':<14} {'measured':>12} {'replayed':>12} {'what-if':>12}   saved per step",
     ]
+    for row in report["layers"]:
+        lines.append(
+            f"  layer {row['layer']:<8} {_ms(row['measured_ns'])} {_ms(row['replayed_ns'])} "
+            f"{_ms(row['whatif_ns'])}   {row['saved_us_per_step']:.1f} ± "
+            f"{row['error_bar_us']:.1f} µs (what-if scaled by measured/replayed; ± the replay "
+            "error)"
+        )
+    given = report["calibration"].get("given")
+    lines.append(f"  hardware: {given}, replayed as given" if given else "  fitted:")
     for fit in report["calibration"]["fits"]:
         if fit["how"].startswith("derived"):
             continue
         lines.append(fit_line(fit))
+    lines += known_line(report["calibration"])
     for note in report["calibration"]["notes"]:
         lines.append(f"    note: {note}")
     lines += assumed_lines(report["assumed"], report["calibration"]["base"])

@@ -121,32 +121,82 @@ def test_rewritten_file_of_same_size_is_read_again(tmp_path: Path, reads: list[P
 def test_truncated_entry_is_ignored_and_rebuilt(tmp_path: Path, reads: list[Path]) -> None:
     path = _write_trace(tmp_path / "t.json")
     expected = load(path)
-    entry = cache.entry_path(path, None)
-    data = entry.read_bytes()
-    for cut in (0, 5, len(cache.MAGIC) + 6, len(data) // 2, len(data) - 1):
-        entry.write_bytes(data[:cut])
-        assert cache.read_cached(path, None) is None
-        got = load(path)
-        assert got.frames_equal(expected)
-        assert entry.read_bytes() == data  # rebuilt, whole again
-    assert len(reads) == 6
+    files = cache.entry_files(path, None)
+    assert len(files) == 1 + 4  # the header and one Arrow file per frame
+    cases = 0
+    for target in files:  # the header, then every frame file
+        files = cache.entry_files(path, None)  # each rebuild writes frames of new names
+        target = files[0] if target.suffix == ".mtcache" else _same_table(files, target)
+        data = target.read_bytes()
+        for cut in (0, 5, len(data) // 2, len(data) - 1):
+            target.write_bytes(data[:cut])
+            assert cache.read_cached(path, None) is None, (target.name, cut)
+            got = load(path)
+            cases += 1
+            assert got.frames_equal(expected)
+            assert cache.read_cached(path, None) is not None  # rebuilt, whole again
+            files = cache.entry_files(path, None)
+            target = files[0] if target.suffix == ".mtcache" else _same_table(files, target)
+            data = target.read_bytes()
+    assert len(reads) == 1 + cases
+
+
+def _same_table(files: list[Path], old: Path) -> Path:
+    """The frame file of the same table as `old` among an entry's (rewritten) files."""
+    table = old.name.split(".")[-2]
+    (found,) = [f for f in files if f.suffix == ".arrow" and f.name.split(".")[-2] == table]
+    return found
 
 
 def test_corrupt_entry_is_ignored_and_rebuilt(tmp_path: Path, reads: list[Path]) -> None:
     path = _write_trace(tmp_path / "t.json")
     expected = load(path)
-    entry = cache.entry_path(path, None)
-    data = entry.read_bytes()
-    # One flipped byte anywhere: magic, header, or inside a frame.
+    header = cache.entry_path(path, None)
+    data = header.read_bytes()
+    # One flipped byte anywhere in the header: magic, length, CRC, JSON.
     for at in (0, len(cache.MAGIC) + 2, len(cache.MAGIC) + 20, len(data) // 2, len(data) - 3):
         damaged = bytearray(data)
         damaged[at] ^= 0x5A
-        entry.write_bytes(bytes(damaged))
+        header.write_bytes(bytes(damaged))
         assert cache.read_cached(path, None) is None, at
         assert load(path).frames_equal(expected)
-    entry.write_bytes(b"not a cache entry at all")
+        data = header.read_bytes()
+    header.write_bytes(b"not a cache entry at all")
     assert load(path).frames_equal(expected)
     assert len(reads) == 7
+    # One flipped byte inside each frame file (same size: only the hash can tell).
+    for table in ("events", "tracks", "deps", "counters"):
+        (frame,) = [f for f in cache.entry_files(path, None) if f.name.endswith(f".{table}.arrow")]
+        damaged = bytearray(frame.read_bytes())
+        damaged[len(damaged) // 2] ^= 0x5A
+        frame.write_bytes(bytes(damaged))
+        assert cache.read_cached(path, None) is None, table
+        assert load(path).frames_equal(expected)
+    assert len(reads) == 11
+
+
+def test_a_missing_frame_file_is_a_miss(tmp_path: Path, reads: list[Path]) -> None:
+    path = _write_trace(tmp_path / "t.json")
+    expected = load(path)
+    frames = [f for f in cache.entry_files(path, None) if f.suffix == ".arrow"]
+    frames[0].unlink()
+    assert cache.read_cached(path, None) is None
+    assert load(path).frames_equal(expected) and len(reads) == 2
+
+
+def test_a_second_writer_of_an_entry_never_mixes_frames(tmp_path: Path) -> None:
+    """Two writers of one entry (two processes loading the same file): each names its own
+    frame files, and the header that lands last is whole with the frames it lists."""
+    path = _write_trace(tmp_path / "t.json")
+    fresh = load(path, cache=False)
+    before = path.stat()
+    assert cache.write_cached(path, None, fresh, before)
+    first = {f.name for f in cache.entry_files(path, None)}
+    assert cache.write_cached(path, None, fresh, before)
+    second = {f.name for f in cache.entry_files(path, None)}
+    assert len(second) == 5 and (first - second) and cache.entry_path(path, None).name in second
+    got = cache.read_cached(path, None)
+    assert got is not None and got.frames_equal(fresh)
 
 
 def test_version_bump_invalidates(
@@ -219,7 +269,7 @@ def test_cli_no_cache_and_cache_info_clear(tmp_path: Path, own_cache: Path) -> N
     # --no-cache was an option of that command only: the next one in this process caches
     result = runner.invoke(main, ["info", str(path)])
     assert result.exit_code == 0, result.output
-    size = cache.entry_path(path, None).stat().st_size
+    size = sum(f.stat().st_size for f in cache.entry_files(path, None))
     result = runner.invoke(main, ["cache", "info"])
     assert result.exit_code == 0
     assert f"directory: {own_cache}" in result.output
@@ -227,7 +277,7 @@ def test_cli_no_cache_and_cache_info_clear(tmp_path: Path, own_cache: Path) -> N
     assert f"{size / 1e6:.1f} MB" in result.output
     result = runner.invoke(main, ["cache", "clear"])
     assert result.exit_code == 0 and "removed 1 entries" in result.output
-    assert not cache.entry_path(path, None).exists()
+    assert cache.entry_files(path, None) == []
     assert "entries:   0" in runner.invoke(main, ["cache", "info"]).output
 
 
@@ -236,7 +286,7 @@ def test_size_cap_drops_least_recently_used(
 ) -> None:
     paths = [_write_trace(tmp_path / f"t{i}.json", shift=i) for i in range(3)]
     load(paths[0])
-    size = cache.entry_path(paths[0], None).stat().st_size
+    size = sum(f.stat().st_size for f in cache.entry_files(paths[0], None))
     monkeypatch.setenv("MOETRACE_CACHE_MAX_BYTES", str(2 * size + size // 2))  # room for 2
     load(paths[1])
     old = cache.entry_path(paths[0], None).stat().st_mtime_ns
@@ -244,6 +294,7 @@ def test_size_cap_drops_least_recently_used(
     load(paths[2])
     kept = [cache.entry_path(p, None).exists() for p in paths]
     assert kept == [True, False, True]
+    assert cache.entry_files(paths[1], None) == []  # its frames went with its header
 
 
 def test_entry_is_shared_by_every_name_of_the_file(

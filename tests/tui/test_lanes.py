@@ -87,8 +87,9 @@ def test_search_is_literal_and_case_insensitive() -> None:
     assert search_events(trace, "").tolist() == []
 
 
-def test_name_boxes_and_fit_name_by_hand() -> None:
-    from moetrace.tui.binning import IntervalIndex, fit_name, name_boxes
+def test_name_boxes_and_fit_cells_by_hand() -> None:
+    from moetrace.tui.binning import IntervalIndex, name_boxes
+    from moetrace.tui.format import fit_cells, fit_label
 
     # 10 cells of 10 ns over [0, 100): slices [5, 57) -> whole cells 1..4 (cols 1-4, 4 cells),
     # [60, 70) -> 1 cell (too thin), [72, 200) -> cells 8, 9 (cut by the view: 2 cells).
@@ -97,8 +98,14 @@ def test_name_boxes_and_fit_name_by_hand() -> None:
     )
     where, first, last = name_boxes(index, 0.0, 100.0, 10)
     assert where.tolist() == [0] and first.tolist() == [1] and last.tolist() == [5]
-    assert fit_name("ab", 4) == " ab " and fit_name("matmul_12", 4) == "mat…"
-    assert fit_name("名字", 4) == " ?? "  # wide characters would shift the columns
+    assert fit_cells("ab", 4) == [" ", "a", "b", " "]
+    assert fit_cells("matmul_12", 4) == ["m", "a", "t", "…"]
+    # Wide characters at their width: two cells each, the second ""; never '?'.
+    assert fit_cells("名字", 4) == ["名", "", "字", ""]
+    assert fit_cells("名字x", 4) == ["名", "", " ", "…"]  # 字 would be cut in half: a space
+    assert fit_cells("🚀 moe", 6) == ["🚀", "", " ", "m", "o", "e"]
+    assert fit_cells("e\u0301x", 3) == [" ", "e\u0301", "x"]  # a combining accent: no cell
+    assert fit_label("专家 3", 6) == "专家 " + " " and fit_label("专家 3", 5) == "专家" + " "
 
 
 def test_names_of_follow_event_ids(small_trace: Trace) -> None:
@@ -118,3 +125,12 @@ def test_step_levels_by_hand() -> None:
     # cell 0 before any sample; cell 1 has 4 and 8 -> 8; cell 2 holds 8; cell 3 holds 8 then
     # 0 at 35 -> 8; cells 4-6 hold 0; cell 7 has 2; cells 8-9 hold 2.
     assert levels.tolist() == [-1, 8, 8, 8, 0, 0, 0, 2, 2, 2]
+
+
+def test_rankless_labels_say_so() -> None:
+    from moetrace.tui.format import count_text, where_text
+
+    assert count_text(0, "rank") == "no rank ids" and count_text(1, "rank") == "1 rank"
+    assert count_text(8, "rank") == "8 ranks"
+    assert where_text(None, None) == "whole trace" and where_text(3, None) == "r3"
+    assert where_text(3, 1) == "r3 s1" and where_text(None, 2) == "s2"

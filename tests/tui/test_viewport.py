@@ -11,7 +11,6 @@ from moetrace.tui.widgets.viewport import (
     MAX_VIEW_SPAN,
     MAX_ZOOM_PER_S,
     MIN_CELL_NS,
-    VIEW_MARGIN,
     Area,
     Viewport,
     scroll_to_show,
@@ -32,9 +31,9 @@ def test_zoom_keeps_the_anchor_at_its_column(anchor: float, factor: float) -> No
     before = (anchor - v.t0) / (v.t1 - v.t0)  # where the anchor is, as a share of the width
     width = v.t1 - v.t0
     v.zoom_by(factor, anchor)
-    # The width is the asked one unless the margin clamp moved the window…
+    # The width is the asked one unless the clamp to the trace moved the window…
     assert v.t1 - v.t0 == pytest.approx(min(width * factor, 1000.0 * MAX_VIEW_SPAN))
-    if v.t0 > -VIEW_MARGIN * 1000 and v.t1 < 1000 * (1 + VIEW_MARGIN):
+    if v.t0 > 0 and v.t1 < 1000:
         # …and then the anchor is at the same share of the view (the same column).
         assert (anchor - v.t0) / (v.t1 - v.t0) == pytest.approx(before)
 
@@ -70,10 +69,23 @@ def test_the_view_is_clamped_to_the_trace_and_the_deepest_zoom() -> None:
     v = view(span=1000.0, cells=100)
     v.set_view(400.0, 400.0)  # zero width: the deepest zoom instead
     assert v.t1 - v.t0 == pytest.approx(MIN_CELL_NS * 100)
-    v.set_view(-1e6, 1e6)
-    assert (v.t0, v.t1) == (-VIEW_MARGIN * 1000, -VIEW_MARGIN * 1000 + MAX_VIEW_SPAN * 1000)
-    v.set_view(5000.0, 5100.0)  # past the end: slid back to end + margin
-    assert v.t1 == pytest.approx(1000 * (1 + VIEW_MARGIN))
+    v.set_view(-1e6, 1e6)  # wider than the trace: from its start, past its end
+    assert (v.t0, v.t1) == (0.0, MAX_VIEW_SPAN * 1000)
+    v.set_view(5000.0, 5100.0)  # past the end: slid back to end at the trace's end
+    assert (v.t0, v.t1) == (pytest.approx(900.0), pytest.approx(1000.0))
+    v.set_view(-300.0, -100.0)  # before the start: slid forward to begin at 0
+    assert (v.t0, v.t1) == (0.0, 200.0)
+
+
+def test_panning_stops_at_either_end_of_the_trace() -> None:
+    v = view(span=1000.0, cells=100)
+    v.set_view(0.0, 200.0)
+    for _ in range(30):
+        v.pan_by(-0.5)
+    assert (v.t0, v.t1) == (0.0, 200.0)  # never into negative time
+    for _ in range(30):
+        v.pan_by(0.5)
+    assert (v.t0, v.t1) == (pytest.approx(800.0), pytest.approx(1000.0))
 
 
 def test_held_zoom_is_limited_per_second_and_the_other_way_is_not() -> None:
@@ -154,3 +166,13 @@ def test_columns_and_times_are_inverse() -> None:
         assert v.column_of(v.time_at(column)) == column
     assert v.column_of(99.999) == -1 and v.column_of(300.0) == 100
     assert math.isclose(v.cell_ns, 2.0)
+
+
+def test_focus_fits_at_once_when_the_clamp_keeps_the_view_from_centring() -> None:
+    v = view(span=1000.0, cells=100)
+    v.set_view(0.0, 1000.0)  # the whole trace: centring on 50 would need t0 < 0
+    v.focus(40.0, 60.0)
+    assert (v.t0, v.t1) == (pytest.approx(38.0), pytest.approx(62.0))  # 10% padding
+    v.set_view(0.0, 200.0)
+    v.focus(500.0, 520.0)  # can move: centres first
+    assert (v.t0 + v.t1) / 2 == pytest.approx(510.0) and v.t1 - v.t0 == pytest.approx(200.0)

@@ -10,6 +10,7 @@ from click.testing import CliRunner
 
 from moetrace.cli import main
 from moetrace.executor.hardware import load_preset
+from moetrace.testing.hidden_hardware import hide_hardware
 from moetrace.trace.io import load
 
 
@@ -44,6 +45,7 @@ def measured(tmp_path_factory: pytest.TempPathFactory) -> Path:
         ]
     )
     assert code == 0, err
+    hide_hardware(load([str(path)]), ["link_bw", "gemm_eff"]).write(path, force=True)
     return path
 
 
@@ -64,6 +66,11 @@ def test_calibrate_writes_a_preset_whatif_runs_on(measured: Path, tmp_path: Path
     assert code == 0, err
     data = json.loads(out)
     assert data["replayed_ns"] == pytest.approx(data["measured_ns"], rel=0.05)
+    # the file is replayed as given (no fit to the trace), and the report says so
+    assert data["calibration"]["given"] == str(hw_path) and data["calibration"]["fits"] == []
+    code, out, err = _run(["whatif", str(measured), "--hardware", str(hw_path)])
+    assert code == 0, err
+    assert f"hardware: {hw_path}, replayed as given" in out and "fitted:" not in out
 
 
 def test_whatif_json_keys_and_traces_for_compare(measured: Path, tmp_path: Path) -> None:
@@ -100,9 +107,56 @@ def test_whatif_json_keys_and_traces_for_compare(measured: Path, tmp_path: Path)
     assert code == 0 and "makespan" in out
 
 
+def test_counterfactual_placement_chunks_and_knobs(measured: Path, tmp_path: Path) -> None:
+    """--placement FILE / eplb, --chunks and the tile knobs reach the what-if run; the per-layer
+    row's saving and error bar follow from the three times (layer_row's definition)."""
+    placement = tmp_path / "map.txt"
+    placement.write_text("1 0 3 2 5 4 7 6\n")  # 8 experts on 8 ranks, swapped in pairs
+    out_path = tmp_path / "w.json"
+    code, out, err = _run(
+        ["whatif", str(measured), "--schedule", "chunked", "--chunks", "3",
+         "--placement", "eplb:8", "--json", "-o", str(out_path)]
+    )  # fmt: skip
+    assert code == 0, err
+    data = json.loads(out)
+    schedule = load(out_path).meta["executor"]["schedule"]
+    assert schedule["name"] == "chunked" and schedule["chunks"] == 3
+    assert data["whatif_placement"] == "eplb (8 redundant)"
+    assert data["workload"]["experts"] == 8  # the measured layer; the what-if has 16 copies
+    assert load(out_path).meta["executor"]["workload"]["shape"]["experts"] == 16
+    row = data["layers"][0]
+    m, r, w = data["measured_ns"], data["replayed_ns"], data["whatif_ns"]
+    assert row["saved_us_per_step"] == pytest.approx((m - w * m / r) / 1e3)
+    assert row["error_bar_us"] == pytest.approx(abs(r / m - 1) * w * m / r / 1e3)
+    code, out, err = _run(
+        ["whatif", str(measured), "--placement", str(placement), "--no-l2", "--dynamic",
+         "--json", "-o", str(tmp_path / "t.json")]
+    )  # fmt: skip
+    assert code == 0, err
+    meta = load(tmp_path / "t.json").meta["executor"]
+    assert meta["schedule"]["l2"] is False and meta["schedule"]["dynamic"] is True
+    assert json.loads(out)["whatif_placement"] == "file map.txt"
+
+
+def test_a_placement_file_name_is_data(measured: Path, tmp_path: Path) -> None:
+    """An escape in the file's name is shown escaped, in the error and in the report."""
+    path = tmp_path / "map\x1b[31m.txt"
+    path.write_text("0 1 2\n")
+    code, _out, err = _run(["whatif", str(measured), "--placement", str(path)])
+    assert code == 2 and "3 ranks given, the layer has 8 experts" in err
+    assert "\x1b" not in err and "\\x1b" in err and err.count("\n") == 1
+    path.write_text("1 0 3 2 5 4 7 6\n")
+    code, out, err = _run(["whatif", str(measured), "--placement", str(path)])
+    assert code == 0, err
+    assert "\x1b" not in out and "file map\\x1b[31m.txt" in out
+
+
 @pytest.mark.parametrize(
     ("args", "message"),
     [
+        (["--placement", "eplb:3"], "must be a multiple of the 8 ranks"),
+        (["--placement", "no_such_map.txt"], "an existing file"),
+        (["--chunks", "0"], "--chunks 0: must be >= 1"),
         (["--set", "tokens"], "expected key=value"),
         (["--set", "colour=red"], "expected key=value"),
         (["--hw", "warp=9"], "unknown hardware key"),

@@ -1,8 +1,9 @@
 """Self-check: the executor writes a trace with hidden hardware values; calibrating from the
 trace alone recovers them, and replaying the extracted layer reproduces the measured time.
 
-The hidden values are the ones passed to `simulate` here (never read back from the trace's
-meta, which `extract`/`calibrate` do not look at); the tolerances are the issue's 5%."""
+The hidden values are the ones passed to `simulate` here, removed from the trace's meta
+(`hide_hardware`: `calibrate` takes every hardware field the meta states); the tolerances are
+the issue's 5%."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ import pytest
 
 from moetrace.executor.hardware import get_hardware, load_preset
 from moetrace.executor.run import simulate
+from moetrace.testing.hidden_hardware import hide_hardware
 from moetrace.whatif.calibrate import calibrate, to_toml
 from moetrace.whatif.extract import extract
 from moetrace.whatif.replay import simulate_layer
@@ -33,6 +35,7 @@ def _fits(cal: object) -> dict[str, float]:
 @pytest.mark.parametrize("schedule", ["sequential", "chunked", "tile"])
 def test_calibration_recovers_hidden_hardware_and_replay_matches(schedule: str) -> None:
     trace = simulate("mixtral-8x7b", "h100", 8, 600, schedule, hw_overrides=HIDDEN, tile_rows=256)
+    trace = hide_hardware(trace, HIDDEN)
     wl = extract(trace)
     # the workload read from the tiles is the one simulated
     assert (wl.ranks, wl.tokens, wl.hidden, wl.intermediate, wl.experts, wl.top_k) == (
@@ -71,6 +74,7 @@ def test_skewed_routing_other_shape_and_hardware() -> None:
     trace = simulate(
         "qwen3-235b", "ascend-a3", 16, 512, "sequential", "zipf:0.5", seed=3, hw_overrides=hidden
     )
+    trace = hide_hardware(trace, hidden)
     wl = extract(trace)
     assert (wl.hidden, wl.intermediate, wl.experts, wl.top_k) == (4096, 1536, 128, 8)
     assert len(set(wl.expert_rows)) > 1  # skewed: the rows per expert differ
@@ -86,6 +90,7 @@ def test_skewed_routing_other_shape_and_hardware() -> None:
 
 def test_calibrated_toml_is_a_preset_the_executor_runs_on(tmp_path: object) -> None:
     trace = simulate("mixtral-8x7b", "h100", 8, 256, "sequential", hw_overrides={"link_bw": 80e9})
+    trace = hide_hardware(trace, ["link_bw"])
     wl = extract(trace)
     cal = calibrate(trace, wl, "h100", "t.json")
     path = tmp_path / "hw.toml"  # type: ignore[operator]
@@ -93,7 +98,7 @@ def test_calibrated_toml_is_a_preset_the_executor_runs_on(tmp_path: object) -> N
     hw, meta, _ = load_preset(path)
     assert dataclasses.asdict(hw) == dataclasses.asdict(cal.hardware)
     assert meta["link_bw"][1].startswith("fit: t.json") and "R²=" in meta["link_bw"][1]
-    assert meta["n_aic"][1].startswith("h100 preset:")
+    assert meta["n_aic"][1].startswith("from the trace's meta: t.json")
     again = simulate("mixtral-8x7b", hw, 8, 256, "sequential")
     assert again.meta["executor"]["makespan_ns"] == pytest.approx(wl.measured_ns, rel=0.05)
     assert get_hardware(hw).link_bw == pytest.approx(80e9, rel=0.01)
@@ -107,6 +112,7 @@ def test_a_base_with_slower_l2_never_fits_a_negative_hbm_bandwidth(schedule: str
     trace = simulate(
         preset="deepseek-v3", hardware="ascend-a3", ranks=8, tokens=512, schedule=schedule
     )
+    trace = hide_hardware(trace)  # no hardware in the meta: the base is the given h100
     cal = calibrate(trace, extract(trace), "h100", "a3-on-h100")
     assert cal.hardware.hbm_bw > 0 and cal.hardware.hbm_core_rate > 0
     assert all(f.value >= 0 for f in cal.fits if f.field.startswith("hbm"))

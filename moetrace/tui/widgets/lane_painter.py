@@ -37,12 +37,11 @@ from ..binning import (
     IntervalIndex,
     bin_lane,
     braille_text,
-    fit_name,
     name_boxes,
     nearest_event,
     step_levels,
 )
-from ..format import fmt_ns
+from ..format import fit_cells, fmt_ns
 from ..lanes import LaneModel, Row
 from ..overlays import Overlays
 from .overlay_paint import apply_overlays
@@ -94,6 +93,40 @@ class Frame(NamedTuple):
     flow_ends: list[tuple[LaneKey, float, str]]
 
 
+def _strip_blank(cells: list[str]) -> list[str]:
+    """`cells` without the blank cells at either end (a name's centring padding)."""
+    lo, hi = 0, len(cells)
+    while lo < hi and cells[lo] == " ":
+        lo += 1
+    while hi > lo and cells[hi - 1] == " ":
+        hi -= 1
+    return cells[lo:hi]
+
+
+def _put_cell(cells: list[str], col: int, glyph: str) -> None:
+    """Put a one-cell `glyph` at `col` of a row of cells; half of a wide character left
+    behind becomes a space, so the row keeps its width."""
+    if cells[col] == "" and col > 0:  # the second cell of a wide character
+        cells[col - 1] = " "
+    elif col + 1 < len(cells) and cells[col + 1] == "":  # its first cell
+        cells[col + 1] = " "
+    cells[col] = glyph
+
+
+def _bracket(cells: list[str], first: int, last: int) -> list[str]:
+    """The selected slice's ends marked by a glyph, not only by colour: `[` on its first
+    cell and `]` on its last (`◆` when it fills one cell); an end outside the view gets none."""
+    width = len(cells)
+    if first == last and 0 <= first < width:
+        _put_cell(cells, first, "◆")
+        return cells
+    if 0 <= first < width:
+        _put_cell(cells, first, "[")
+    if 0 <= last < width:
+        _put_cell(cells, last, "]")
+    return cells
+
+
 class LanePainter:
     """Strips for one lane model; `summary_index(key)` gives a group's summary (None while it
     is being built, drawn as a placeholder)."""
@@ -135,9 +168,9 @@ class LanePainter:
     def ruler(self, f: Frame) -> Strip:
         """Row 1: the time ruler with the cursor ┃ and the marks ▼."""
         v = f.view
-        ruler = ruler_strip(v.t0, v.t1, f.width)
         marks = {v.column_of(v.cursor_t): "┃"}
         marks.update({v.column_of(m): "▼" for m in v.marks})
+        ruler = ruler_strip(v.t0, v.t1, f.width, reserved=frozenset(marks))
         ruler = overlay_marks(ruler, marks, MARK_STYLE)
         span = f"{fmt_ns(v.t1 - v.t0)} view"
         return Strip.join([label_strip(span, 0, f.label_width, LABEL_STYLE), ruler])
@@ -201,15 +234,16 @@ class LanePainter:
             )
         text = self._slice_names(row, glyphs, keys, f)
         if deco.flows:
-            chars = list(text) if text is not None else GLYPH_ARRAY[glyphs].tolist()
+            chars: list[str] = text if text is not None else GLYPH_ARRAY[glyphs].tolist()
             for col, mark in deco.flows:
                 if 0 <= col < width:
-                    chars[col] = mark
+                    _put_cell(chars, col, mark)
                     keys[col] |= FLOW
-            text = "".join(chars)
+            text = chars
         sel, cursor, area, _, is_cursor_row, _ = deco
         if sel is not None:
             keys[max(sel[0], 0) : min(sel[1] + 1, width)] |= SELECTED
+            text = _bracket(text if text is not None else GLYPH_ARRAY[glyphs].tolist(), *sel)
         if area is not None:
             keys[max(area[0], 0) : min(area[1] + 1, width)] |= AREA
         if cursor is not None and 0 <= cursor < width:
@@ -219,7 +253,9 @@ class LanePainter:
             CURSOR_LABEL if is_cursor_row else (GROUP_STYLE if row.kind != "lane" else LABEL_STYLE)
         )
         note = f.row_notes.get(row.key, "")
-        label = label_segment(row.label + note, row.indent, f.label_width, style, marker)
+        label = label_segment(
+            row.label + note, row.indent, f.label_width, style, marker, pointer=is_cursor_row
+        )
         strip = Strip(
             [label, *cells_segments(glyphs, keys, row.unit, row.kind != "lane", text)],
             f.label_width + width,
@@ -227,9 +263,12 @@ class LanePainter:
         self._strips[key] = strip
         return strip
 
-    def _slice_names(self, row: Row, glyphs: np.ndarray, keys: np.ndarray, f: Frame) -> str | None:
-        """Write the names of slices at least 4 cells wide inside them (cut with '…'); marks
-        their cells NAME so they draw as filled boxes. None when no slice is that wide."""
+    def _slice_names(
+        self, row: Row, glyphs: np.ndarray, keys: np.ndarray, f: Frame
+    ) -> list[str] | None:
+        """Write the names of slices at least 4 cells wide inside them (cut with '…'), one
+        string per cell (wide characters at their width); marks their cells NAME so they draw
+        as filled boxes. None when no slice is that wide."""
         if row.lane is None:
             return None
         index = row.lane.index
@@ -238,20 +277,20 @@ class LanePainter:
         where, first, last = name_boxes(index, f.view.t0, f.view.t1, f.width)
         if len(where) == 0:
             return None
-        chars = GLYPH_ARRAY[glyphs].tolist()
+        chars: list[str] = GLYPH_ARRAY[glyphs].tolist()
         names = self.model.names_of(index.ids[where])
         for name, a, b in zip(names, first.tolist(), last.tolist(), strict=True):
             # Overlays show in the box's padding (at least its ends): ▒ exposed, ▓ critical.
             fill = "▒" if keys[a] & EXPOSED else "▓" if keys[a] & CRITICAL else ""
             if fill:
-                body = fit_name(name, b - a - 2).strip(" ")
+                body = _strip_blank(fit_cells(name, b - a - 2))
                 pad = (b - a - len(body)) // 2
-                text = fill * pad + body + fill * (b - a - pad - len(body))
+                cells = [fill] * pad + body + [fill] * (b - a - pad - len(body))
             else:
-                text = fit_name(name, b - a)
-            chars[a:b] = list(text)
+                cells = fit_cells(name, b - a)
+            chars[a:b] = cells
             keys[a:b] |= NAME
-        return "".join(chars)
+        return chars
 
     def _counter_strip(self, row: Row, f: Frame, deco: Decorations) -> Strip:
         """A counter as a step chart: ▁…█ the highest value in each cell, scaled from 0 (or
@@ -268,7 +307,13 @@ class LanePainter:
         if deco.cursor is not None and 0 <= deco.cursor < width:
             keys[deco.cursor] |= CURSOR
         style = CURSOR_LABEL if deco.is_cursor_row else LABEL_STYLE
-        label = label_segment(f"{row.label} ≤{series.high:.4g}", row.indent, f.label_width, style)
+        label = label_segment(
+            f"{row.label} ≤{series.high:.4g}",
+            row.indent,
+            f.label_width,
+            style,
+            pointer=deco.is_cursor_row,
+        )
         return Strip([label, *cells_segments(glyphs, keys, None, False)], f.label_width + width)
 
     def _braille_strip(self, row: Row, f: Frame, deco: Decorations) -> tuple[Strip, bool]:
@@ -277,7 +322,7 @@ class LanePainter:
         parts = [(index, 1.0) for index in indexes if index is not None]
         text = braille_text(parts, f.view.t0, f.view.t1, f.width)
         style = CURSOR_LABEL if deco.is_cursor_row else GROUP_STYLE
-        label = label_segment(row.label, 0, f.label_width, style, "⣿ ")
+        label = label_segment(row.label, 0, f.label_width, style, "⣿ ", pointer=deco.is_cursor_row)
         strip = Strip([label, Segment(text, BRAILLE_STYLE)], f.label_width + f.width)
         return strip, len(parts) == len(keys)
 

@@ -14,7 +14,7 @@ from rich.text import Text
 from textual.containers import VerticalScroll
 from textual.widgets import Static
 
-from ..format import fmt_ns, fmt_pct
+from ..format import fmt_ns, fmt_pct, where_text
 
 if TYPE_CHECKING:
     import polars as pl
@@ -151,7 +151,7 @@ def totals_text(report: Report) -> Text | None:
         if ranks is None or ranks.height == 0 or column not in ranks.columns:
             return "–"
         top = ranks.sort(column, descending=True, nulls_last=True).row(0, named=True)
-        return f"{fmt_ns(top[column])} (r{top['rank']} s{top['step']})"
+        return f"{fmt_ns(top[column])} ({where_text(top.get('rank'), top.get('step'))})"
 
     units = "  ".join(f"{k[5:]} {fmt_pct(v)}" for k, v in s.items() if k.startswith("util:"))
     lines = [

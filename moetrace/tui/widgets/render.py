@@ -30,7 +30,7 @@ from ..binning import (
     VIEWPORT,
     runs,
 )
-from ..format import fmt_ns, nice_step
+from ..format import fit_label, nice_step, tick_label
 from .layout import PENDING_STYLE
 
 COMPUTE_BY_UNIT = {"aic": "#4e9bd6", "aiv": "#5fbf6f", "stream": "#4e9bd6", "cpu": "#8fb8c8"}
@@ -110,13 +110,18 @@ def cell_style(unit: str | None, summary: bool, key: int) -> Style:
 
 
 def cells_segments(
-    glyphs: np.ndarray, keys: np.ndarray, unit: str | None, summary: bool, text: str | None = None
+    glyphs: np.ndarray,
+    keys: np.ndarray,
+    unit: str | None,
+    summary: bool,
+    text: list[str] | None = None,
 ) -> list[Segment]:
-    """One Segment per run of equal style: the cells of a lane (`text`: its characters when
-    slice names were written over the glyphs)."""
+    """One Segment per run of equal style: the cells of a lane (`text`: one string per cell,
+    when slice names were written over the glyphs; a wide character's second cell is "")."""
     if text is None:
-        text = "".join(GLYPH_ARRAY[glyphs].tolist())
-    return [Segment(text[a:b], cell_style(unit, summary, key)) for a, b, key in runs(keys)]
+        plain = "".join(GLYPH_ARRAY[glyphs].tolist())
+        return [Segment(plain[a:b], cell_style(unit, summary, key)) for a, b, key in runs(keys)]
+    return [Segment("".join(text[a:b]), cell_style(unit, summary, key)) for a, b, key in runs(keys)]
 
 
 def cells_strip(glyphs: np.ndarray, keys: np.ndarray, unit: str | None, summary: bool) -> Strip:
@@ -130,32 +135,47 @@ def pending_strip(width: int) -> Strip:
     return Strip([Segment("…".ljust(width), PENDING_STYLE)], width)
 
 
-def label_segment(text: str, indent: int, width: int, style: Style, marker: str = "") -> Segment:
-    """The gutter label of a row as one Segment of exactly `width` cells."""
-    body = ("  " * indent + marker + text)[: max(width - 1, 0)]
-    return Segment(body.ljust(width), style)
+CURSOR_POINTER = "◂"
+"""Drawn in the gutter's last column of the cursor row: the row is marked by a glyph, not
+only by the label's colour (NO_COLOR, plain captures)."""
+
+
+def label_segment(
+    text: str, indent: int, width: int, style: Style, marker: str = "", pointer: bool = False
+) -> Segment:
+    """The gutter label of a row as one Segment of exactly `width` cells (`pointer`: the
+    cursor row, whose gap column shows CURSOR_POINTER)."""
+    body = fit_label("  " * indent + marker + text, width)
+    if pointer and body:
+        body = body[:-1] + CURSOR_POINTER
+    return Segment(body, style)
 
 
 def label_strip(text: str, indent: int, width: int, style: Style, marker: str = "") -> Strip:
     """The fixed gutter label of a row, padded or cut to `width` cells."""
-    body = ("  " * indent + marker + text)[: max(width - 1, 0)]
-    return Strip([Segment(body.ljust(width), style)], width)
+    return Strip([label_segment(text, indent, width, style, marker)], width)
 
 
-def ruler_strip(t0: float, t1: float, width: int, origin_label: str = "") -> Strip:
-    """Time ruler: a tick every 1/2/5×10^k ns with its time from the trace start."""
+def ruler_strip(
+    t0: float, t1: float, width: int, origin_label: str = "", reserved: frozenset[int] = frozenset()
+) -> Strip:
+    """Time ruler: a tick every 1/2/5×10^k ns with its time from the trace start. A label is
+    drawn only where it fits whole: before the next tick and clear of the `reserved` columns
+    (where the cursor and marks go), so no glyph ever overwrites a digit."""
     chars = [" "] * width
     if width > 0 and t1 > t0:
         step = nice_step(t1 - t0, width)
         first = np.ceil(t0 / step) * step
         cell = (t1 - t0) / width
-        for tick in np.arange(first, t1, step):
-            col = int((tick - t0) / cell)
-            if 0 <= col < width:
-                chars[col] = "╵"
-                label = fmt_ns(float(tick))
-                if col + 1 + len(label) <= width:
-                    chars[col + 1 : col + 1 + len(label)] = list(label)
+        cols = [(int((tick - t0) / cell), float(tick)) for tick in np.arange(first, t1, step)]
+        cols = [(col, tick) for col, tick in cols if 0 <= col < width]
+        for i, (col, tick) in enumerate(cols):
+            chars[col] = "╵"
+            label = tick_label(tick, step)
+            end = col + 1 + len(label)  # one past the label's last column
+            limit = cols[i + 1][0] if i + 1 < len(cols) else width + 1
+            if end < limit and end <= width and not any(c in reserved for c in range(col + 1, end)):
+                chars[col + 1 : end] = list(label)
     return Strip([Segment("".join(chars), RULER_STYLE)], width)
 
 

@@ -18,8 +18,7 @@ MIN_CELL_NS = 0.05  # deepest zoom: 1/20 ns per cell
 ZOOM_STEP = 0.8  # one zoom key: the view width × 0.8 (in) or ÷ 0.8 (out)
 PAN_STEP = 0.1  # one pan key: a tenth of the view width
 MAX_ZOOM_PER_S = 16.0  # held zoom keys: at most ×16 (or ÷16) of view width per second
-VIEW_MARGIN = 0.25  # the view may show this share of the span beyond either end
-MAX_VIEW_SPAN = 1.5  # …and be at most this many spans wide
+MAX_VIEW_SPAN = 1.5  # the view is at most this many spans wide (then it runs past the end)
 
 
 @dataclass(frozen=True)
@@ -76,11 +75,11 @@ class Viewport:
 
     def set_view(self, t0: float, t1: float) -> None:
         """Show [t0, t1), clamped: no narrower than MIN_CELL_NS per cell, no wider than
-        MAX_VIEW_SPAN spans, at most VIEW_MARGIN of the span past either end."""
+        MAX_VIEW_SPAN spans, and inside the trace: never before its start, and past its end
+        only when the view is wider than the trace (panning stops at either end)."""
         width = max(t1 - t0, MIN_CELL_NS * self.cells)
         width = min(width, self.span * MAX_VIEW_SPAN)
-        margin = self.span * VIEW_MARGIN
-        t0 = min(max(t0, -margin), self.span + margin - width)
+        t0 = max(min(t0, self.span - width), 0.0)
         self.t0, self.t1 = float(t0), float(t0 + width)
         self.clamp_cursor()
 
@@ -144,11 +143,13 @@ class Viewport:
             self.centre_on((start + end) / 2)
 
     def focus(self, start: float, end: float) -> None:
-        """Centre [start, end]; when it already is, fit the view to it (10% padding)."""
+        """Centre [start, end]; when it already is, or the clamp to the trace keeps the view
+        from moving to centre it, fit the view to it (10% padding)."""
         mid = (start + end) / 2
+        before = (self.t0, self.t1)
         if abs((self.t0 + self.t1) / 2 - mid) > self.cell_ns:
             self.centre_on(mid)
-        else:
+        if (self.t0, self.t1) == before:
             pad = (end - start) * 0.1 if end > start else self.cell_ns * 5
             self.set_view(start - pad, end + pad)
 
