@@ -164,13 +164,13 @@ def main() -> None:
         stages: dict[str, float] = {}
         for _ in range(max(1, args.repeats - 1)):
             marks: list[tuple[str, float]] = []
+
+            def mark(stage: str, _f: float, marks: list[tuple[str, float]] = marks) -> None:
+                marks.append((stage, time.perf_counter()))
+
             t0, c0 = time.perf_counter(), time.process_time()
             trace = simulate(
-                ranks=args.ranks,
-                tokens=args.tokens,
-                schedule=sched,
-                routing=routing,
-                progress=lambda stage, _f, marks=marks: marks.append((stage, time.perf_counter())),
+                ranks=args.ranks, tokens=args.tokens, schedule=sched, routing=routing, progress=mark
             )
             took, cpu_took = time.perf_counter() - t0, time.process_time() - c0
             if took < best:
