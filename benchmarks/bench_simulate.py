@@ -40,6 +40,7 @@ import time
 
 import numpy as np
 
+from moetrace.executor.config import SimulationConfig
 from moetrace.executor.dag import (
     DataEdges,
     chain_longest_path,
@@ -113,7 +114,7 @@ def main() -> None:
         print(json.dumps(out))
         return
 
-    wl, hw, opts, _ = prepare("deepseek-v3", "ascend-a3", args.ranks, args.tokens, "tile")
+    wl, hw, opts, _ = prepare(SimulationConfig(ranks=args.ranks, tokens=args.tokens))
     t0 = time.perf_counter()
     graph = build_graph(wl, chunks=1, aiv_comm=True, two_sided=False)
     timed = schedule(graph, wl, hw, opts)
@@ -163,13 +164,13 @@ def main() -> None:
         stages: dict[str, float] = {}
         for _ in range(max(1, args.repeats - 1)):
             marks: list[tuple[str, float]] = []
+
+            def mark(stage: str, _f: float, marks: list[tuple[str, float]] = marks) -> None:
+                marks.append((stage, time.perf_counter()))
+
             t0, c0 = time.perf_counter(), time.process_time()
             trace = simulate(
-                ranks=args.ranks,
-                tokens=args.tokens,
-                schedule=sched,
-                routing=routing,
-                progress=lambda stage, _f, marks=marks: marks.append((stage, time.perf_counter())),
+                ranks=args.ranks, tokens=args.tokens, schedule=sched, routing=routing, progress=mark
             )
             took, cpu_took = time.perf_counter() - t0, time.process_time() - c0
             if took < best:

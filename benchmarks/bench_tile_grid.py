@@ -20,6 +20,7 @@ import argparse
 import itertools
 import time
 
+from moetrace.executor.config import SimulationConfig
 from moetrace.executor.errors import ExecutorInputError
 from moetrace.executor.hardware import PRESETS
 from moetrace.executor.run import Run, execute, prepare, to_trace
@@ -34,8 +35,7 @@ RIVALS = {
 
 def _run(**kwargs: object) -> Run:
     """One schedule of one cell, simulated as `simulate()` does (folded where exact)."""
-    sched = str(kwargs.pop("schedule"))
-    wl, hw, opts, _ = prepare(schedule_name=sched, **kwargs)  # type: ignore[arg-type]
+    wl, hw, opts, _ = prepare(SimulationConfig.build(**kwargs))
     return execute(wl, hw, opts, fold=True)
 
 

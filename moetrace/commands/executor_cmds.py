@@ -7,6 +7,7 @@ same way. Heavy imports stay inside the command bodies so `moetrace --help` is f
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import json
 import math
@@ -32,20 +33,24 @@ from moetrace.commands.output import OutputFormat, emit, output_options
 from moetrace.text import visible
 
 if TYPE_CHECKING:
-    pass
+    from moetrace.executor.config import SimulationConfig
 
 DEMO_MARKER = ".moetrace-demo"
-# the demo's schedules in table order: the reference (the validation's baseline) first
-DEMO_SCHEDULES: dict[str, dict[str, Any]] = {"chunked": {"chunks": 2}, "sequential": {}, "tile": {}}
-DEMO_LABELS = {
-    "chunked": "chunked x2 (baseline)",
-    "sequential": "sequential (context)",
-    "tile": "tile",
-}
 
 
 def _pct(x: float | None) -> str:
     return "-" if x is None else f"{100 * x:.1f}%"
+
+
+class _ScheduleOption(click.Option):
+    """`--schedule`: its help lists the registered schedules (read when help is shown, so the
+    registry is imported only then)."""
+
+    def get_help_record(self, ctx: click.Context) -> tuple[str, str] | None:
+        from moetrace.executor.schedules.registry import schedule_names
+
+        self.help = "|".join(schedule_names()) + "."
+        return super().get_help_record(ctx)
 
 
 def _simulation_options(func: Callable[..., Any]) -> Callable[..., Any]:
@@ -60,9 +65,7 @@ def _simulation_options(func: Callable[..., Any]) -> Callable[..., Any]:
         ),
         click.option("--ranks", default="64", show_default=True, help="EP degree (ranks)."),
         click.option("--tokens", default="4096", show_default=True, help="Tokens per rank."),
-        click.option(
-            "--schedule", default="tile", show_default=True, help="sequential|chunked|tile."
-        ),
+        click.option("--schedule", cls=_ScheduleOption, default="tile", show_default=True),
         click.option(
             "--routing", default="balanced", show_default=True, help="balanced|zipf:S|counts:FILE."
         ),
@@ -113,36 +116,34 @@ def _int(value: str, name: str) -> int:
         raise UserError(f"--{name} {value!r}: expected an integer") from None
 
 
-def _params(kw: dict[str, Any], overrides: dict[str, Any]) -> dict[str, Any]:
-    return {
-        "preset": kw["preset"],
-        "hardware": kw["hardware"],
-        "ranks": _int(str(kw["ranks"]), "ranks"),
-        "tokens": _int(str(kw["tokens"]), "tokens"),
-        "schedule": kw["schedule"],
-        "routing": kw["routing"],
-        "placement": kw["placement"],
-        "seed": check_seed(kw["seed"]),
-        "hw_overrides": overrides or None,
-        "chunks": kw["chunks"],
-        "dispatch_dtype": kw["dispatch_dtype"],
-        "shared_expert": kw["shared_expert"],
-        "tile_rows": kw["tile_rows"],
-        "n_tile": kw["n_tile"],
-        "one_sided": not kw["no_one_sided"],
-        "l2": not kw["no_l2"],
-        "dynamic": kw["dynamic"],
-        "order": kw["order"],
-    }
+def _config(kw: dict[str, Any], overrides: dict[str, Any]) -> SimulationConfig:
+    """The run's `SimulationConfig` from the command's options, checked before any work
+    (one line, exit 2)."""
+    from moetrace.executor.config import SimulationConfig
 
-
-def _check_params(params: dict[str, Any]) -> None:
-    """Validate every input before any work (one line, exit 2)."""
-    from moetrace.executor.run import prepare
-
-    p = dict(params)
+    ranks, tokens = _int(str(kw["ranks"]), "ranks"), _int(str(kw["tokens"]), "tokens")
+    seed = check_seed(kw["seed"])
     with executor_errors():
-        prepare(schedule_name=p.pop("schedule"), **p)
+        return SimulationConfig(
+            preset=kw["preset"],
+            hardware=kw["hardware"],
+            ranks=ranks,
+            tokens=tokens,
+            schedule=kw["schedule"],
+            routing=kw["routing"],
+            placement=kw["placement"],
+            seed=seed,
+            hw_overrides=overrides or None,
+            chunks=kw["chunks"],
+            dispatch_dtype=kw["dispatch_dtype"],
+            shared_expert=kw["shared_expert"],
+            tile_rows=kw["tile_rows"],
+            n_tile=kw["n_tile"],
+            one_sided=not kw["no_one_sided"],
+            l2=not kw["no_l2"],
+            dynamic=kw["dynamic"],
+            order=kw["order"],
+        )
 
 
 @click.command("run")
@@ -174,15 +175,14 @@ def run(
     **kw: Any,
 ) -> None:
     """Simulate one MoE layer on all EP ranks and print its summary."""
-    params = _params(kw, hw_overrides(hw_pairs, hw_file))
-    _check_params(params)
+    config = _config(kw, hw_overrides(hw_pairs, hw_file))
     out = check_output_path(output, force) if output else None
     if output and out is None:
         raise UserError("-o -: writing a trace to stdout is not supported here; give a file name")
     if seeds < 1:
         raise UserError(f"--seeds {seeds}: expected a count >= 1")
     check_run_count(seeds, "--seeds", yes)
-    trace = run_simulation(params)
+    trace = run_simulation(config)
     if out is not None:
         trace.write(out, force=force)
     summary = run_figures(trace)
@@ -191,15 +191,15 @@ def run(
     for line in trace.meta["executor"].get("notes", []):
         note(line)
     if seeds > 1:
-        summary["seeds"] = seed_spread(params, seeds)
+        summary["seeds"] = seed_spread(config, seeds)
     if as_json:
         click.echo(json.dumps(summary, indent=2, sort_keys=True))
         return
     ex = trace.meta["executor"]
     click.echo(
-        f"{params['preset']} on {params['ranks']} x {params['hardware']}, "
-        f"{params['tokens']} tokens/rank, schedule {ex['schedule']['name']}, "
-        f"routing {params['routing']}, placement {params['placement']}"
+        f"{config.preset} on {config.ranks} x {config.hardware}, "
+        f"{config.tokens} tokens/rank, schedule {ex['schedule']['name']}, "
+        f"routing {config.routing}, placement {config.placement}"
     )
     click.echo(
         f"  makespan     {summary['makespan_ns'] / 1e6:.3f} ms   ({summary['tasks']:,} tasks)"
@@ -232,7 +232,7 @@ def run(
         click.echo(f"  trace        {visible(out)}")
 
 
-def seed_spread(params: dict[str, Any], n: int) -> dict[str, Any]:
+def seed_spread(config: SimulationConfig, n: int) -> dict[str, Any]:
     """Makespan (ms) and MFU over the makespan for seeds seed..seed+n-1: min, max, mean, sd."""
     import statistics
 
@@ -242,8 +242,7 @@ def seed_spread(params: dict[str, Any], n: int) -> dict[str, Any]:
     spans, mfus = [], []
     with executor_errors():
         for k in range(n):
-            p = {**params, "seed": params["seed"] + k}
-            result = simulate_run(**p)
+            result = simulate_run(dataclasses.replace(config, seed=config.seed + k))
             spans.append(result.makespan_ns / 1e6)
             mfus.append(
                 mfu_over_makespan(
@@ -259,7 +258,7 @@ def seed_spread(params: dict[str, Any], n: int) -> dict[str, Any]:
             "sd": statistics.stdev(xs) if len(xs) > 1 else 0.0,
         }
 
-    return {"n": n, "first_seed": params["seed"], "makespan_ms": stats(spans), "mfu": stats(mfus)}
+    return {"n": n, "first_seed": config.seed, "makespan_ms": stats(spans), "mfu": stats(mfus)}
 
 
 def _split(value: str, option: str) -> list[str]:
@@ -320,17 +319,14 @@ def sweep(
         runs, " x ".join(f"{len(v)} {k}" for k, v in zip(grid_keys, values, strict=True)), yes
     )
     combos = [dict(zip(grid_keys, combo, strict=True)) for combo in itertools.product(*values)]
-    all_params = [_params({**kw, **combo}, overrides) for combo in combos]
-    for params in all_params:  # every combination is checked before the first runs
-        _check_params(params)
+    # every combination is built (and so checked) before the first runs
+    configs = [_config({**kw, **combo}, overrides) for combo in combos]
     rows = []
-    for i, params in enumerate(all_params, 1):
-        click.echo(
-            f"[{i}/{len(all_params)}] {json.dumps({k: params[k] for k in grid_keys})}", err=True
-        )
-        summary = run_figures(run_simulation(params, show_progress=False))
-        row = {k: params[k] for k in grid_keys}
-        row.update(one_sided=params["one_sided"], l2=params["l2"], dynamic=params["dynamic"])
+    for i, config in enumerate(configs, 1):
+        row = {k: getattr(config, k) for k in grid_keys}
+        click.echo(f"[{i}/{len(configs)}] {json.dumps(row)}", err=True)
+        summary = run_figures(run_simulation(config, show_progress=False))
+        row.update(one_sided=config.one_sided, l2=config.l2, dynamic=config.dynamic)
         row.update(
             {
                 k: summary[k]
@@ -412,15 +408,22 @@ def demo(
     from rich.table import Table
     from rich.text import Text
 
+    from moetrace.executor.config import SimulationConfig
+    from moetrace.executor.schedules.registry import demo_schedules
+
     directory = Path(out_dir)
+    shown = demo_schedules()  # table order: the reference first, the featured one last
+    reference_name, featured = shown[0].name, shown[-1].name
+    labels = {s.name: s.demo_label for s in shown}
     base = {"preset": "deepseek-v3", "hardware": "ascend-a3", "ranks": ranks, "tokens": tokens}
-    params = {name: {**base, "schedule": name, **extra} for name, extra in DEMO_SCHEDULES.items()}
-    for p in params.values():
-        _check_params(p)
+    with executor_errors():
+        params = {
+            s.name: SimulationConfig.build(**base, schedule=s.name, **s.demo_options) for s in shown
+        }
     _prepare_demo_dir(directory, force)
     paths = {s: directory / f"{s}.{fmt}" for s in params}
-    # the longest run (tile) first, so that two workers finish the three about together
-    run_order = sorted(paths, key=lambda s: s != "tile")
+    # the longest run (the featured tile) first, so that two workers finish about together
+    run_order = sorted(paths, key=lambda s: s != featured)
     jobs_args = [(params[s], str(paths[s])) for s in run_order]
     click.echo(
         f"writing {len(paths)} .{fmt} traces into {visible(directory.resolve())}/ "
@@ -440,7 +443,7 @@ def demo(
         summaries = [simulate_write_figures(p, out) for p, out in jobs_args]
     done = dict(zip(run_order, summaries, strict=True))
     results = {s: done[s] for s in paths}
-    reference = results["chunked"]["makespan_ns"]
+    reference = results[reference_name]["makespan_ns"]
     table = Table(
         title=f"DeepSeek-V3 MoE layer, {ranks} x Ascend A3 dies, {tokens} tokens/rank, "
         "balanced routing; speedup vs chunked (2 micro-batches)"
@@ -457,7 +460,7 @@ def demo(
         table.add_column(col, justify="left" if col == "schedule" else "right")
     for schedule, s in results.items():
         table.add_row(
-            Text(DEMO_LABELS[schedule]),
+            Text(labels[schedule]),
             Text(f"{s['makespan_ns'] / 1e6:.2f} ms"),
             Text(f"{reference / s['makespan_ns']:.2f}x"),
             Text(_pct(s["util"].get("aic"))),
@@ -474,14 +477,14 @@ def demo(
             + "  ".join(str(p) for p in paths.values())
         )
     )
-    console.print(Text(f"browse: moetrace view {paths['tile']}"))
+    console.print(Text(f"browse: moetrace view {paths[featured]}"))
     if no_view or not sys.stdout.isatty():
         return
     try:
         from moetrace.tui.app import launch
     except ImportError:
         return
-    launch([str(paths["tile"])])
+    launch([str(paths[featured])])
 
 
 @click.command("validate")

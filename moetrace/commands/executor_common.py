@@ -11,6 +11,7 @@ from moetrace.commands._common import UserError
 from moetrace.commands.numbers import check_hw_overrides
 
 if TYPE_CHECKING:
+    from moetrace.executor.config import SimulationConfig
     from moetrace.trace.model import Trace
 
 
@@ -92,11 +93,12 @@ def run_figures(trace: Trace) -> dict[str, Any]:
     }
 
 
-def run_simulation(params: dict[str, Any], show_progress: bool = True) -> Trace:
+def run_simulation(config: SimulationConfig, show_progress: bool = True) -> Trace:
+    """Simulate `config` (a progress bar on a terminal); executor errors become one line."""
     from moetrace.executor.run import simulate
 
     with executor_errors(), progress_bar(show_progress) as progress:
-        return simulate(**params, progress=progress)
+        return simulate(config, progress=progress)
 
 
 def hw_overrides(pairs: tuple[str, ...], hw_file: str | None) -> dict[str, Any]:
@@ -108,13 +110,13 @@ def hw_overrides(pairs: tuple[str, ...], hw_file: str | None) -> dict[str, Any]:
     return check_hw_overrides(out)
 
 
-def simulate_write_figures(params: dict[str, Any], path: str) -> dict[str, Any]:
+def simulate_write_figures(config: SimulationConfig, path: str) -> dict[str, Any]:
     """Simulate, write the trace to `path` (overwriting) and return its summary.
 
     Top-level so that `moetrace demo` can run the two schedules in two processes.
     """
     from moetrace.executor.run import simulate
 
-    trace = simulate(**params)
+    trace = simulate(config)
     trace.write(path, force=True)
     return run_figures(trace)

@@ -224,6 +224,7 @@ def _check_inputs(configs: Sequence[Config]) -> None:
     """An input no candidate accepts (an unknown preset, a bad routing) is a usage error, one
     line, exit 2; a candidate some others survive (an EP that does not divide the experts) is
     only infeasible."""
+    from moetrace.executor.config import SimulationConfig
     from moetrace.executor.errors import ExecutorInputError
     from moetrace.executor.run import prepare
 
@@ -231,7 +232,7 @@ def _check_inputs(configs: Sequence[Config]) -> None:
     for cfg in configs:
         p = dict(cfg)
         try:
-            prepare(schedule_name=p.pop("schedule"), **p)
+            prepare(SimulationConfig.build(**p))
             return
         except ExecutorInputError as exc:
             first = first or str(exc)

@@ -3,12 +3,14 @@ before the run; this module builds the candidate plans (transfer order x HBM spl
 order), times them and keeps the fastest. Choosing among pre-generated plans is offline work,
 so it is fair to the static schedule; the candidates are listed in docs/executor.md.
 
-Candidates: for the tile schedule, two transfer orders (arrival rotation, expert-major) x the
-split of HBM between the cube and vector pools (`HBM_BIASES`) x per-core orders (the vectorised
-static scheduler; where the planner times at most `EVENT_PLAN_LIMIT` tasks per candidate also
-the stage-priority and FIFO list schedules, frozen into static orders) and, on runs of at most
-`CHUNKED_PLAN_LIMIT` tasks, the chunked operator-level plans (`CHUNKED_PLANS`). Other schedules
-have one candidate.
+Candidates (each schedule lists its own: `Schedule.transfer_orders`, `hbm_biases` and
+`rival_plans` in `executor/schedules/`): for the tile schedule, two transfer orders (arrival
+rotation, expert-major) x the split of HBM between the cube and vector pools
+(`schedules.tile.HBM_BIASES`) x per-core orders (the vectorised static scheduler; where the
+planner times at most `EVENT_PLAN_LIMIT` tasks per candidate also the stage-priority and FIFO
+list schedules, frozen into static orders) and, on runs of at most `CHUNKED_PLAN_LIMIT` tasks,
+the chunked operator-level plans (`schedules.tile.CHUNKED_PLANS`). Other schedules have one
+candidate.
 
 What a candidate costs is the tasks timed for it (`planned_tasks`): a rotation-symmetric run
 (`symmetry.symmetry`) is timed on the tasks of one block of `period` ranks alone (`executor.fold`,
@@ -45,23 +47,14 @@ from moetrace.executor.schedules import (
     POOL_TX,
     ScheduleOptions,
     Timed,
+    get_schedule,
     lane_layout,
     schedule,
 )
 from moetrace.executor.taskgraph import TaskGraph
-from moetrace.executor.tiles import build_graph
 from moetrace.executor.workload import Workload
 
-# tile: weight of the AIC pool's bytes when the planner splits HBM between AIC and vector AIV
-# (below 1 favours the HBM-bound vector work: permute, unpermute); fewer on large graphs
-HBM_BIASES = (0.25, 0.5, 1.0)
-HBM_BIASES_LARGE = (1.0,)
 EVENT_PLAN_LIMIT = 200_000  # tasks: above this the event-loop plans cost more than they are worth
-# tile, graphs up to EVENT_PLAN_LIMIT tasks: the chunked schedules with these micro-batch counts
-# are candidate plans too. Where the static per-pool HBM split of the tile kernel costs more than
-# its overlap gains (a few hundred tokens per rank, weight-read bound), the offline planner emits
-# the chunked plan; docs/executor.md lists where that happens
-CHUNKED_PLANS = (2, 4, 8)
 # tasks: the chunked plans are candidates on runs of at most this many (their graphs are never
 # folded: the whole run's tasks; docs/executor.md gives what a larger limit would win and cost)
 CHUNKED_PLAN_LIMIT = EVENT_PLAN_LIMIT
@@ -91,16 +84,12 @@ def best_plan(
     opts: ScheduleOptions,
     exhaustive: bool = False,
 ) -> Plan:
-    """The fastest candidate plan of `opts` (one candidate unless the schedule is tile).
+    """The fastest candidate plan of `opts` (its schedule's candidates and rival plans).
 
     exhaustive: time every candidate, none skipped by its lower bound (the same result, slower;
     the reference the tests compare the pruned search with)."""
-    tile = opts.schedule == "tile"
-    orders = (
-        ("arrival", "expert")
-        if tile and opts.order == "auto"
-        else ("arrival" if opts.order == "auto" else opts.order,)
-    )
+    sched = get_schedule(opts.schedule)
+    orders = sched.transfer_orders(opts)
     if (
         len(orders) == 2
         and not exhaustive
@@ -111,30 +100,20 @@ def best_plan(
         # weights): its candidates would tie with the arrival ones, which win ties
         orders = ("arrival",)
     small = planned_tasks(graph) <= EVENT_PLAN_LIMIT
-    biases = (HBM_BIASES if small else HBM_BIASES_LARGE) if tile else (1.0,)
+    biases = sched.hbm_biases(small)
     cands: list[tuple[TaskGraph, ScheduleOptions]] = [
         (graph, dataclasses.replace(opts, order=order, aic_hbm_bias=bias))
         for order, bias in itertools.product(orders, biases)
     ]
     best = _search(cands, wl, hw, exhaustive, None)
-    chunked_small = graph.full_tasks <= CHUNKED_PLAN_LIMIT  # its graphs: the whole run's size
-    if (
-        tile
-        and chunked_small
-        and opts.order == "auto"
-        and opts.one_sided
-        and opts.l2
-        and not opts.dynamic
-    ):
-        # the operator-level chunked plans (`CHUNKED_PLANS`): kept only if more than
-        # `CHUNKED_MARGIN` faster than the best tile plan, so a tile run stays a tile run
-        # unless the chunked plan clearly wins (and tile never loses to it by more)
-        chunked = [
-            (_chunked_graph(wl, graph, k), ScheduleOptions(schedule="chunked", chunks=k))
-            for k in CHUNKED_PLANS
-        ]
+    # rival plans (tile: the operator-level chunked plans, `CHUNKED_PLANS`; their graphs: the
+    # whole run's size): kept only if more than `CHUNKED_MARGIN` faster than the best of the
+    # schedule's own plans, so a tile run stays a tile run unless the chunked plan clearly wins
+    # (and tile never loses to it by more)
+    rivals = sched.rival_plans(graph, wl, opts, graph.full_tasks <= CHUNKED_PLAN_LIMIT)
+    if rivals:
         limit = None if best is None else best.makespan_ns / (1 + CHUNKED_MARGIN)
-        rival = _search(chunked, wl, hw, exhaustive, limit)
+        rival = _search(rivals, wl, hw, exhaustive, limit)
         if rival is not None and (limit is None or rival.makespan_ns < limit):
             best = rival
     if best is None:
@@ -185,11 +164,7 @@ def _search(
                 start, lane = time_plan(name, current, layout)
             except CreditDeadlock:  # this order cannot honour the receive window
                 continue
-            label = (
-                f"{cand.order}/{name}/hbm-bias {cand.aic_hbm_bias:g}"
-                if cand.schedule == "tile"
-                else f"{cand.schedule} x{cand.chunks}"
-            )
+            label = get_schedule(cand.schedule).plan_label(cand, name)
             plan = Plan(cand, current, start, lane, label, g)
             if best is None or (plan.makespan_ns, key) < (best.makespan_ns, best_key):
                 best, best_key = plan, key
@@ -201,11 +176,6 @@ def planned_tasks(graph: TaskGraph) -> int:
     a rotation-symmetric run (the same whether or not `graph` is folded), else the whole run's."""
     sym = graph.symmetric
     return graph.full_tasks // sym.copies if sym is not None else graph.full_tasks
-
-
-def _chunked_graph(wl: Workload, graph: TaskGraph, chunks: int) -> TaskGraph:
-    """The operator-level task graph of the same routed tokens in `chunks` micro-batches."""
-    return build_graph(wl, chunks=chunks, aiv_comm=False, two_sided=False, assign=graph.assign)
 
 
 def lane_work_bound(t: Timed, layout: dict[int, tuple[int, int]]) -> int:
@@ -228,7 +198,7 @@ def plan_names(cand: ScheduleOptions, small_graph: bool) -> list[str]:
     """The per-core orders the planner tries for one candidate (see `best_plan`)."""
     if cand.dynamic:
         return ["fifo queue"]
-    if cand.schedule == "tile" and small_graph:
+    if get_schedule(cand.schedule).static_orders and small_graph:
         return ["static", "stage priority", "fifo"]
     return ["static"]
 

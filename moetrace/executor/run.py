@@ -9,24 +9,18 @@ from typing import Any
 
 import numpy as np
 
+from moetrace.executor.config import Prepared, SimulationConfig
 from moetrace.executor.errors import ExecutorInputError
 from moetrace.executor.floors import floors
 from moetrace.executor.fold import Expansion, expand
-from moetrace.executor.hardware import (
-    Hardware,
-    get_hardware,
-    link_extrapolation,
-    link_notes,
-    link_warnings,
-)
+from moetrace.executor.hardware import Hardware, link_extrapolation, link_notes, link_warnings
 from moetrace.executor.planner import best_plan
-from moetrace.executor.schedules import ScheduleOptions, Timed
+from moetrace.executor.schedules import ScheduleOptions, Timed, get_schedule
 from moetrace.executor.taskgraph import TaskGraph
 from moetrace.executor.tiles import build_graph
 from moetrace.executor.workload import (
     DTYPE_BYTES,
     Workload,
-    make_workload,
     place,
     route,
     rows_per_source_expert,
@@ -34,20 +28,6 @@ from moetrace.executor.workload import (
 from moetrace.trace.model import Trace
 
 Progress = Callable[[str, float], None]
-MAX_TASKS = 6_000_000
-_OPTIONS = {
-    "one_sided",
-    "l2",
-    "dynamic",
-    "chunks",
-    "dispatch_dtype",
-    "shared_expert",
-    "tile_rows",
-    "n_tile",
-    "progress",
-    "max_tasks",
-    "order",
-}
 
 
 @dataclass
@@ -68,18 +48,6 @@ class Run:
     @property
     def makespan_ns(self) -> int:
         return int((self.start + self.timed.dur).max())
-
-
-def estimate_tasks(wl: Workload) -> int:
-    """Upper estimate of the task count, computed before any allocation."""
-    sh = wl.shape
-    rows = wl.ranks * wl.tokens * sh.top_k
-    row_tiles = rows // wl.tile_rows + sh.experts
-    n1 = -(-2 * sh.intermediate // wl.n_tile)
-    n2 = -(-sh.hidden // wl.n_tile)
-    comm = rows // wl.tile_rows + wl.ranks * wl.ranks
-    token_tiles = wl.ranks * -(-wl.tokens // wl.tile_rows)
-    return row_tiles * (n1 + n2 + 1) + 8 * comm + token_tiles * (4 + n1 + n2)
 
 
 def check_memory(wl: Workload, hw: Hardware, assign: np.ndarray, expert_rank: np.ndarray) -> None:
@@ -109,61 +77,9 @@ def hbm_need(wl: Workload, assign: np.ndarray, expert_rank: np.ndarray) -> float
     return float(weights + own + received * per_row)
 
 
-def prepare(
-    preset: Any = "deepseek-v3",
-    hardware: str | Hardware = "ascend-a3",
-    ranks: int = 64,
-    tokens: int = 4096,
-    schedule_name: str = "tile",
-    routing: str = "balanced",
-    placement: str = "round-robin",
-    seed: int = 0,
-    hw_overrides: dict[str, Any] | None = None,
-    **options: Any,
-) -> tuple[Workload, Hardware, ScheduleOptions, int]:
-    """Validate every input (no heavy work): raises `ExecutorInputError` with one line."""
-    unknown = set(options) - _OPTIONS
-    if unknown:
-        raise ExecutorInputError(f"unknown option(s): {', '.join(sorted(unknown))}")
-    hw = get_hardware(hardware, hw_overrides)
-    wl = make_workload(
-        preset,
-        ranks,
-        tokens,
-        routing,
-        placement,
-        seed,
-        options.get("dispatch_dtype"),
-        bool(options.get("shared_expert", False)),
-        int(options.get("tile_rows", 128)),
-        int(options.get("n_tile", 512)),
-    )
-    opts = ScheduleOptions(
-        schedule=schedule_name,
-        chunks=int(options.get("chunks", 4)),
-        one_sided=bool(options.get("one_sided", True)),
-        l2=bool(options.get("l2", True)),
-        dynamic=bool(options.get("dynamic", False)),
-        order=str(options.get("order", "auto")),
-    )
-    opts.check()
-    if opts.schedule == "tile" and opts.l2:
-        tile_bytes = wl.tile_rows * 3 * wl.shape.intermediate * 2.0
-        if hw.l2_bytes < tile_bytes:
-            raise ExecutorInputError(
-                f"L2 of {hw.l2_bytes / 2**20:.2f} MiB cannot hold one row tile's intermediates "
-                f"({tile_bytes / 2**20:.2f} MiB); use --no-l2 or smaller tiles"
-            )
-    est = estimate_tasks(wl)
-    limit = int(options.get("max_tasks", MAX_TASKS))
-    if est > limit:
-        raise ExecutorInputError(
-            f"run too large: about {est:,} tasks (limit {limit:,}); "
-            "use fewer ranks/tokens or larger tiles"
-        )
-    if wl.ranks * wl.tokens * wl.shape.top_k > 100_000_000:
-        raise ExecutorInputError("run too large: more than 100M routed rows")
-    return wl, hw, opts, est
+def prepare(config: SimulationConfig) -> Prepared:
+    """The workload, hardware, schedule options and task estimate of a checked `config`."""
+    return config.prepared
 
 
 def execute(
@@ -188,11 +104,12 @@ def execute(
     assign = route(wl)
     check_memory(wl, hw, assign, place(wl, assign))
     say("task graph", 0.15)
+    sched = get_schedule(opts.schedule)
     graph = build_graph(
         wl,
-        chunks=opts.chunks if opts.schedule == "chunked" else 1,
-        aiv_comm=opts.schedule == "tile",
-        two_sided=opts.schedule == "tile" and not opts.one_sided,
+        chunks=sched.micro_batches(opts),
+        aiv_comm=sched.comm_aiv,
+        two_sided=sched.two_sided(opts),
         assign=assign,
         fold=fold and not math.isfinite(hw.recv_buffer_bytes),
     )
@@ -218,7 +135,7 @@ def to_trace(run: Run) -> Trace:
         "hardware": hw.to_dict(),
         "schedule": {
             "name": opts.schedule,
-            "chunks": opts.chunks if opts.schedule == "chunked" else 1,
+            "chunks": get_schedule(opts.schedule).micro_batches(opts),
             "one_sided": opts.one_sided,
             "l2": opts.l2,
             "dynamic": opts.dynamic,
@@ -249,28 +166,29 @@ def to_trace(run: Run) -> Trace:
     return build_trace(run.graph, run.timed, run.start, run.lane, hw, opts, meta)
 
 
-def simulate(
-    preset: Any = "deepseek-v3",
-    hardware: str | Hardware = "ascend-a3",
-    ranks: int = 64,
-    tokens: int = 4096,
-    schedule: str = "tile",
-    routing: str = "balanced",
-    placement: str = "round-robin",
-    seed: int = 0,
-    hw_overrides: dict[str, Any] | None = None,
-    **options: Any,
-) -> Trace:
-    """Simulate one MoE layer on `ranks` EP ranks and return its trace (deterministic).
+def _config(args: tuple[Any, ...], keywords: dict[str, Any]) -> SimulationConfig:
+    """A `SimulationConfig` given alone, or one built from the API's arguments (its fields, in
+    order: preset, hardware, ranks, tokens, schedule, routing, placement, seed, hw_overrides)."""
+    if args and isinstance(args[0], SimulationConfig):
+        if len(args) > 1 or keywords:
+            extra = [*map(repr, args[1:]), *sorted(keywords)]
+            raise ExecutorInputError(
+                f"give a SimulationConfig or keywords, not both: {', '.join(extra)}"
+            )
+        return args[0]
+    return SimulationConfig.build(*args, **keywords)
 
-    options: one_sided, l2, dynamic (tile ablations), chunks (chunked), dispatch_dtype
-    (bf16/fp16/fp8/int8), shared_expert, tile_rows, n_tile, progress(stage, fraction), max_tasks.
+
+def simulate(*args: Any, progress: Progress | None = None, **keywords: Any) -> Trace:
+    """Simulate one MoE layer on its EP ranks and return its trace (deterministic).
+
+    args: a `SimulationConfig`, or its fields (preset, hardware, ranks, tokens, schedule,
+    routing, placement, seed, hw_overrides in this order, then by keyword: chunks, one_sided,
+    l2, dynamic, order, dispatch_dtype, shared_expert, tile_rows, n_tile, max_tasks);
+    progress(stage, fraction).
     """
-    wl, hw, opts, _ = prepare(
-        preset, hardware, ranks, tokens, schedule, routing, placement, seed, hw_overrides, **options
-    )
-    run = execute(wl, hw, opts, options.get("progress"), fold=True)
-    progress = options.get("progress")
+    wl, hw, opts, _ = prepare(_config(args, keywords))
+    run = execute(wl, hw, opts, progress, fold=True)
     if progress:
         progress("trace", 0.8)
     trace = to_trace(run)
@@ -279,8 +197,7 @@ def simulate(
     return trace
 
 
-def simulate_run(**kwargs: Any) -> Run:
+def simulate_run(*args: Any, progress: Progress | None = None, **keywords: Any) -> Run:
     """Like `simulate` but returns the raw `Run` (graph, durations, starts, lanes)."""
-    sched = kwargs.pop("schedule", "tile")
-    wl, hw, opts, _ = prepare(schedule_name=sched, **kwargs)
-    return execute(wl, hw, opts, kwargs.get("progress"))
+    wl, hw, opts, _ = prepare(_config(args, keywords))
+    return execute(wl, hw, opts, progress)

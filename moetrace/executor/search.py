@@ -183,12 +183,13 @@ def estimate(
     Constraints: the busiest rank's HBM need (weights and buffers, as `run.check_memory`
     counts it) at most `max_hbm_per_rank` and the device's HBM; the per-rank link rate the
     configuration assumes (dispatch and combine at its EP) at most `max_link_bw`."""
+    from moetrace.executor.config import SimulationConfig
     from moetrace.executor.run import hbm_need, prepare
     from moetrace.executor.workload import rows_per_source_expert
 
     p = dict(cfg)
     try:
-        wl, hw, opts, _ = prepare(schedule_name=p.pop("schedule"), **p)
+        wl, hw, opts, _ = prepare(SimulationConfig.build(**p))
     except ExecutorInputError as exc:
         return Estimate(False, str(exc), math.inf, math.nan, math.nan, math.nan)
     assign, expert_rank = _routed(wl)
@@ -309,12 +310,13 @@ def _edge_chunk_rows(
 def evaluate(cfg: Config) -> dict[str, Any]:
     """Simulate one candidate: makespan (ns), tokens/s, MFU over the makespan, tasks, plan and
     floors (ns); {"error": text} when the executor refuses it. Top level: a worker runs it."""
+    from moetrace.executor.config import SimulationConfig
     from moetrace.executor.floors import floors
     from moetrace.executor.run import execute, prepare
 
     p = dict(cfg)
     try:
-        wl, hw, opts, _ = prepare(schedule_name=p.pop("schedule"), **p)
+        wl, hw, opts, _ = prepare(SimulationConfig.build(**p))
         run = execute(wl, hw, opts, fold=True)
     except ExecutorInputError as exc:
         return {"error": str(exc)}

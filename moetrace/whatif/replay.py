@@ -17,6 +17,7 @@ import numpy as np
 import polars as pl
 
 from moetrace.analysis.report import analyze
+from moetrace.executor.config import SimulationConfig
 from moetrace.executor.hardware import Hardware
 from moetrace.executor.run import execute, prepare, to_trace
 from moetrace.executor.workload import (
@@ -149,16 +150,15 @@ def simulate_layer(
             measured_placement = "round-robin"
         assumed.update(more)
         chosen = placement or measured_placement
-        workload, hardware, opts, _ = prepare(
-            shape_of(wl),
-            hw,
-            wl.ranks,
-            wl.tokens,
-            schedule,
-            routing,
-            chosen,
-            0,
-            None,
+        config = SimulationConfig(
+            preset=shape_of(wl),
+            hardware=hw,
+            ranks=wl.ranks,
+            tokens=wl.tokens,
+            schedule=schedule,
+            routing=routing,
+            placement=chosen,
+            seed=0,
             chunks=chunks or (wl.chunks if schedule == "chunked" and wl.chunks > 1 else 4),
             dispatch_dtype=wl.dispatch_dtype,
             shared_expert=wl.shared_expert,
@@ -166,6 +166,7 @@ def simulate_layer(
             n_tile=wl.n_tile,
             **(options or {}),
         )
+        workload, hardware, opts, _ = prepare(config)
         run = execute(workload, hardware, opts)
         trace = to_trace(run)
     exposed, idle = figures(trace)

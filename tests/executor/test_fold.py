@@ -13,6 +13,7 @@ import numpy as np
 import polars as pl
 import pytest
 
+from moetrace.executor.config import SimulationConfig
 from moetrace.executor.run import Run, execute, prepare, simulate, to_trace
 from moetrace.executor.symmetry import Symmetry, symmetry
 from moetrace.executor.tiles import build_graph
@@ -52,7 +53,7 @@ PERIODIC = [
 
 
 def _both(**params: Any) -> tuple[Run, Run]:
-    wl, hw, opts, _ = prepare(**params)
+    wl, hw, opts, _ = prepare(SimulationConfig.build(**params))
     return execute(wl, hw, opts), execute(wl, hw, opts, fold=True)
 
 
@@ -135,19 +136,19 @@ def test_simulate_uses_the_fold_only_where_it_is_exact() -> None:
     for params in (
         dict(ranks=8, tokens=768),
         dict(ranks=8, tokens=512, routing="zipf:0.2"),
-        dict(ranks=8, tokens=512, schedule_name="chunked", chunks=2),
-        dict(ranks=8, tokens=512, schedule_name="sequential"),
+        dict(ranks=8, tokens=512, schedule="chunked", chunks=2),
+        dict(ranks=8, tokens=512, schedule="sequential"),
         dict(ranks=8, tokens=512, placement="balanced", routing="zipf:0.5"),
         # a finite receive window: the credit timing breaks ties by task id (not rotation
         # symmetric), so the folded timing could differ from the full one
         dict(ranks=8, tokens=4096, hw_overrides={"recv_buffer_bytes": 64e6}),
     ):
-        wl, hw, opts, _ = prepare(**params)
+        wl, hw, opts, _ = prepare(SimulationConfig.build(**params))
         run = execute(wl, hw, opts, fold=True)
         assert run.expansion is None, params
         if "hw_overrides" in params:  # symmetric, a tile plan, yet every rank simulated
             assert run.graph.symmetric is not None and run.plan.startswith("expert/")
-    wl, hw, opts, _ = prepare(ranks=8, tokens=512)
+    wl, hw, opts, _ = prepare(SimulationConfig(ranks=8, tokens=512))
     assert execute(wl, hw, opts, fold=True).expansion is not None
 
 

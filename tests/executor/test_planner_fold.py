@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 
 import moetrace.executor.planner as planner
+from moetrace.executor.config import SimulationConfig
 from moetrace.executor.run import execute, prepare
 from moetrace.executor.tiles import build_graph
 from moetrace.executor.workload import make_workload
@@ -43,7 +44,7 @@ def test_planned_tasks_is_rank_zero_of_a_symmetric_run_folded_or_not() -> None:
 def test_limit_between_folded_and_whole_run_keeps_full_and_folded_equal(
     params: dict[str, Any], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    wl, hw, opts, _ = prepare(**params)
+    wl, hw, opts, _ = prepare(SimulationConfig.build(**params))
     whole = build_graph(wl)
     per_rank = planner.planned_tasks(whole)
     assert per_rank < whole.n

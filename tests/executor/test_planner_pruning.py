@@ -9,6 +9,7 @@ import itertools
 import numpy as np
 import pytest
 
+from moetrace.executor.config import SimulationConfig
 from moetrace.executor.engine import run_schedule
 from moetrace.executor.listsched import list_schedule
 from moetrace.executor.planner import lane_work_bound
@@ -33,7 +34,7 @@ CASES = [
 
 @pytest.mark.parametrize("case", CASES, ids=[str(i) for i in range(len(CASES))])
 def test_pruned_planner_keeps_the_exhaustive_winner(case: dict) -> None:
-    wl, hw, opts, _ = prepare(schedule_name="tile", **case)
+    wl, hw, opts, _ = prepare(SimulationConfig.build(schedule="tile", **case))
     pruned = execute(wl, hw, opts)
     full = execute(wl, hw, opts, exhaustive=True)
     assert pruned.plan == full.plan
@@ -46,7 +47,7 @@ def test_pruned_planner_keeps_the_exhaustive_winner(case: dict) -> None:
 def test_lane_work_bound_is_below_every_plan(case: dict) -> None:
     """The bound is sum of a pool's durations over its cores: recomputed here per lane from
     the plans' own lanes, and never above any plan's makespan."""
-    wl, hw, opts, _ = prepare(schedule_name="tile", **case)
+    wl, hw, opts, _ = prepare(SimulationConfig.build(schedule="tile", **case))
     graph = build_graph(wl, chunks=1, aiv_comm=True, two_sided=False, assign=route(wl))
     layout = lane_layout(hw, opts)
     for order, bias in itertools.product(("arrival", "expert"), (0.25, 1.0)):

@@ -1,65 +1,34 @@
-"""Schedules: turn the task graph into timed work on lanes (durations, edge delays, launches).
+"""Timing a task graph under a schedule: durations, edge delays, HBM shares and launches.
 
-- `sequential`: one kernel per operator on one stream; each kernel waits for the previous one
-  on its rank (device barrier) and pays a launch; the all-to-all is an HCCL collective (no AIV),
-  so GEMMs start only after every tile has arrived; intermediates go through HBM.
-- `chunked`: the same kernels per micro-batch on a compute and a comm stream: chunk c's
-  dispatch overlaps chunk c-1's GEMMs (coarse overlap, MindSpeed/DualPipe style).
-- `tile` (HyperParallel-MoE): one kernel; static per-core task order; AIV-issued one-sided
-  writes release dependents on arrival; intermediates in L2 when they fit; per-task sync.
-  Ablations: one_sided=False (two-sided: a rendezvous before each transfer and no per-tile
-  arrival signal, so GEMMs wait until all of a rank's dispatch has arrived), l2=False
-  (intermediates via
-  HBM), dynamic=True (runtime ready queue: pays a dequeue per task; order decided at run time).
+What differs between schedules (lanes, pools, HBM split, launches, per-task costs) is asked of
+the `Schedule` the options name (`registry.get_schedule`); the schedules themselves live in
+`sequential.py`, `chunked.py` and `tile.py`.
 """
 
 from __future__ import annotations
 
-import itertools
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
 from moetrace.executor.contention import lex_order
-from moetrace.executor.errors import ExecutorInputError
 from moetrace.executor.hardware import Hardware
-from moetrace.executor.taskgraph import AIC_TYPES, TYPES, T, TaskGraph
+from moetrace.executor.schedules.base import (
+    POOL_AIC,
+    POOL_AIV,
+    POOL_AIVC,
+    POOL_RX,
+    POOL_STEP,
+    POOL_TX,
+    ScheduleOptions,
+)
+from moetrace.executor.schedules.registry import get_schedule
+from moetrace.executor.taskgraph import AIC_TYPES, T, TaskGraph
 from moetrace.executor.workload import Workload
 
-SCHEDULES = ("sequential", "chunked", "tile")
-POOL_AIC, POOL_AIV, POOL_AIVC, POOL_TX, POOL_RX, POOL_STEP, POOL_STREAM = range(7)
 A_INTERMEDIATE = {T["swiglu"], T["gemm2"], T["shared_act"], T["shared_down"]}
 OUT_INTERMEDIATE = {T["gemm1"], T["swiglu"], T["shared_up"], T["shared_act"]}
-_COMPUTE_OPS = ("gate", "topk", "layout", "permute", "shared_up", "shared_act", "shared_down")
-_EXPERT_OPS = ("gemm1", "swiglu", "gemm2")
-
-
-@dataclass(frozen=True)
-class ScheduleOptions:
-    """Which schedule and which HyperParallel mechanisms are on."""
-
-    schedule: str = "tile"
-    chunks: int = 4
-    one_sided: bool = True
-    l2: bool = True
-    dynamic: bool = False
-    order: str = "arrival"  # tile: "arrival" (transfers in rotation order) or "expert"-major
-    aic_hbm_bias: float = 1.0  # tile: weight of the AIC pool's bytes when HBM is split (plan)
-
-    def check(self) -> None:
-        if self.schedule not in SCHEDULES:
-            raise ExecutorInputError(
-                f"unknown schedule {self.schedule!r} (known: {', '.join(SCHEDULES)})"
-            )
-        if self.order not in ("auto", "arrival", "expert"):
-            raise ExecutorInputError(f"unknown order {self.order!r} (known: auto, arrival, expert)")
-        if self.chunks < 1:
-            raise ExecutorInputError(f"chunks must be >= 1 (got {self.chunks})")
-        if self.schedule != "tile" and (not self.one_sided or not self.l2 or self.dynamic):
-            raise ExecutorInputError(
-                "--no-one-sided, --no-l2 and --dynamic apply to the tile schedule only"
-            )
 
 
 @dataclass
@@ -155,14 +124,15 @@ def hbm_rates(
     cap = hw.hbm_bw
     core = hw.hbm_core_rate
     fastest = max(hw.link_rate("dispatch", ep), hw.link_rate("combine", ep))
-    n_vec = hw.n_aiv - hw.comm_aiv if opts.schedule == "tile" else hw.n_aiv
+    sched = get_schedule(opts.schedule)
+    n_vec = sched.lane_layout(hw)[POOL_AIV][1]
     b_aic = np.bincount(rank[is_aic], weights=hbm[is_aic], minlength=ep)
     b_vec = np.bincount(rank[is_vec], weights=hbm[is_vec], minlength=ep)
     b_port = np.bincount(rank, weights=port_bytes, minlength=ep)
     want_aic, want_vec, want_port = hw.n_aic * core, n_vec * core, 2 * fastest
     # the ports' part is set aside first, in proportion to bytes and never above their use;
     # it is not lent back to compute, so a faster link never takes bandwidth from the cores
-    if opts.schedule == "sequential":
+    if sched.collectives_alone:
         port_part = np.zeros(ep)  # collectives run alone: they get all of it while they run
         share_port = np.full(ep, min(cap, want_port))
     else:
@@ -170,7 +140,7 @@ def hbm_rates(
         share_port = np.minimum(want_port, cap * shared)
         port_part = cap * shared
     budget = cap - port_part
-    if opts.schedule == "tile":
+    if sched.pools_together:
         wants = np.column_stack([np.full(ep, want_aic), np.full(ep, want_vec)])
         weight = np.column_stack([opts.aic_hbm_bias * b_aic + 1.0, b_vec + 1.0])
         split = water_fill(0.0, wants, weight, budget)
@@ -208,18 +178,14 @@ def weight_hbm_fraction(
     routing gives (1 - f)(T - 1), as before; a hot expert under skew is read about once, not
     once per row tile. `--no-l2`: every read goes to HBM."""
     sh = wl.shape
-    if opts.schedule == "tile" and not opts.l2:
+    sched = get_schedule(opts.schedule)
+    if sched.bypass_l2(opts):
         meta = {"model": "no L2: every row tile reads its weights from HBM", "l2_hit": 0.0}
         return np.where(is_gemm, 1.0, c["w_hbm"]), meta
     one_expert = 2.0 * sh.hidden * sh.intermediate * 2  # W1 (gate|up), the larger matrix
-    # expert-major tile order: the expert being computed and the next one starting
-    live_experts = (
-        1
-        if opts.schedule != "tile"
-        else min(2 if opts.order == "expert" else wl.experts_per_rank, wl.experts_per_rank)
-    )
+    live_experts = sched.live_experts(wl, opts)
     room = hw.l2_bytes
-    if opts.schedule == "tile" and opts.l2:
+    if sched.l2_intermediates(opts):
         room -= min(room / 2, hw.n_aic * wl.tile_rows * 3 * sh.intermediate * 2.0)
     room = max(room, 0.0)
     hit = min(1.0, room / (1.5 * one_expert * live_experts))
@@ -251,22 +217,8 @@ def weight_hbm_fraction(
 
 
 def lane_layout(hw: Hardware, opts: ScheduleOptions) -> dict[int, tuple[int, int]]:
-    """Pool -> (first lane index within the rank, number of lanes)."""
-    tile = opts.schedule == "tile"
-    vec = hw.n_aiv - hw.comm_aiv if tile else hw.n_aiv
-    link = hw.n_aic + hw.n_aiv
-    out = {
-        POOL_AIC: (0, hw.n_aic),
-        POOL_AIV: (hw.n_aic, vec),
-        POOL_TX: (link, 1),
-        POOL_RX: (link + 1, 1),
-        POOL_STEP: (link + 2, 1),
-    }
-    if tile:
-        out[POOL_AIVC] = (hw.n_aic + vec, hw.comm_aiv)
-    if opts.schedule == "chunked":
-        out[POOL_STREAM] = (link + 3, 1)
-    return out
+    """Pool -> (first lane index within the rank, number of lanes) of the options' schedule."""
+    return get_schedule(opts.schedule).lane_layout(hw)
 
 
 def _member(typ: np.ndarray, codes: list[int]) -> np.ndarray:
@@ -306,7 +258,7 @@ def schedule(graph: TaskGraph, wl: Workload, hw: Hardware, opts: ScheduleOptions
     """Durations, edge delays and kernel launches of `graph` under `opts` on `hw`."""
     c = graph.cols
     typ, rank = c["type"], c["rank"]
-    tile = opts.schedule == "tile"
+    sched = get_schedule(opts.schedule)
     n = graph.n
     is_aic = _member(typ, [T[x] for x in AIC_TYPES])
     is_tx = _member(typ, [T["dispatch_tx"], T["combine_tx"]])
@@ -316,14 +268,14 @@ def schedule(graph: TaskGraph, wl: Workload, hw: Hardware, opts: ScheduleOptions
     is_vec = ~(is_aic | is_tx | is_rx | is_issue | is_done)
 
     live = hw.n_aic * wl.tile_rows * 3 * wl.shape.intermediate * 2.0
-    l2_inter = tile and opts.l2 and live <= hw.l2_bytes / 2
+    l2_inter = sched.l2_intermediates(opts) and live <= hw.l2_bytes / 2
     inter_a = _member(typ, list(A_INTERMEDIATE))
     inter_o = _member(typ, list(OUT_INTERMEDIATE))
     a_hbm = np.where(inter_a, 0.0 if l2_inter else 1.0, c["a_hbm"])
     o_hbm = np.where(inter_o, 0.0 if l2_inter else 1.0, 1.0)
     is_expert_gemm = _member(typ, [T["gemm1"], T["gemm2"]])
     w_hbm, weight_reads = weight_hbm_fraction(wl, hw, opts, c, is_expert_gemm)
-    if tile and not opts.l2:  # --no-l2: no operand is served from L2, every read goes to HBM
+    if sched.bypass_l2(opts):  # --no-l2: no operand is served from L2, every read goes to HBM
         a_hbm = np.ones_like(a_hbm)
     hbm = c["a_bytes"] * a_hbm + c["w_bytes"] * w_hbm + c["out_bytes"] * o_hbm
     l2 = c["a_bytes"] + c["w_bytes"] + c["out_bytes"] - hbm
@@ -336,11 +288,11 @@ def schedule(graph: TaskGraph, wl: Workload, hw: Hardware, opts: ScheduleOptions
     core_rate = np.where(is_aic, shares.aic[rank], shares.vec[rank])
     hbm_ns = np.where(is_aic | is_vec, hbm / core_rate * 1e9, 0.0)
     l2_ns = l2 / hw.l2_core_rate * 1e9
-    eff = hw.tile_gemm_eff if tile else hw.gemm_eff
+    eff = sched.gemm_eff(hw)
     flop_rate = np.where(is_aic, hw.core_peak_flops * eff, hw.vector_core_flops)
     flop_ns = c["flops"] / flop_rate * 1e9
     work_ns = np.maximum(flop_ns, hbm_ns + l2_ns)
-    sync = hw.tile_sync_ns if tile else 0.0
+    sync = sched.sync_ns(hw)
     extra = sync + (hw.dequeue_ns if opts.dynamic else 0.0)
 
     peer = c["peer"]
@@ -371,9 +323,9 @@ def schedule(graph: TaskGraph, wl: Workload, hw: Hardware, opts: ScheduleOptions
 
     pool = np.where(is_aic, POOL_AIC, np.where(is_vec, POOL_AIV, POOL_AIVC))
     pool = np.where(is_tx, POOL_TX, np.where(is_rx, POOL_RX, np.where(is_done, POOL_STEP, pool)))
-    seq = (graph.seq_expert if tile and opts.order == "expert" else graph.seq).copy()
+    seq = sched.transfer_seq(graph, opts)
 
-    launch = _launches(graph, wl, hw, opts, n)
+    launch = sched.launches(graph, wl, hw, opts, n)
     l_rank, l_dur, l_pool, l_seq, l_op, e_src, e_dst = launch
     zeros = np.zeros(l_rank.size)
     # HBM traffic of every task: compute tiles their HBM bytes, transfers their DMA read (TX,
@@ -395,118 +347,14 @@ def schedule(graph: TaskGraph, wl: Workload, hw: Hardware, opts: ScheduleOptions
         l2_intermediates=l2_inter,
         hbm_bytes=np.concatenate([hbm, np.zeros(l_rank.size)]),
         l2_bytes=np.concatenate([l2, np.zeros(l_rank.size)]),
-        list_scheduled=tile,
+        list_scheduled=sched.static_orders,
         traffic_bytes=np.concatenate([traffic, zeros]),
         hbm_bw=hw.hbm_bw,
         flops=np.concatenate([c["flops"], zeros]),
         is_aic=np.concatenate([is_aic, np.zeros(l_rank.size, dtype=bool)]),
         port_rate_bytes=np.concatenate([np.where(is_tx | is_rx, link_rate, 0.0), zeros]),
         remote=np.concatenate([(is_tx | is_rx) & ~local, np.zeros(l_rank.size, dtype=bool)]),
-        recv_buffer_bytes=hw.recv_buffer_bytes if tile and opts.one_sided else float("inf"),
+        recv_buffer_bytes=sched.recv_window(hw, opts),
         credit_ns=round(hw.link_latency_ns),
         weight_reads=weight_reads,
-    )
-
-
-def _kernels(
-    graph: TaskGraph, opts: ScheduleOptions
-) -> list[tuple[str, int, int, list[tuple[str, int]]]]:
-    """Kernels in launch order: (op, chunk, stream, producer kernels on another stream)."""
-    shared = "shared_up" in graph.ids
-    pre = [op for op in _COMPUTE_OPS if shared or not op.startswith("shared")]
-    out: list[tuple[str, int, int, list[tuple[str, int]]]] = []
-    if opts.schedule == "sequential":
-        for op in (*pre, "dispatch", *_EXPERT_OPS, "combine", "unpermute"):
-            out.append((op, 0, 0, []))
-        return out
-    k = graph.chunks
-    for ch in range(k):
-        out += [(op, ch, 0, []) for op in pre]
-    for ch in range(k):
-        out.append(("dispatch", ch, 1, [("permute", ch)]))
-    for ch in range(k):
-        out.append(("gemm1", ch, 0, [("dispatch", ch)]))
-        out += [(op, ch, 0, []) for op in _EXPERT_OPS[1:]]
-    for ch in range(k):
-        out.append(("combine", ch, 1, [("gemm2", ch)]))
-    for ch in range(k):
-        out.append(("unpermute", ch, 0, [("combine", ch)]))
-    return out
-
-
-def _launches(
-    graph: TaskGraph, wl: Workload, hw: Hardware, opts: ScheduleOptions, n: int
-) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, list[str], np.ndarray, np.ndarray]:
-    """Launch nodes (one per kernel per rank) and their edges."""
-    ep = wl.ranks
-    typ, rank, chunk = graph.cols["type"], graph.cols["rank"], graph.cols["chunk"]
-    indeg = np.bincount(graph.edge_dst, minlength=n)
-    if opts.schedule == "tile":
-        l_ids = n + np.arange(ep)
-        roots = np.flatnonzero(indeg == 0)
-        return (
-            np.arange(ep),
-            np.full(ep, int(hw.launch_ns) or 1, dtype=np.int64),
-            np.full(ep, POOL_STEP),
-            np.zeros(ep, dtype=np.int64),
-            ["kernel"],
-            l_ids[rank[roots]],
-            roots,
-        )
-    kernels = _kernels(graph, opts)
-    op_types = {op: [T[op]] for op in TYPES}
-    op_types["dispatch"] = [T["dispatch_tx"], T["dispatch_rx"]]
-    op_types["combine"] = [T["combine_tx"], T["combine_rx"]]
-    nk = len(kernels)
-    kernel_of = np.full(n, -1, dtype=np.int64)
-    index = {(op, ch): i for i, (op, ch, _, _) in enumerate(kernels)}
-    for i, (op, ch, _, _) in enumerate(kernels):
-        kernel_of[np.isin(typ, op_types[op]) & (chunk == ch)] = i
-    # launch node id of (rank r, kernel i) = n + r * nk + i
-    l_rank = np.repeat(np.arange(ep), nk)
-    l_kernel = np.tile(np.arange(nk), ep)
-    comm = np.array([op in ("dispatch", "combine") for op, _, _, _ in kernels])
-    l_dur = np.where(comm[l_kernel], int(hw.collective_ns) or 1, int(hw.launch_ns) or 1).astype(
-        np.int64
-    )
-    streams = np.array([s for _, _, s, _ in kernels])
-    l_pool = np.where(streams[l_kernel] == 1, POOL_STREAM, POOL_STEP)
-    tasks = np.flatnonzero(kernel_of >= 0)
-    e_src = [n + rank[tasks] * nk + kernel_of[tasks]]
-    e_dst = [tasks]
-    # task of kernel i -> launch of the next kernel on its stream and of cross-stream consumers
-    nxt = np.full(nk, -1)
-    for s in (0, 1):
-        idx = [i for i in range(nk) if streams[i] == s]
-        for a, b in itertools.pairwise(idx):
-            nxt[a] = b
-    consumers: list[list[int]] = [[] for _ in range(nk)]
-    for i, (_, _, _, producers) in enumerate(kernels):
-        for prod in producers:
-            consumers[index[prod]].append(i)
-        if nxt[i] >= 0:
-            consumers[i].append(int(nxt[i]))
-    kt = kernel_of[tasks]
-    for i in range(nk):
-        mine = tasks[kt == i]
-        for j in consumers[i]:
-            e_src.append(mine)
-            e_dst.append(n + rank[mine] * nk + j)
-        if not mine.size and nxt[i] >= 0:  # empty kernel: chain its launch to the next one
-            e_src.append(n + np.arange(ep) * nk + i)
-            e_dst.append(n + np.arange(ep) * nk + nxt[i])
-    # launch i -> next launch on the same stream (keeps the stream lane well ordered)
-    for i in range(nk):
-        if nxt[i] >= 0:
-            e_src.append(n + np.arange(ep) * nk + i)
-            e_dst.append(n + np.arange(ep) * nk + nxt[i])
-    ops = [f"{op}" + (f" c{ch}" if opts.schedule == "chunked" else "") for op, ch, _, _ in kernels]
-    return (
-        l_rank,
-        l_dur,
-        l_pool,
-        l_kernel.astype(np.int64),
-        ops,
-        np.concatenate(e_src).astype(np.int64),
-        np.concatenate(e_dst).astype(np.int64),
     )
