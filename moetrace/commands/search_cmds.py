@@ -156,9 +156,11 @@ def _progress(enabled: bool) -> Iterator[Any]:
 
 
 def _label(row: Row) -> str:
+    from moetrace.executor.search import micro_batch_label
+
     c = row.config
-    sched = c["schedule"] + (f" x{c['chunks']}" if c["schedule"] == "chunked" else "")
-    if c["schedule"] == "tile" and c.get("order", "auto") != "auto":
+    sched = c["schedule"] + micro_batch_label(c)
+    if c.get("order", "auto") != "auto":  # only the tile schedule takes an order
         sched += f" ({c['order']})"
     hw = " ".join(f"{k}={v}" for k, v in sorted((c.get("hw_overrides") or {}).items()))
     return (

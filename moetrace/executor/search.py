@@ -37,6 +37,7 @@ from typing import Any, Protocol
 import numpy as np
 
 from moetrace.executor.errors import ExecutorInputError
+from moetrace.executor.schedules import ScheduleOptions, get_schedule
 
 OBJECTIVES = {"makespan": "makespan_ns", "tokens_per_s": "tokens_per_s", "mfu": "mfu"}
 """Objective name -> result column; makespan is minimised, the others maximised."""
@@ -126,15 +127,25 @@ def expand(
             if global_tokens % int(cfg["ranks"]):
                 continue
             cfg["tokens"] = global_tokens // int(cfg["ranks"])
-        if cfg.get("schedule") != "chunked":
-            cfg["chunks"] = 1
-        if cfg.get("schedule") != "tile":
-            cfg["order"] = "auto"
+        _drop_unused_knobs(cfg)
         key = config_json(cfg)
         if key not in seen:
             seen.add(key)
             out.append(cfg)
     return out
+
+
+def _drop_unused_knobs(cfg: Config) -> None:
+    """Chunks 1 for a schedule that does not split into micro-batches, order auto for one that
+    plans a single transfer order (the registry says which), so equal runs get one key."""
+    try:
+        sched = get_schedule(str(cfg.get("schedule")))
+    except ExecutorInputError:  # an unknown name: the candidate's own error says so
+        return
+    if sched.micro_batches(ScheduleOptions(chunks=2)) == 1:
+        cfg["chunks"] = 1
+    if len(sched.transfer_orders(ScheduleOptions(order="auto"))) == 1:
+        cfg["order"] = "auto"
 
 
 def config_json(cfg: Config) -> str:
@@ -212,8 +223,11 @@ def estimate(
     other_flops = 2.0 * wl.tokens * h * sh.experts  # the gate GEMM of every token
     if wl.shared_expert and sh.shared_experts:
         other_flops += 6.0 * wl.tokens * h * inter * sh.shared_experts
-    tile = opts.schedule == "tile"
-    eff = hw.tile_gemm_eff if tile else hw.gemm_eff
+    sched = get_schedule(opts.schedule)
+    # per-core task orders (the tile schedule): per-task sync, and the planner may keep an
+    # operator-level plan; otherwise operator kernels in stream order
+    tile = sched.static_orders
+    eff = sched.gemm_eff(hw)
     aic_rate = hw.peak_flops * eff
     # a cube task lasts at least max(FLOPs at peak x eff, its HBM bytes at one core's HBM rate)
     # plus the tile schedule's per-task sync: a rank's cube time over its cores bounds it
@@ -228,7 +242,7 @@ def estimate(
             expert_rank, weights=np.ceil(per_expert / wl.tile_rows), minlength=wl.ranks
         )
         token_tiles = -(-wl.tokens // max(1, wl.tile_rows // sh.top_k))
-        per_task = hw.tile_sync_ns + (hw.dequeue_ns if opts.dynamic else 0.0)
+        per_task = sched.sync_ns(hw) + (hw.dequeue_ns if opts.dynamic else 0.0)
         aic_s = aic_s + (row_tiles * (n1 + n2) + token_tiles) * per_task * 1e-9 / hw.n_aic
     rest_s = max(float(link_s.max()), float((weights / hw.hbm_bw).max()))
     bound_s = max(float(aic_s.max()), rest_s)
@@ -238,7 +252,7 @@ def estimate(
         op_rate = hw.peak_flops * hw.gemm_eff
         op_s = np.maximum((expert_flops + other_flops) / op_rate, weights / aic_hbm)
         bound_s = min(bound_s, max(float(op_s.max()), rest_s))
-    if opts.schedule != "tile":
+    if not tile:
         # operator kernels in stream order: every expert GEMM of a rank starts after its first
         # micro-batch's dispatch has arrived and ends before its last one's combine is sent
         first, last = _edge_chunk_rows(wl, assign, expert_rank, opts.chunks)
@@ -484,9 +498,17 @@ def _order(row: Row) -> str:
 
 def _describe(cfg: Config) -> str:
     text = f"EP{cfg['ranks']} x {cfg['tokens']} tok {cfg['schedule']}"
-    if cfg.get("schedule") == "chunked":
-        text += f" x{cfg['chunks']}"
-    return text
+    return text + micro_batch_label(cfg)
+
+
+def micro_batch_label(cfg: Config) -> str:
+    """' xN' for a schedule that splits the layer into N > 1 micro-batches, else ''."""
+    try:
+        sched = get_schedule(str(cfg.get("schedule")))
+    except ExecutorInputError:  # an unknown name: the candidate's own error says so
+        return ""
+    n = sched.micro_batches(ScheduleOptions(chunks=int(cfg.get("chunks", 4))))
+    return f" x{n}" if n > 1 else ""
 
 
 def _threshold(done: list[Row], objective: str, top: int) -> Callable[[Row], bool]:

@@ -12,6 +12,7 @@ from typing import Any
 import numpy as np
 import pytest
 
+from moetrace.executor.config import SimulationConfig
 from moetrace.executor.run import prepare, simulate, simulate_run
 from moetrace.executor.schedules import weight_hbm_fraction
 from moetrace.executor.taskgraph import T
@@ -32,7 +33,7 @@ def _weight_reads(run: object) -> np.ndarray:
 
 def _row_tiles(kwargs: dict[str, Any]) -> tuple[np.ndarray, np.ndarray]:
     """Row tiles of every expert and of the other experts on its rank, from the routing."""
-    wl, _, _, _ = prepare(schedule_name="tile", **kwargs)
+    wl, _, _, _ = prepare(SimulationConfig.build(schedule="tile", **kwargs))
     assign = route(wl)
     rows = np.bincount(assign.ravel(), minlength=wl.shape.experts)
     tiles = -(-rows // wl.tile_rows)
