@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import re
 
 from rich.cells import cell_len, set_cell_size
 
@@ -99,9 +100,33 @@ def fit_cells(name: str, cells: int) -> list[str]:
 
 
 def fit_label(text: str, width: int) -> str:
-    """A gutter label in exactly `width` cells: cut to `width - 1` cells (wide characters
-    counted as two), then one space of gap."""
-    return set_cell_size(text, width - 1) + " " if width > 0 else ""
+    """A gutter label in exactly `width` cells: `width - 1` cells of text (wide characters
+    counted as two), then one space of gap. A label too long keeps its distinguishing tail
+    (`label_tail`: `…lane 3`, `…(overlap 2)`, `…AIV 12`) and cuts the middle instead."""
+    if width <= 0:
+        return ""
+    room = width - 1
+    if cell_len(text) > room:
+        for tail in label_tails(text):
+            head_cells = room - cell_len(tail) - 1
+            head = text[: len(text) - len(tail)]
+            if head_cells >= 1 and head[:head_cells].strip():
+                return set_cell_size(head, head_cells) + "…" + tail + " "
+    return set_cell_size(text, room) + " "
+
+
+def label_tails(text: str) -> list[str]:
+    """The tails a cut label keeps, longest first: from the word before its last word that
+    holds a digit (`lane 3`, `(overlap 2)`, `AIV 12`, `idle 5%`), and from that word alone;
+    none when no word holds a digit."""
+    words = list(re.finditer(r"\S+", text))
+    last = next((i for i in range(len(words) - 1, -1, -1) if re.search(r"\d", words[i][0])), None)
+    if last is None:
+        return []
+    starts = [words[last].start()]
+    if last > 0 and not re.search(r"\d", words[last - 1][0]):
+        starts.insert(0, words[last - 1].start())
+    return [text[a:] for a in starts if a > 0]
 
 
 def count_text(n: int, noun: str) -> str:

@@ -253,3 +253,26 @@ def test_metrics_and_moe_warn_over_ten_percent_unclassified() -> None:
     view = moe_view(_two_kernels(200, 800))
     assert view.unclassified_share == pytest.approx(0.2)
     assert view.unclassified_top[0][0] == "zz_mystery_kernel"
+
+
+def test_short_names_only_shorten_cxx_signatures() -> None:
+    from moetrace.analysis.labels import short_names
+
+    names = pl.Series(
+        "name",
+        [
+            "void ns::k<int, 4>(float*, int)",
+            "stream 7 (overlap 2)",
+            "aten::mm",
+            None,
+            "void ns::k<int, 4>(float*, int)",
+        ],
+    )
+    # worked by hand: return type, template arguments and parameters dropped
+    assert short_names(names).to_list() == [
+        "ns::k<…>",
+        "stream 7 (overlap 2)",
+        "aten::mm",
+        None,
+        "ns::k<…>",
+    ]
