@@ -99,10 +99,11 @@ def fit_cells(name: str, cells: int) -> list[str]:
     return [" "] * left + out + [" "] * (pad - left)
 
 
-def fit_label(text: str, width: int) -> str:
-    """A gutter label in exactly `width` cells: `width - 1` cells of text (wide characters
-    counted as two), then one space of gap. A label too long keeps its distinguishing tail
-    (`label_tail`: `…lane 3`, `…(overlap 2)`, `…AIV 12`) and cuts the middle instead."""
+def fit_label(text: str, width: int, note: str = "") -> str:
+    """A gutter label and its `note` (` idle 5%`) in exactly `width` cells: `width - 1` cells
+    of text (wide characters counted as two), then one space of gap. When the label itself
+    is too long it keeps its distinguishing tail (`label_tails`: `…lane 3`, `…(overlap 2)`,
+    `…AIV 12`) and cuts the middle, the note left out; else the note is cut at its end."""
     if width <= 0:
         return ""
     room = width - 1
@@ -112,7 +113,7 @@ def fit_label(text: str, width: int) -> str:
             head = text[: len(text) - len(tail)]
             if head_cells >= 1 and head[:head_cells].strip():
                 return set_cell_size(head, head_cells) + "…" + tail + " "
-    return set_cell_size(text, room) + " "
+    return set_cell_size(text + note, room) + " "
 
 
 def label_tails(text: str) -> list[str]:

@@ -27,7 +27,8 @@ def step_windows(report: Report) -> list[tuple[int, int, int]]:
 
 
 def idle_notes(report: Report) -> dict[tuple[object, ...], str]:
-    """' idle N%' for each rank row (its free time ÷ its windows, over its steps) and each
+    """' free N%' for each rank row (its free_ns ÷ its windows over its steps, named as in
+    `moetrace metrics`) and ' idle N%' for each
     top-level lane of a device track (idle ÷ busy + idle), from the analyzer's frames; the
     job's top straggler (the rank that made the others wait longest) gets ' ◆straggler'."""
     notes: dict[tuple[object, ...], str] = {}
@@ -36,7 +37,7 @@ def idle_notes(report: Report) -> dict[tuple[object, ...], str]:
         per_rank = ranks.group_by("rank").agg(pl.col("free_ns").sum(), pl.col("window_ns").sum())
         for rank, free, window in per_rank.iter_rows():
             if window:
-                notes[("rank", rank)] = f" idle {100 * free / window:.0f}%"
+                notes[("rank", rank)] = f" free {100 * free / window:.0f}%"
     job = getattr(report, "job", None)
     top = (job or {}).get("stragglers") or []
     if top and top[0].get("caused_wait_ns", 0) > 0:  # the rank that held the job back

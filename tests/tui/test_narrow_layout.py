@@ -4,14 +4,20 @@ fits, and the viewer names its quantities as `moetrace metrics` does."""
 
 from __future__ import annotations
 
+import json
+import re
+from pathlib import Path
 from typing import Any
 
 import pytest
-from tui_helpers import running
+from click.testing import CliRunner
+from tui_helpers import running, static_text
 
+from moetrace.cli import main
+from moetrace.trace.io import write_trace
 from moetrace.trace.model import Trace
 from moetrace.tui.app import MoetraceApp
-from moetrace.tui.format import fit_label, label_tails
+from moetrace.tui.format import fit_label, fmt_ns, label_tails
 
 KERNEL = (
     "void at::native::vectorized_elementwise_kernel<4, at::native::FillFunctor<float>, "
@@ -95,3 +101,86 @@ async def test_lane_labels_and_short_names(monkeypatch: Any, size: tuple[int, in
             if size[0] >= 200:
                 assert SHORT in body
         assert len(set(gutters)) == len(LANES)  # every lane tells itself apart
+
+
+def steps_trace() -> Trace:
+    """Two ranks, three steps (ProfilerStep#N); per step a kernel, a collective and a memcpy
+    that neither overlaps, so free (no compute, no comm) ≠ idle (no device work at all)."""
+    ev: dict[str, list[Any]] = {k: [] for k in ("id", "track", "name", "cat", "kind", "ts", "dur")}
+    parts = [
+        (0, "ProfilerStep#{}", "user_annotation", "marker", 0, 9_000),
+        (1, "gemm_{}", "kernel", "compute", 1_000, 2_000),
+        (1, "ncclDevKernel_AllReduce", "kernel", "comm", 3_500, 1_000),
+        (2, "Memcpy HtoD", "gpu_memcpy", "memory", 3_050, 300),
+    ]
+    for rank in range(2):
+        for step in range(3):
+            t = 1_000_000 + step * 10_000
+            for track, name, cat, kind, at, dur in parts:
+                ev["id"].append(len(ev["id"]))
+                for key, value in zip(
+                    ("track", "name", "cat", "kind", "ts", "dur"),
+                    (3 * rank + track, name.format(step), cat, kind, t + at, dur + 100 * rank),
+                    strict=True,
+                ):
+                    ev[key].append(value)
+    tracks = {
+        "track": list(range(6)),
+        "rank": [0, 0, 0, 1, 1, 1],
+        "pid": ["1", "0", "0", "2", "1", "1"],
+        "tid": ["1", "stream 7", "stream 8", "2", "stream 7", "stream 8"],
+        "process_name": ["python3", "GPU 0", "GPU 0", "python3", "GPU 1", "GPU 1"],
+        "thread_name": ["python3", "stream 7", "stream 8"] * 2,
+        "unit": ["cpu", "stream", "stream"] * 2,
+        "sort_index": [0, 1, 2] * 2,
+    }
+    deps: dict[str, list[Any]] = {"src": [], "dst": [], "kind": []}
+    counters: dict[str, list[Any]] = {"track": [], "name": [], "ts": [], "value": []}
+    meta = {"format": "chrome-json", "flavor": "kineto", "source": ["steps.json"]}
+    return Trace.from_frames(ev, tracks, deps, counters, meta, compute_depth=True)
+
+
+def metrics_rows(text: str) -> dict[tuple[str, str], dict[str, str]]:
+    """The metrics pane's per rank and step table as read off the screen: cells by header,
+    each header right-aligned over its column."""
+    lines = text.splitlines()
+    at = next(i for i, line in enumerate(lines) if line.split()[:2] == ["rank", "step"])
+    header = lines[at]
+    ends = [m.end() for m in re.finditer(r"\S+", header)]
+    names = header.split()
+    rows: dict[tuple[str, str], dict[str, str]] = {}
+    for line in lines[at + 1 :]:
+        if not line.strip() or "rows (rank × step)" in line:
+            break
+        starts = [0, *[e + 1 for e in ends[:-1]]]
+        cells = {n: line[a:b].strip() for n, a, b in zip(names, starts, ends, strict=True)}
+        rows[(cells["rank"], cells["step"])] = cells
+    return rows
+
+
+@pytest.mark.parametrize("size", [(80, 24), (200, 50)])
+async def test_free_and_idle_are_the_cli_quantities(
+    tmp_path: Path, monkeypatch: Any, size: tuple[int, int]
+) -> None:
+    """The viewer's `free` and `idle` cells are `metrics --json`'s free_ns and idle_ns of the
+    same rank and step (the issue found the viewer's `idle` was the CLI's `free`)."""
+    monkeypatch.setenv("NO_COLOR", "1")
+    path = write_trace(steps_trace(), tmp_path / "t.json")
+    result = CliRunner().invoke(main, ["metrics", "--json", str(path)])
+    assert result.exit_code == 0, result.output
+    cli = json.loads(result.stdout)["traces"][0]["ranks"]
+    app = MoetraceApp(paths=[path])
+    async with running(app, size=size) as pilot:
+        if not app.query_one("#side").display:
+            await pilot.press("p")
+            await pilot.pause()
+        text = static_text(app, "#metrics-body")
+    shown = metrics_rows(text)
+    assert len(shown) == len(cli) > 1
+    for row in cli:
+        cells = shown[(str(row["rank"]), str(row["step"]))]
+        assert cells["free"] == fmt_ns(row["free_ns"])
+        assert cells["idle"] == fmt_ns(row["idle_ns"])
+    assert any(r["free_ns"] != r["idle_ns"] for r in cli)  # the two can be told apart
+    worst = max(cli, key=lambda r: r["idle_ns"])
+    assert f"idle: max {fmt_ns(worst['idle_ns'])} (r{worst['rank']} s{worst['step']})" in text

@@ -142,9 +142,9 @@ def table_rows(
         )
         labels = trace.tracks.select("track", pl.coalesce("thread_name", "tid").alias("lane"))
         per_track = per_track.head(MAX_ROWS).join(labels, on="track", how="left")
-        free = report.ranks.select("rank", "step", pl.col("free_ns").alias("rank_idle"))
+        free = report.ranks.select("rank", "step", pl.col("free_ns").alias("rank_free"))
         per_track = per_track.join(free, on=["rank", "step"], how="left", nulls_equal=True)
-        cols = ["rank", "step", "lane", "unit", "busy", "idle", "util", "rank idle"]
+        cols = ["rank", "step", "lane", "unit", "busy", "idle", "util", "rank free"]
         for r in per_track.iter_rows(named=True):
             rows.append(
                 (
@@ -157,7 +157,7 @@ def table_rows(
                         _dur(r["busy_ns"]),
                         _dur(r["idle_ns"]),
                         Text(fmt_pct(r["util"]), justify="right"),
-                        _dur(r["rank_idle"]),
+                        _dur(r["rank_free"]),
                     ],
                 )
             )

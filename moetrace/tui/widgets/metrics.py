@@ -26,14 +26,16 @@ MAX_RANK_ROWS = 4096  # the pane scrolls; beyond this many (rank, step) rows it 
 # What the rank table can be sorted by (o cycles): title, column, descending.
 SORT_KEYS: list[tuple[str, str, bool]] = [
     ("exposed comm", "exposed_comm_ns", True),
-    ("idle", "free_ns", True),
+    ("free", "free_ns", True),
+    ("idle", "idle_ns", True),
     ("compute", "compute_ns", True),
     ("rank", "rank", False),
 ]
 
 LEGEND = (
     "per rank and step: compute = time some compute runs (ns); exp.comm = comm not hidden "
-    "under compute; exp% = exp.comm ÷ comm time; idle = window time with nothing running; "
+    "under compute; exp% = exp.comm ÷ comm time; free = window time with neither compute nor "
+    "comm (metrics free_ns); idle = window time with no device work on any unit (idle_ns); "
     "CPcov = critical-path span ÷ window; CPcomm = share of comm time on the critical path. "
     "util = busy ÷ (lanes × window) per unit. Critical path: compute-X = events on unit X, "
     "comm = communication, wait = the path waits for a dependency (wait:X: for one on X)."
@@ -63,7 +65,9 @@ def text_table(headers: list[str], rows: list[list[str]], caption: str = "") -> 
     """Right-aligned columns as plain Text: a Rich Table of 256 ranks takes ~0.3 s to lay
     out on every repaint, this a few ms."""
     widths = [max([len(h)] + [len(r[i]) for r in rows]) for i, h in enumerate(headers)]
-    out = Text(" ".join(h.rjust(w) for h, w in zip(headers, widths, strict=True)) + "\n")
+    out = Text(
+        " ".join(h.rjust(w) for h, w in zip(headers, widths, strict=True)) + "\n", no_wrap=True
+    )
     out.stylize("bold", 0, len(out) - 1)
     out.append(
         "\n".join(" ".join(c.rjust(w) for c, w in zip(r, widths, strict=True)) for r in rows)
@@ -74,14 +78,16 @@ def text_table(headers: list[str], rows: list[list[str]], caption: str = "") -> 
 
 
 def ranks_table(report: Report, sort_key: int = 0) -> Text | None:
-    """Per rank/step: compute, exposed comm and its share, idle, critical-path coverage."""
+    """Per rank/step: compute, exposed comm and its share, free and idle (named as in
+    `moetrace metrics`), critical-path coverage."""
     ranks = _frame(report, "ranks")
     if ranks is None or ranks.height == 0:
         return None
     title, _, _ = SORT_KEYS[sort_key % len(SORT_KEYS)]
     steps = "step" in ranks.columns and ranks["step"].n_unique() > 1
-    headers = ["rank", *(["step"] if steps else []), "compute", "exp.comm", "exp%", "idle"]
-    headers += ["CPcov", "CPcomm"]
+    idle = "idle_ns" in ranks.columns
+    headers = ["rank", *(["step"] if steps else []), "compute", "exp.comm", "exp%", "free"]
+    headers += [*(["idle"] if idle else []), "CPcov", "CPcomm"]
     shown = sorted_ranks(ranks, sort_key).head(MAX_RANK_ROWS)
     rows = [
         [
@@ -91,6 +97,7 @@ def ranks_table(report: Report, sort_key: int = 0) -> Text | None:
             fmt_ns(_get(row, "exposed_comm_ns")),
             fmt_pct(_get(row, "exposed_ratio")),
             fmt_ns(_get(row, "free_ns")),
+            *([fmt_ns(_get(row, "idle_ns"))] if idle else []),
             fmt_pct(_get(row, "cp_coverage")),
             fmt_pct(_get(row, "cp_comm_ratio")),
         ]
@@ -153,22 +160,26 @@ def totals_text(report: Report) -> Text | None:
         top = ranks.sort(column, descending=True, nulls_last=True).row(0, named=True)
         return f"{fmt_ns(top[column])} ({where_text(top.get('rank'), top.get('step'))})"
 
-    units = "  ".join(f"{k[5:]} {fmt_pct(v)}" for k, v in s.items() if k.startswith("util:"))
+    util = [f"{k[5:]} {fmt_pct(v)}" for k, v in s.items() if k.startswith("util:")]
+    units = "\n  ".join("  ".join(util[i : i + 3]) for i in range(0, len(util), 3))
+    # Short lines (≤ 46 cells, the pane's inside at 120 columns): none wraps.
     lines = [
-        f"job span (first start → last end): {fmt_ns(s.get('makespan_ns'))}",
-        f"exposed comm: max per rank·step {worst('exposed_comm_ns')}",
-        f"  sum over ranks·steps {fmt_ns(s.get('exposed_comm_ns'))}"
+        f"job span (first start→last end) {fmt_ns(s.get('makespan_ns'))}",
+        f"exposed comm: max {worst('exposed_comm_ns')}",
+        f"  Σ ranks·steps {fmt_ns(s.get('exposed_comm_ns'))}"
         f" = {fmt_pct(s.get('exposed_ratio'))} of comm",
-        f"idle: max per rank·step {worst('free_ns')}",
-        f"  sum over ranks·steps {fmt_ns(s.get('free_ns'))}",
-        f"critical path: covers {fmt_pct(s.get('cp_coverage'))} of the windows,",
-        f"  holds {fmt_pct(s.get('cp_comm_ratio'))} of comm time (pooled over ranks)",
-        f"util (busy ÷ lanes·window, pooled): {units}",
+        f"free: max {worst('free_ns')}",
+        f"  Σ ranks·steps {fmt_ns(s.get('free_ns'))}",
+        f"idle: max {worst('idle_ns')}",
+        f"  Σ ranks·steps {fmt_ns(s.get('idle_ns'))}",
+        f"critical path: covers {fmt_pct(s.get('cp_coverage'))} of windows,",
+        f"  holds {fmt_pct(s.get('cp_comm_ratio'))} of comm (pooled)",
+        f"util (busy ÷ lanes·window, pooled):\n  {units}",
     ]
     mfu = s.get("mfu")
     if mfu is not None:
         lines.append(f"MFU (time-weighted over ranks): {fmt_pct(mfu)}")
-    return Text("\n".join(lines))
+    return Text("\n".join(lines), no_wrap=True)
 
 
 def render_report(report: Report | None, scope: str, sort_key: int = 0) -> RenderableType:
