@@ -184,3 +184,60 @@ async def test_free_and_idle_are_the_cli_quantities(
     assert any(r["free_ns"] != r["idle_ns"] for r in cli)  # the two can be told apart
     worst = max(cli, key=lambda r: r["idle_ns"])
     assert f"idle: max {fmt_ns(worst['idle_ns'])} (r{worst['rank']} s{worst['step']})" in text
+
+
+def cpu_moe_trace() -> Trace:
+    """A CPU-only MoE rank (gloo-like): step markers and moe/* ranges on one host thread."""
+    names = ["ProfilerStep#1", "moe/dispatch", "moe/expert_ffn", "moe/combine"]
+    ev = {
+        "id": [0, 1, 2, 3],
+        "track": [0] * 4,
+        "name": names,
+        "cat": ["user_annotation"] * 4,
+        "kind": ["marker", "host", "host", "host"],
+        "ts": [1_000, 1_000, 3_000, 7_000],
+        "dur": [9_000, 2_000, 4_000, 3_000],
+    }
+    tracks = {
+        "track": [0],
+        "rank": [0],
+        "pid": ["1"],
+        "tid": ["1"],
+        "process_name": ["python3"],
+        "thread_name": ["python3"],
+        "unit": ["cpu"],
+        "sort_index": [0],
+    }
+    deps: dict[str, list[Any]] = {"src": [], "dst": [], "kind": []}
+    counters: dict[str, list[Any]] = {"track": [], "name": [], "ts": [], "value": []}
+    meta = {"format": "chrome-json", "flavor": "kineto", "source": ["cpu.json"]}
+    return Trace.from_frames(ev, tracks, deps, counters, meta, compute_depth=True)
+
+
+@pytest.mark.parametrize("size", [(80, 24), (200, 50)])
+async def test_moe_exposed_on_a_cpu_only_trace_is_not_time(
+    tmp_path: Path, monkeypatch: Any, size: tuple[int, int]
+) -> None:
+    """CPU-only: the MoE table's `exposed` is '–' (not a copy of `time`), as `moe --json`
+    gives null; its `time` is the CLI's time_ns."""
+    from textual.widgets import DataTable
+
+    monkeypatch.setenv("NO_COLOR", "1")
+    path = write_trace(cpu_moe_trace(), tmp_path / "cpu.json")
+    result = CliRunner().invoke(main, ["moe", "--json", str(path)])
+    assert result.exit_code == 0, result.output
+    cli = {r["category"]: r for r in json.loads(result.stdout)["categories"]}
+    assert {"dispatch", "expert_gemm", "combine"} <= set(cli)
+    assert all(r["exposed_ns"] is None for r in cli.values())
+    app = MoetraceApp(paths=[path])
+    async with running(app, size=size) as pilot:
+        await pilot.press("8")
+        await pilot.pause()
+        table = app.screen.query_one(DataTable)
+        cols = [str(c.label) for c in table.columns.values()]
+        rows = [[c.plain for c in table.get_row_at(i)] for i in range(table.row_count)]
+    assert len(rows) == len(cli)
+    for row in rows:
+        cells = dict(zip(cols, row, strict=True))
+        assert cells["time"] == fmt_ns(cli[cells["category"]]["time_ns"])
+        assert cells["exposed"] == "–"
