@@ -18,7 +18,7 @@ from textual.app import ComposeResult
 from textual.binding import BindingType
 from textual.containers import Horizontal, Vertical
 from textual.message import Message
-from textual.widgets import Footer, Header, Input, Static
+from textual.widgets import Header, Input, Static
 
 from moetrace.text import visible as safe_text
 
@@ -27,6 +27,7 @@ from .commands import ViewerCommands
 from .keys import APP_BINDINGS
 from .loading import LoadProgress, run_in_background
 from .widgets.details import DetailsPane
+from .widgets.footer import FittingFooter
 from .widgets.metrics import MetricsPane
 from .widgets.timeline import TimelineView
 
@@ -145,7 +146,7 @@ class MoetraceApp(ViewerActions):
                 yield MetricsPane(id="metrics")
         yield Input(id="prompt")
         yield Static(Text(""), id="status")
-        yield Footer()
+        yield FittingFooter()
 
     def on_mount(self) -> None:
         self.query_one("#prompt", Input).display = False

@@ -108,18 +108,18 @@ def fit_label(text: str, width: int, note: str = "") -> str:
         return ""
     room = width - 1
     if cell_len(text) > room:
-        for tail in label_tails(text):
+        for head, tail in label_tails(text):
             head_cells = room - cell_len(tail) - 1
-            head = text[: len(text) - len(tail)]
             if head_cells >= 1 and head[:head_cells].strip():
                 return set_cell_size(head, head_cells) + "…" + tail + " "
     return set_cell_size(text + note, room) + " "
 
 
-def label_tails(text: str) -> list[str]:
-    """The tails a cut label keeps, longest first: from the word before its last word that
-    holds a digit (`lane 3`, `(overlap 2)`, `AIV 12`, `idle 5%`), and from that word alone;
-    none when no word holds a digit."""
+def label_tails(text: str) -> list[tuple[str, str]]:
+    """(head, tail) pairs a cut label may keep, most kept first: the tail from the word
+    before its last word holding a digit (`lane 3`, `(overlap 2)`, `AIV 12`), then from that
+    word alone (`4339 (python)`), then those two without what follows the digits (`4339`
+    of `thread 4339 (python)`); none when no word holds a digit."""
     words = list(re.finditer(r"\S+", text))
     last = next((i for i in range(len(words) - 1, -1, -1) if re.search(r"\d", words[i][0])), None)
     if last is None:
@@ -127,7 +127,8 @@ def label_tails(text: str) -> list[str]:
     starts = [words[last].start()]
     if last > 0 and not re.search(r"\d", words[last - 1][0]):
         starts.insert(0, words[last - 1].start())
-    return [text[a:] for a in starts if a > 0]
+    ends = list(dict.fromkeys([len(text), words[last].end()]))
+    return [(text[:a], text[a:b]) for b in ends for a in starts if a > 0]
 
 
 def count_text(n: int, noun: str) -> str:

@@ -66,9 +66,15 @@ def lanes_trace() -> Trace:
 
 
 def test_cut_labels_keep_their_tail_by_hand() -> None:
-    assert label_tails("stream 7 (overlap 2)") == ["(overlap 2)", "2)"]
-    assert label_tails("Ascend Hardware AIV 12") == ["AIV 12", "12"]
-    assert label_tails("thread 4339 (python)") == ["4339 (python)"]  # from 0: the whole label
+    tails = [tail for _, tail in label_tails("stream 7 (overlap 2)")]
+    assert tails == ["(overlap 2)", "2)"]
+    assert [t for _, t in label_tails("Ascend Hardware AIV 12")] == ["AIV 12", "12"]
+    # from 0 would be the whole label; the tid alone, without the common "(python)", is last
+    assert label_tails("thread 4339 (python)") == [
+        ("thread ", "4339 (python)"),
+        ("thread ", "4339"),
+    ]
+    assert fit_label("    thread 4339 (python)", 14) == "    thre…4339 "
     assert label_tails("no digits here") == []
     assert label_tails("42") == []  # the whole label: nothing to keep apart from it
     # 19 cells (18 of text + a gap): head cut, tail whole
@@ -241,3 +247,34 @@ async def test_moe_exposed_on_a_cpu_only_trace_is_not_time(
         cells = dict(zip(cols, row, strict=True))
         assert cells["time"] == fmt_ns(cli[cells["category"]]["time_ns"])
         assert cells["exposed"] == "–"
+
+
+@pytest.mark.parametrize("size", [(80, 24), (200, 50)])
+async def test_footer_fits_and_details_show_their_args(
+    monkeypatch: Any, size: tuple[int, int]
+) -> None:
+    """The key bar is never wider than the terminal (short at 80 columns, whole at 200) and
+    Enter shows the slice's args without scrolling: alone in the side pane at 24 rows."""
+    from textual.widgets._footer import FooterKey
+
+    from moetrace.tui.widgets.details import DetailsPane
+    from moetrace.tui.widgets.footer import FittingFooter
+
+    monkeypatch.setenv("NO_COLOR", "1")
+    app = MoetraceApp(lanes_trace())
+    async with running(app, size=size) as pilot:
+        keys = list(app.query_one(FittingFooter).query(FooterKey))
+        assert sum(k.outer_size.width for k in keys) <= size[0]
+        actions = {k.action for k in keys}
+        assert {"details", "prompt('search')", "help", "close_or_quit"} <= actions
+        assert ("pan(-1)" in actions) is (size[0] >= 200)  # the full bar when wide
+        await pilot.press("j", "j", "full_stop", "enter")
+        await pilot.pause()
+        details = app.query_one(DetailsPane)
+        text = static_text(app, "#details-text")
+        assert "args" in text and "stream: 7" in text and "grid: [1, 2, 3]" in text
+        assert details.max_scroll_y == 0  # nothing below the fold
+        assert app.query_one("#metrics").display is (size[1] >= 30)
+        await pilot.press("p", "p")  # panes off and on again: metrics come back
+        await pilot.pause()
+        assert app.query_one("#metrics").display is True
