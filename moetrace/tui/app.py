@@ -238,14 +238,17 @@ class MoetraceApp(ViewerActions):
         first = self.model is None
         self.trace, self.model = message.trace, message.model
         self.timeline.set_model(message.model, keep_view=not first)
+        # "partial" first: the header cuts the end at 80 columns
         if message.done == 0:  # a preview of one big file
             self.sub_title = (
-                f"preview: {message.trace.events.height:,} events read so far · loading…"
+                f"partial preview: {message.trace.events.height:,} events read so far · loading…"
             )
             return
+        from .format import count_text
+
+        ranks = count_text(len(message.trace.ranks), "rank")
         self.sub_title = (
-            f"{len(message.trace.ranks)} ranks so far ({message.done} of {message.total} files)"
-            " · loading…"
+            f"partial: {ranks} so far ({message.done} of {message.total} files) · loading…"
         )
 
     def on_trace_loaded(self, message: TraceLoaded) -> None:

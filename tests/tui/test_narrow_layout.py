@@ -278,3 +278,30 @@ async def test_footer_fits_and_details_show_their_args(
         await pilot.press("p", "p")  # panes off and on again: metrics come back
         await pilot.pause()
         assert app.query_one("#metrics").display is True
+
+
+@pytest.mark.parametrize("size", [(80, 24), (200, 50)])
+async def test_a_rankless_partial_view_says_partial(
+    monkeypatch: Any, size: tuple[int, int]
+) -> None:
+    """While a job loads, its lanes so far are labelled partial on screen (first in the
+    header, which cuts its end at 80 columns), and a rankless part says 'no rank ids'."""
+    import polars as pl
+
+    from moetrace.tui.app import RanksLoaded
+    from moetrace.tui.lanes import LaneModel
+    from moetrace.tui.loading import LoadProgress
+
+    monkeypatch.setenv("NO_COLOR", "1")
+    full = lanes_trace()
+    rankless = Trace.from_frames(
+        full.events, full.tracks.with_columns(pl.lit(None, pl.Int64).alias("rank")), full.deps
+    )
+    app = MoetraceApp(metrics=False)
+    async with running(app, size=size) as pilot:
+        app.load_progress = LoadProgress([Path("a.json"), Path("b.json")])
+        app.post_message(RanksLoaded(rankless, LaneModel(rankless), 1, 2))
+        await pilot.pause()
+        assert app.sub_title.startswith("partial: no rank ids so far (1 of 2 files)")
+        assert "partial" in app.export_screenshot()  # the header as drawn
+        app.load_progress = None
