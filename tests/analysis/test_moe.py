@@ -317,13 +317,10 @@ def test_exposed_is_not_measured_on_cpu_only_ranks() -> None:
         {
             "id": [0, 1, 2, 3, 4, 5],
             "track": [0, 0, 0, 1, 2, 3],
+            # rank 0: one host thread; rank 1: step markers on the host, two streams
             "name": [
-                "ProfilerStep#1",
-                "moe/dispatch",
-                "moe/expert_ffn",
-                "ProfilerStep#1",
-                "moe_dispatch_kernel",
-                "expert_gemm_kernel",
+                *("ProfilerStep#1", "moe/dispatch", "moe/expert_ffn"),
+                *("ProfilerStep#1", "moe_dispatch_kernel", "expert_gemm_kernel"),
             ],
             "kind": ["marker", "host", "host", "marker", "comm", "compute"],
             "ts": [0, 0, 40, 0, 0, 30],

@@ -305,3 +305,31 @@ async def test_a_rankless_partial_view_says_partial(
         assert app.sub_title.startswith("partial: no rank ids so far (1 of 2 files)")
         assert "partial" in app.export_screenshot()  # the header as drawn
         app.load_progress = None
+
+
+async def test_metrics_rows_do_not_wrap_at_120x40(monkeypatch: Any) -> None:
+    """At 120×40 the side pane is 48 columns: the totals and the rank rows keep one line
+    each (before, `CPcov CPcomm` wrapped onto a line of their own and so did the totals)."""
+    import io
+
+    from rich.console import Console
+
+    monkeypatch.setenv("NO_COLOR", "1")
+    app = MoetraceApp(steps_trace())
+    async with running(app, size=(120, 40)):
+        pane = app.query_one("#metrics")
+        width = pane.content_size.width
+        console = Console(width=width, record=True, file=io.StringIO())
+        console.print(app.query_one("#metrics-body").content)  # type: ignore[attr-defined]
+        lines = console.export_text().splitlines()
+    assert 40 <= width < 50
+    at = next(i for i, line in enumerate(lines) if line.split()[:2] == ["rank", "step"])
+    table = lines[at + 1 : at + 7]  # the 6 (rank, step) rows, one line each
+    assert {tuple(line.split()[:2]) for line in table} == {
+        (str(r), str(k)) for r in range(2) for k in range(3)
+    }
+    assert "rows (rank × step)" in lines[at + 7]
+    starts = ("whole trace", "job span", "exposed comm", "  Σ", "free: max", "idle: max")
+    starts += ("critical path", "  holds", "util", "  stream")
+    totals = lines[: lines.index("per rank and step") - 1]
+    assert totals and all(line.startswith(starts) for line in totals), totals
