@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 from click.testing import CliRunner
-from tui_helpers import running, static_text
+from tui_helpers import running, settle, static_text
 
 from moetrace.cli import main
 from moetrace.trace.io import write_trace
@@ -146,6 +146,17 @@ def steps_trace() -> Trace:
     return Trace.from_frames(ev, tracks, deps, counters, meta, compute_depth=True)
 
 
+async def until_report(app: MoetraceApp, pilot: Any, rounds: int = 3000) -> None:
+    """Let the app run until the whole trace's report is in (the analysis starts after the
+    first paint, so settling alone may come before it); bounded by rounds, not a clock."""
+    for _ in range(rounds):
+        if app.report is not None:
+            await settle(app, pilot)
+            return
+        await pilot.pause(0.01)
+    raise AssertionError("the report never came")
+
+
 def metrics_rows(text: str) -> dict[tuple[str, str], dict[str, str]]:
     """The metrics pane's per rank and step table as read off the screen: cells by header,
     each header right-aligned over its column."""
@@ -177,6 +188,7 @@ async def test_free_and_idle_are_the_cli_quantities(
     cli = json.loads(result.stdout)["traces"][0]["ranks"]
     app = MoetraceApp(paths=[path])
     async with running(app, size=size) as pilot:
+        await until_report(app, pilot)
         if not app.query_one("#side").display:
             await pilot.press("p")
             await pilot.pause()
@@ -237,6 +249,7 @@ async def test_moe_exposed_on_a_cpu_only_trace_is_not_time(
     assert all(r["exposed_ns"] is None for r in cli.values())
     app = MoetraceApp(paths=[path])
     async with running(app, size=size) as pilot:
+        await until_report(app, pilot)
         await pilot.press("8")
         await pilot.pause()
         table = app.screen.query_one(DataTable)
@@ -316,7 +329,8 @@ async def test_metrics_rows_do_not_wrap_at_120x40(monkeypatch: Any) -> None:
 
     monkeypatch.setenv("NO_COLOR", "1")
     app = MoetraceApp(steps_trace())
-    async with running(app, size=(120, 40)):
+    async with running(app, size=(120, 40)) as pilot:
+        await until_report(app, pilot)
         pane = app.query_one("#metrics")
         width = pane.content_size.width
         console = Console(width=width, record=True, file=io.StringIO())

@@ -9,8 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from test_narrow_layout import cpu_moe_trace, lanes_trace, steps_trace
-from tui_helpers import settle
+from test_narrow_layout import cpu_moe_trace, lanes_trace, steps_trace, until_report
 
 from moetrace.tui.app import MoetraceApp
 
@@ -18,7 +17,7 @@ SIZES = [(80, 24), (200, 50)]
 
 
 async def ready(pilot: Any) -> None:
-    await settle(pilot.app, pilot)
+    await until_report(pilot.app, pilot)
 
 
 @pytest.fixture(autouse=True)
