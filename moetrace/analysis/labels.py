@@ -245,3 +245,18 @@ def starter_rules(table: pl.DataFrame, framework: str = "mine") -> str:
             "",
         ]
     return "\n".join(lines)
+
+
+def short_names(names: pl.Series) -> pl.Series:
+    """`short_name_expr` of every name that is a demangled C++ signature (starts `void ` or
+    holds `::`), in order; other names unchanged (`stream 7 (overlap 2)` stays whole).
+    Computed once per distinct name: a million events with a few hundred kernel names cost a
+    few hundred regex passes."""
+    names = names.cast(pl.String)
+    cxx = pl.col("name").str.contains(r"^void |::")
+    uniq = pl.DataFrame({"name": names.unique()}).with_columns(
+        pl.when(cxx).then(short_name_expr()).otherwise(pl.col("name")).alias("short")
+    )
+    return names.replace_strict(uniq["name"], uniq["short"], return_dtype=pl.String).alias(
+        names.name
+    )

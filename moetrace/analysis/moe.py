@@ -9,7 +9,8 @@ work events: device kernels where the rank has device tracks, else the host thre
 the step markers (CPU-only PyTorch); except the comm stages (dispatch, combine, comm), whose
 time is metrics' comm set itself (`comm_pieces`: the same events and windows, every thread
 of a CPU-only rank), so `moe`'s comm stages equal `metrics`' comm on every trace.
-exposed_ns = time only that category was running.
+exposed_ns = time only that category was running on the rank's device lanes; null on
+CPU-only ranks (one host thread: it would only repeat time_ns).
 """
 
 from __future__ import annotations
@@ -227,7 +228,7 @@ CATEGORY_SCHEMA: dict[str, pl.DataType] = {
     "layer": pl.Int64(),  # from layer annotations (rules' layer_patterns); null without
     "category": pl.String(),
     "time_ns": pl.Int64(),  # self time of the category's work events
-    "exposed_ns": pl.Int64(),  # time when only this category was running on the rank
+    "exposed_ns": pl.Int64(),  # time only this category ran on the rank; null: CPU-only rank
     "share": pl.Float64(),  # time_ns / Σ time_ns of the rank and step
 }
 
@@ -373,9 +374,24 @@ def category_times(
     exposed = np.bincount(
         active[:-1][sel], weights=(t[1:] - t[:-1])[sel].astype(np.float64), minlength=keys.height
     )
-    out = keys.with_columns(
-        pl.Series("time_ns", time_ns), pl.Series("exposed_ns", np.rint(exposed).astype(np.int64))
-    ).filter(pl.col("time_ns") > 0)
+    # A CPU-only rank's work is the one host thread holding its step markers: one category
+    # runs at a time there by construction (the gloo threads moving the data are not work),
+    # so "only this category running" would repeat time_ns: exposed is not measured (null).
+    device_ranks = ev.filter(
+        pl.Series(mask) & pl.col("unit").cast(pl.String).is_in(list(DEVICE_UNITS))
+    )["rank"].unique()
+    out = (
+        keys.with_columns(
+            pl.Series("time_ns", time_ns),
+            pl.Series("exposed_ns", np.rint(exposed).astype(np.int64)),
+        )
+        .with_columns(
+            pl.when(pl.col("rank").is_in(device_ranks.implode()))
+            .then("exposed_ns")
+            .alias("exposed_ns")
+        )
+        .filter(pl.col("time_ns") > 0)
+    )
     return (
         out.with_columns(
             (pl.col("time_ns") / pl.col("time_ns").sum().over("rank", "step")).alias("share"),

@@ -18,7 +18,7 @@ from textual.app import ComposeResult
 from textual.binding import BindingType
 from textual.containers import Horizontal, Vertical
 from textual.message import Message
-from textual.widgets import Footer, Header, Input, Static
+from textual.widgets import Header, Input, Static
 
 from moetrace.text import visible as safe_text
 
@@ -27,6 +27,7 @@ from .commands import ViewerCommands
 from .keys import APP_BINDINGS
 from .loading import LoadProgress, run_in_background
 from .widgets.details import DetailsPane
+from .widgets.footer import FittingFooter
 from .widgets.metrics import MetricsPane
 from .widgets.timeline import TimelineView
 
@@ -145,7 +146,7 @@ class MoetraceApp(ViewerActions):
                 yield MetricsPane(id="metrics")
         yield Input(id="prompt")
         yield Static(Text(""), id="status")
-        yield Footer()
+        yield FittingFooter()
 
     def on_mount(self) -> None:
         self.query_one("#prompt", Input).display = False
@@ -245,14 +246,17 @@ class MoetraceApp(ViewerActions):
         first = self.model is None
         self.trace, self.model = message.trace, message.model
         self.timeline.set_model(message.model, keep_view=not first)
+        # "partial" first: the header cuts the end at 80 columns
         if message.done == 0:  # a preview of one big file
             self.sub_title = (
-                f"preview: {message.trace.events.height:,} events read so far · loading…"
+                f"partial preview: {message.trace.events.height:,} events read so far · loading…"
             )
             return
+        from .format import count_text
+
+        ranks = count_text(len(message.trace.ranks), "rank")
         self.sub_title = (
-            f"{len(message.trace.ranks)} ranks so far ({message.done} of {message.total} files)"
-            " · loading…"
+            f"partial: {ranks} so far ({message.done} of {message.total} files) · loading…"
         )
 
     def on_trace_loaded(self, message: TraceLoaded) -> None:

@@ -20,6 +20,7 @@ from moetrace.text import visible as safe_text
 
 from .format import parse_time
 from .widgets.details import DetailsPane
+from .widgets.footer import FittingFooter
 from .widgets.timeline import TimelineView
 
 if TYPE_CHECKING:
@@ -51,6 +52,7 @@ class ViewerActions(App[None]):
     SIDE_MIN_TERMINAL = 120  # below this many columns the side pane starts hidden (p shows it)
     SIDE_WIDTH = 58  # side pane columns when there is room
     SIDE_MAX_SHARE = 0.4  # the timeline always keeps at least 60% of the width
+    DETAILS_ALONE_BELOW = 30  # rows: below, Enter opens the details alone (p: with metrics)
 
     @property
     def timeline(self) -> TimelineView:
@@ -68,11 +70,13 @@ class ViewerActions(App[None]):
         show = self.side_wanted if self.side_wanted is not None else width >= self.SIDE_MIN_TERMINAL
         side.styles.width = max(min(self.SIDE_WIDTH, int(width * self.SIDE_MAX_SHARE)), 1)
         side.display = bool(show)
+        self.query_one(FittingFooter).fit(width)
         self.timeline.refresh()
 
     def action_toggle_side(self) -> None:
         """p: show or hide the details and metrics panes."""
         self.side_wanted = not self.query_one("#side").display
+        self.query_one("#metrics").display = True
         self.fit_layout(self.size.width)
 
     def set_status(self, text: str, style: str = "") -> None:
@@ -91,6 +95,8 @@ class ViewerActions(App[None]):
         if not tl.rows:
             return
         self.show_side()
+        if self.size.height < self.DETAILS_ALONE_BELOW:  # the details get the whole side
+            self.query_one("#metrics").display = False
         if not tl.select_at_cursor():
             row = tl.rows[tl.cursor_row]
             self.set_status(

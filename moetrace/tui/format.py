@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import re
 
 from rich.cells import cell_len, set_cell_size
 
@@ -98,10 +99,36 @@ def fit_cells(name: str, cells: int) -> list[str]:
     return [" "] * left + out + [" "] * (pad - left)
 
 
-def fit_label(text: str, width: int) -> str:
-    """A gutter label in exactly `width` cells: cut to `width - 1` cells (wide characters
-    counted as two), then one space of gap."""
-    return set_cell_size(text, width - 1) + " " if width > 0 else ""
+def fit_label(text: str, width: int, note: str = "") -> str:
+    """A gutter label and its `note` (` idle 5%`) in exactly `width` cells: `width - 1` cells
+    of text (wide characters counted as two), then one space of gap. When the label itself
+    is too long it keeps its distinguishing tail (`label_tails`: `…lane 3`, `…(overlap 2)`,
+    `…AIV 12`) and cuts the middle, the note left out; else the note is cut at its end."""
+    if width <= 0:
+        return ""
+    room = width - 1
+    if cell_len(text) > room:
+        for head, tail in label_tails(text):
+            head_cells = room - cell_len(tail) - 1
+            if head_cells >= 1 and head[:head_cells].strip():
+                return set_cell_size(head, head_cells) + "…" + tail + " "
+    return set_cell_size(text + note, room) + " "
+
+
+def label_tails(text: str) -> list[tuple[str, str]]:
+    """(head, tail) pairs a cut label may keep, most kept first: the tail from the word
+    before its last word holding a digit (`lane 3`, `(overlap 2)`, `AIV 12`), then from that
+    word alone (`4339 (python)`), then those two without what follows the digits (`4339`
+    of `thread 4339 (python)`); none when no word holds a digit."""
+    words = list(re.finditer(r"\S+", text))
+    last = next((i for i in range(len(words) - 1, -1, -1) if re.search(r"\d", words[i][0])), None)
+    if last is None:
+        return []
+    starts = [words[last].start()]
+    if last > 0 and not re.search(r"\d", words[last - 1][0]):
+        starts.insert(0, words[last - 1].start())
+    ends = list(dict.fromkeys([len(text), words[last].end()]))
+    return [(text[:a], text[a:b]) for b in ends for a in starts if a > 0]
 
 
 def count_text(n: int, noun: str) -> str:

@@ -14,6 +14,7 @@ import re
 import numpy as np
 import polars as pl
 
+from moetrace.analysis.labels import short_names
 from moetrace.trace.model import UNITS, Trace
 
 from .binning import IntervalIndex
@@ -74,7 +75,9 @@ class LaneModel:
                 r["track"],
             )
         )
-        for r in rows:
+        names = short_names(pl.Series("n", [r["thread_name"] for r in rows], pl.String))
+        for r, short in zip(rows, names, strict=True):
+            r["thread_name"] = short  # a track named by a C++ kernel: its short name
             counter_name = r["process_name"] if r["track"] in self.counters else None
             name = (
                 r["thread_name"]
@@ -111,7 +114,7 @@ class LaneModel:
                 pl.col("kind").to_physical().alias("kind_code"),
                 pl.col("name"),
             ).sort(["track", "depth", "ts"])
-            self._ev_names = ev["name"]
+            self._ev_names = short_names(ev["name"])  # slices show the classifier's short names
             track = ev["track"].to_numpy().astype(np.int64)
             depth = ev["depth"].to_numpy().astype(np.int64)
             start = (ev["ts"].to_numpy() - self.origin).astype(np.float64)

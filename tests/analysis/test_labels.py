@@ -326,3 +326,24 @@ def test_collectives_read_the_labels() -> None:
     assert kind[nccl] == ("nccl:all_reduce", "all_reduce")
     assert kind["MoeDistributeDispatchV2"] == ("hccl_mc2:all_to_all", "all_to_all")
     assert kind["hcom_alltoallv__456_2_1"][1] == "all_to_all"
+def test_short_names_only_shorten_cxx_signatures() -> None:
+    from moetrace.analysis.labels import short_names
+
+    names = pl.Series(
+        "name",
+        [
+            "void ns::k<int, 4>(float*, int)",
+            "stream 7 (overlap 2)",
+            "aten::mm",
+            None,
+            "void ns::k<int, 4>(float*, int)",
+        ],
+    )
+    # worked by hand: return type, template arguments and parameters dropped
+    assert short_names(names).to_list() == [
+        "ns::k<…>",
+        "stream 7 (overlap 2)",
+        "aten::mm",
+        None,
+        "ns::k<…>",
+    ]

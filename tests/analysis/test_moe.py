@@ -333,3 +333,39 @@ def test_cli_moe_and_collectives(real_traces: Path, tmp_path: Path) -> None:
     res = runner.invoke(main, ["moe", files[0], "--rules", str(bad)])
     assert res.exit_code == 2
     assert "bad.toml: rule[0]: category 'gemm'" in res.stderr and "Traceback" not in res.stderr
+
+
+def test_exposed_is_not_measured_on_cpu_only_ranks() -> None:
+    """One host thread (CPU-only): one category at a time by construction, so exposed_ns is
+    null, not a copy of time_ns; a device rank keeps its measured figure."""
+    ev = pl.DataFrame(
+        {
+            "id": [0, 1, 2, 3, 4, 5],
+            "track": [0, 0, 0, 1, 2, 3],
+            # rank 0: one host thread; rank 1: step markers on the host, two streams
+            "name": [
+                *("ProfilerStep#1", "moe/dispatch", "moe/expert_ffn"),
+                *("ProfilerStep#1", "moe_dispatch_kernel", "expert_gemm_kernel"),
+            ],
+            "kind": ["marker", "host", "host", "marker", "comm", "compute"],
+            "ts": [0, 0, 40, 0, 0, 30],
+            "dur": [100, 40, 60, 100, 50, 50],
+        }
+    )
+    tracks = pl.DataFrame(
+        {
+            "track": [0, 1, 2, 3],
+            "rank": [0, 1, 1, 1],
+            "pid": ["1", "2", "2", "2"],
+            "tid": ["1", "2", "s7", "s8"],
+            "unit": ["cpu", "cpu", "stream", "stream"],
+        }
+    )
+    cats = moe_view(Trace.from_frames(ev, tracks, compute_depth=True)).categories
+    cpu = cats.filter(pl.col("rank") == 0)
+    assert cpu.height > 0 and cpu["exposed_ns"].null_count() == cpu.height
+    dev = {r["category"]: r["exposed_ns"] for r in cats.filter(pl.col("rank") == 1).to_dicts()}
+    # by hand: the comm kernel [0, 50) and the gemm [30, 80) on two streams overlap on
+    # [30, 50): each is alone for 30 ns
+    assert list(dev.values()) and all(v is not None for v in dev.values())
+    assert sorted(dev.values()) == [30, 30]

@@ -278,12 +278,12 @@ async def test_metrics_pane_shows_the_analyzer_totals(small_trace: Trace) -> Non
         body = static_text(app, "#metrics-body")
         totals = app.report.summary()
         assert (
-            f"sum over ranks·steps {fmt_ns(totals['exposed_comm_ns'])}"
+            f"Σ ranks·steps {fmt_ns(totals['exposed_comm_ns'])}"
             f" = {fmt_pct(totals['exposed_ratio'])} of comm"
         ) in body
         ranks = app.report.ranks
         worst = ranks.sort("exposed_comm_ns", descending=True).row(0, named=True)
-        assert f"max per rank·step {fmt_ns(worst['exposed_comm_ns'])} (r{worst['rank']} " in body
+        assert f"comm: max {fmt_ns(worst['exposed_comm_ns'])} (r{worst['rank']} " in body
         assert "CPcov = critical-path span ÷ window" in " ".join(body.split())  # legend
         assert f"aic {fmt_pct(totals['util:aic'])}" in body
 
@@ -312,7 +312,10 @@ async def test_metrics_pane_lists_every_rank_sorted_by_the_chosen_key() -> None:
         assert listed() == by_exposed["rank"].to_list()  # all 24, not the first 16
         assert "24 rows (rank × step), by exposed comm" in static_text(app, "#metrics-body")
         await pilot.press("o")
-        by_idle = ranks.sort(["free_ns", "rank"], descending=[True, False])
+        by_free = ranks.sort(["free_ns", "rank"], descending=[True, False])
+        assert listed() == by_free["rank"].to_list()
+        await pilot.press("o")
+        by_idle = ranks.sort(["idle_ns", "rank"], descending=[True, False])
         assert listed() == by_idle["rank"].to_list()
         await pilot.press("o")
         by_compute = ranks.sort(["compute_ns", "rank"], descending=[True, False])
@@ -408,7 +411,7 @@ async def test_rank_and_lane_labels_show_their_idle_share(small_trace: Trace) ->
         ranks = app.report.ranks.filter(pl.col("rank") == 1)
         share = ranks["idle_ns"].sum() / ranks["window_ns"].sum()  # metrics' idle, not free
         label = lane_text(app.timeline, ("rank", 1))[: app.timeline.label_width]
-        assert f"rank 1 idle {100 * share:.0f}%" in label
+        assert f"rank 1 free {100 * share:.0f}%" in label  # free_ns, as `metrics` names it
         tracks = app.report.tracks.filter(pl.col("track") == 0)
         idle = tracks["idle_ns"].sum() / (tracks["idle_ns"].sum() + tracks["busy_ns"].sum())
         label = lane_text(app.timeline, ("lane", 0, 0))[: app.timeline.label_width]

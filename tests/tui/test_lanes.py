@@ -105,7 +105,9 @@ def test_name_boxes_and_fit_cells_by_hand() -> None:
     assert fit_cells("名字x", 4) == ["名", "", " ", "…"]  # 字 would be cut in half: a space
     assert fit_cells("🚀 moe", 6) == ["🚀", "", " ", "m", "o", "e"]
     assert fit_cells("e\u0301x", 3) == [" ", "e\u0301", "x"]  # a combining accent: no cell
-    assert fit_label("专家 3", 6) == "专家 " + " " and fit_label("专家 3", 5) == "专家" + " "
+    # cut labels keep their tail ("3"); a wide character cut in half becomes a space
+    assert fit_label("专家 3", 6) == "专 …3 " and fit_label("专家 3", 5) == "专…3 "
+    assert fit_label("专家", 4) == "专 " + " " and fit_label("专家 3", 7) == "专家 3 "
 
 
 def test_names_of_follow_event_ids(small_trace: Trace) -> None:

@@ -80,7 +80,7 @@ async def test_lanes_fill_in_as_rank_files_arrive(
         await _until(pilot, lambda: app.model is not None)
         assert app.load_progress is not None  # still loading
         assert app.model.ranks == [0]
-        assert "ranks so far (1 of 3 files)" in app.sub_title
+        assert "partial: 1 rank so far (1 of 3 files)" in app.sub_title
         row0 = lane_text(app.timeline, ("lane", 0, 0))
         assert any(c in row0 for c in "▁▂▃▄▅▆▇█▌▐")  # drawn, not a placeholder
         with pytest.raises(AssertionError):

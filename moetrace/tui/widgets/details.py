@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from rich.text import Text
 from textual.app import ComposeResult
-from textual.containers import Vertical
+from textual.containers import VerticalScroll
 from textual.message import Message
 from textual.widgets import OptionList, Static
 from textual.widgets.option_list import Option
@@ -121,8 +121,8 @@ def dependency_options(trace: Trace, event_id: int) -> list[Option]:
     return options
 
 
-class DetailsPane(Vertical):
-    """The selected event and its dependencies."""
+class DetailsPane(VerticalScroll):
+    """The selected event and its dependencies; scrolls when they are taller than the pane."""
 
     DEFAULT_CSS = """
     DetailsPane { height: 1fr; border: round $primary 50%; border-title-color: $text; }

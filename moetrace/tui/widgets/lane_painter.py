@@ -254,7 +254,7 @@ class LanePainter:
         )
         note = f.row_notes.get(row.key, "")
         label = label_segment(
-            row.label + note, row.indent, f.label_width, style, marker, pointer=is_cursor_row
+            row.label, row.indent, f.label_width, style, marker, is_cursor_row, note
         )
         strip = Strip(
             [label, *cells_segments(glyphs, keys, row.unit, row.kind != "lane", text)],

@@ -74,7 +74,9 @@ def text_table(headers: list[str], rows: list[list[str]], caption: str = "") -> 
     """Right-aligned columns as plain Text: a Rich Table of 256 ranks takes ~0.3 s to lay
     out on every repaint, this a few ms."""
     widths = [max([len(h)] + [len(r[i]) for r in rows]) for i, h in enumerate(headers)]
-    out = Text(" ".join(h.rjust(w) for h, w in zip(headers, widths, strict=True)) + "\n")
+    out = Text(
+        " ".join(h.rjust(w) for h, w in zip(headers, widths, strict=True)) + "\n", no_wrap=True
+    )
     out.stylize("bold", 0, len(out) - 1)
     out.append(
         "\n".join(" ".join(c.rjust(w) for c, w in zip(r, widths, strict=True)) for r in rows)
@@ -161,11 +163,13 @@ def totals_text(report: Report) -> Text | None:
         top = ranks.sort(column, descending=True, nulls_last=True).row(0, named=True)
         return f"{fmt_ns(top[column])} ({where_text(top.get('rank'), top.get('step'))})"
 
-    units = "  ".join(f"{k[5:]} {fmt_pct(v)}" for k, v in s.items() if k.startswith("util:"))
+    util = [f"{k[5:]} {fmt_pct(v)}" for k, v in s.items() if k.startswith("util:")]
+    units = "\n  ".join("  ".join(util[i : i + 3]) for i in range(0, len(util), 3))
+    # Short lines (≤ 46 cells, the pane's inside at 120 columns): none wraps.
     lines = [
-        f"job span (first start → last end): {fmt_ns(s.get('makespan_ns'))}",
-        f"exposed comm: max per rank·step {worst('exposed_comm_ns')}",
-        f"  sum over ranks·steps {fmt_ns(s.get('exposed_comm_ns'))}"
+        f"job span (first start→last end) {fmt_ns(s.get('makespan_ns'))}",
+        f"exposed comm: max {worst('exposed_comm_ns')}",
+        f"  Σ ranks·steps {fmt_ns(s.get('exposed_comm_ns'))}"
         f" = {fmt_pct(s.get('exposed_ratio'))} of comm",
         f"free: max per rank·step {worst('free_ns')}",
         f"  sum over ranks·steps {fmt_ns(s.get('free_ns'))}",
@@ -176,7 +180,7 @@ def totals_text(report: Report) -> Text | None:
     mfu = s.get("mfu")
     if mfu is not None:
         lines.append(f"MFU (time-weighted over ranks): {fmt_pct(mfu)}")
-    return Text("\n".join(lines))
+    return Text("\n".join(lines), no_wrap=True)
 
 
 def render_report(report: Report | None, scope: str, sort_key: int = 0) -> RenderableType:

@@ -141,11 +141,17 @@ only by the label's colour (NO_COLOR, plain captures)."""
 
 
 def label_segment(
-    text: str, indent: int, width: int, style: Style, marker: str = "", pointer: bool = False
+    text: str,
+    indent: int,
+    width: int,
+    style: Style,
+    marker: str = "",
+    pointer: bool = False,
+    note: str = "",
 ) -> Segment:
-    """The gutter label of a row as one Segment of exactly `width` cells (`pointer`: the
-    cursor row, whose gap column shows CURSOR_POINTER)."""
-    body = fit_label("  " * indent + marker + text, width)
+    """The gutter label of a row and its note as one Segment of exactly `width` cells
+    (`pointer`: the cursor row, whose gap column shows CURSOR_POINTER)."""
+    body = fit_label("  " * indent + marker + text, width, note)
     if pointer and body:
         body = body[:-1] + CURSOR_POINTER
     return Segment(body, style)
