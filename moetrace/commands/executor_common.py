@@ -110,6 +110,13 @@ def hw_overrides(pairs: tuple[str, ...], hw_file: str | None) -> dict[str, Any]:
     return check_hw_overrides(out)
 
 
+def simulate_makespan(config: SimulationConfig) -> int:
+    """Simulate without building a trace; the makespan (ns). Top-level for `demo`'s pool."""
+    from moetrace.executor.run import simulate_run
+
+    return simulate_run(config).makespan_ns
+
+
 def simulate_write_figures(config: SimulationConfig, path: str) -> dict[str, Any]:
     """Simulate, write the trace to `path` (overwriting) and return its summary.
 

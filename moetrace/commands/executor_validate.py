@@ -23,6 +23,8 @@ CASE: dict[str, Any] = {
 }
 PAPER_SPEEDUP = (1.49, 1.58)
 BASELINE_CHUNKS = 2  # DeepSeek / MindSpeed 2-micro-batch overlap (sim.md §3)
+# the schedules tile is measured against for its headline (`best_rival`): the strongest of them
+RIVAL_CHUNKS = (2, 4, 8)
 ABLATIONS: dict[str, dict[str, Any]] = {
     "--no-one-sided": {"one_sided": False},
     "--no-l2": {"l2": False},
@@ -123,9 +125,18 @@ def collect_validation(say: Say) -> dict[str, Any]:
     _, chunked4 = _run(say, schedule="chunked", chunks=4)
     tile_trace, tile = _run(say, schedule="tile")
     plan = tile_trace.meta["executor"]["schedule"]["plan"]
+    ablations = _ablation_rows(say, tile)
+    known = {BASELINE_CHUNKS: base["makespan_ns"], 4: chunked4["makespan_ns"]}
+    rivals = {"sequential": seq["makespan_ns"]}
+    for k in RIVAL_CHUNKS:  # the ones not run above: makespan only
+        rivals[f"chunked x{k}"] = (
+            known.get(k) or _makespan(say, schedule="chunked", chunks=k).makespan_ns
+        )
+    rivals["dynamic"] = next(r["value"] for r in ablations if r["key"] == "ablation --dynamic")
     rows = [
         *_paper_rows(seq, base, chunked4, tile, plan),
-        *_ablation_rows(say, tile),
+        best_rival_row(rivals, tile["makespan_ns"]),
+        *ablations,
         _credit_row(say, tile),
         _placement_row(say),
         *_bandwidth_rows(say, seq_trace),
@@ -195,6 +206,28 @@ def _paper_rows(
         )
     )
     return rows
+
+
+def best_rival_row(rivals: dict[str, int], tile_ns: int) -> dict[str, Any]:
+    """Tile against the strongest of `rivals` (schedule -> makespan ns): the headline that no
+    choice of baseline flatters (the paper-matching chunked x2 row stays beside it)."""
+    name = min(rivals, key=lambda k: rivals[k])
+    speedup = rivals[name] / tile_ns
+    others = ", ".join(f"{k} {v / 1e6:.2f}" for k, v in rivals.items())
+    return dict(
+        key="speedup_vs_best_rival",
+        claim="tile vs its strongest rival: the best of sequential, chunked x2/x4/x8 and `--dynamic` (no paper figure; the honest headline)",
+        reference="≥ 1x",
+        value=speedup,
+        rival=name,
+        rivals_ns=rivals,
+        text=f"**{speedup:.2f}x** vs {name} ({rivals[name] / 1e6:.2f} → {tile_ns / 1e6:.2f} ms; ms: {others})",
+        verdict="tile wins"
+        if speedup >= 1
+        else "within 2%"
+        if speedup >= 1 / 1.02
+        else "tile LOSES",
+    )
 
 
 def _ablation_rows(say: Say, tile: dict[str, Any]) -> list[dict[str, Any]]:
