@@ -326,6 +326,8 @@ def test_collectives_read_the_labels() -> None:
     assert kind[nccl] == ("nccl:all_reduce", "all_reduce")
     assert kind["MoeDistributeDispatchV2"] == ("hccl_mc2:all_to_all", "all_to_all")
     assert kind["hcom_alltoallv__456_2_1"][1] == "all_to_all"
+
+
 def test_short_names_only_shorten_cxx_signatures() -> None:
     from moetrace.analysis.labels import short_names
 
