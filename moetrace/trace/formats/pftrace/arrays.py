@@ -1,5 +1,6 @@
-"""numpy helpers of the vectorised .pftrace reader: a stable order of small ints, and
-np.unique's (values, first index, inverse) by one sort or by comparisons when values are few."""
+"""numpy helpers of the vectorised .pftrace reader: a stable order of small ints,
+np.unique's (values, first index, inverse) by one sort or by comparisons when values are few,
+and dense codes of values with few distinct ones (track uuids) by a binary search, no sort."""
 
 from __future__ import annotations
 
@@ -12,6 +13,36 @@ def stable_order(values: np.ndarray, bound: int) -> np.ndarray:
     if bound <= 1 << 16:
         return np.argsort(values.astype(np.uint16), kind="stable")
     return np.argsort(values, kind="stable")
+
+
+def codes(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """np.unique(values, return_inverse=True), the inverse as int32, for values with few
+    distinct ones (track uuids: one per track): the distinct values of a sample, then of the
+    values the sample missed, and a binary search of every value among them (~log2(tracks)
+    compares each) instead of a sort of all of them. Many distinct values: `unique`."""
+    n = len(values)
+    if n == 0:
+        return np.unique(values), np.zeros(0, dtype=np.int32)
+    distinct = np.unique(values[:: max(n // _SAMPLE, 1)])
+    for _ in range(2):  # the sample's values, then those plus the ones it missed
+        if len(distinct) > _MANY_CODES:
+            break
+        code = np.searchsorted(distinct, values)
+        np.minimum(code, len(distinct) - 1, out=code)
+        missed = distinct[code] != values
+        if not bool(missed.any()):
+            return distinct, code.astype(np.int32)
+        distinct = np.union1d(distinct, values[missed])
+        del code, missed
+    found, _, inverse = unique(values)
+    return found, inverse.astype(np.int32)
+
+
+_SAMPLE = 1 << 16
+"""Values sampled (evenly spaced) for the distinct values of `codes`."""
+
+_MANY_CODES = 1 << 16
+"""Most distinct values `codes` finds by a binary search (more: one sort of all)."""
 
 
 def unique(values: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
