@@ -7,7 +7,7 @@ from pathlib import Path
 
 from moetrace.trace.formats.pftrace.partial import prefix_previews
 from moetrace.trace.formats.pftrace.read_packets import read_slow
-from moetrace.trace.formats.pftrace.read_vectorised import read_vectorised
+from moetrace.trace.formats.pftrace.read_vectorised import decode_vectorised
 from moetrace.trace.model import Trace, TraceFormatError
 
 
@@ -23,10 +23,11 @@ def read_pftrace(path: str | Path) -> Trace:
     path = Path(path)
     data = _read_bytes(path)
     prefix_previews(path, data)  # the viewer's previews of a big file (formats/partial.py)
-    fast = read_vectorised(path, data)
-    if fast is not None:
-        return fast
-    return read_slow(path, data)
+    decoded = decode_vectorised(path, data)
+    if decoded is None:
+        return read_slow(path, data)
+    del data  # the columns hold no view of the file: its bytes go before the Trace is finished
+    return decoded()
 
 
 def _read_bytes(path: Path) -> bytes:

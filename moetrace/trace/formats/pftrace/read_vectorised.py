@@ -14,6 +14,7 @@ returns None, and the caller uses the per-packet reader: same result, just slowe
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
@@ -91,13 +92,21 @@ _EVENT_FIELDS = {
 
 def read_vectorised(path: Path, data: bytes) -> Trace | None:
     """The `Trace` of a .pftrace file, or None when it needs the per-packet reader."""
+    decoded = decode_vectorised(path, data)
+    return None if decoded is None else decoded()
+
+
+def decode_vectorised(path: Path, data: bytes) -> Callable[[], Trace] | None:
+    """The columns of a .pftrace file, decoded, and what finishes them into its `Trace`
+    (depths, order: it needs none of the file's bytes, so a caller can let them go first);
+    None when the file needs the per-packet reader."""
     try:
         return _read(path, data)
     except (Unsupported, Malformed, UnicodeDecodeError, DecodeError):
         return None  # the per-packet reader names what is wrong and where
 
 
-def _read(path: Path, data: bytes) -> Trace:
+def _read(path: Path, data: bytes) -> Callable[[], Trace]:
     starts, ends = packet_spans(data)
     buf = np.frombuffer(data, dtype=np.uint8)
     packets = scan(buf, starts, ends, _PACKET_FIELDS)
@@ -181,7 +190,7 @@ def _read(path: Path, data: bytes) -> Trace:
     deps = _deps(flow_ids, events, ts[rows], moetrace)
     counters = _counters(counter_rows, counter_values, tracks_of, ts, reader, tracks)
     del ts, rows, tracks_of
-    return finish(path, reader, tracks, events, deps, counters)
+    return functools.partial(finish, path, reader, tracks, events, deps, counters)
 
 
 class _InPlace:
