@@ -282,6 +282,8 @@ def _of_rows(f: Fields, position: np.ndarray) -> Fields:
     """The rows of `f` of the events whose `position` (their row in the events frame) is not
     -1, numbered by that position."""
     at = position[f.msg]
+    if len(at) == 0 or int(at.min()) >= 0:  # all of them (annotations of BEGINs): no gathers
+        return Fields(at, f.field, f.wire, f.value, f.off, f.length)
     picked = np.flatnonzero(at >= 0)
     return Fields(
         at[picked], *(pick(c, picked) for c in (f.field, f.wire, f.value, f.off, f.length))
