@@ -25,14 +25,13 @@ from __future__ import annotations
 
 import argparse
 import os
-import random
 import subprocess
 import sys
 import tempfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_load import NAMES, SHAPES, _stamp
+from bench_load import SHAPES, generate_many_tracks
 
 TIMER = """
 import resource, sys, time
@@ -55,31 +54,8 @@ SIDES = (".json", ".pftrace", "--base .pftrace")
 
 
 def generate_wide(path: Path, n_events: int, seed: int = 7) -> None:
-    """`many` with 5000 tracks: 50 ranks (pids) x 100 cores (tids) of back-to-back tiles
-    with small args, 1 tile in 100 partly over the previous one on its core."""
-    rng = random.Random(seed)
-    base_ns = 1_736_405_443_000_000_000
-    lanes = 50 * 100
-    with open(path, "w") as fh:
-        fh.write('{"traceEvents":[\n')
-        fh.write('{"ph":"M","name":"process_name","pid":0,"tid":0,"args":{"name":"rank 0"}}')
-        clock = [0] * lanes
-        last_end = [0] * lanes
-        for i in range(n_events):
-            lane = rng.randrange(lanes)
-            pid, tid = divmod(lane, 100)
-            dur = rng.randrange(500, 3000)
-            start = clock[lane] + rng.randrange(1, 400)
-            if i % 100 == 99 and last_end[lane] > 200:
-                start = last_end[lane] - rng.randrange(1, 200)
-            clock[lane] = max(clock[lane], start + dur)
-            last_end[lane] = start + dur
-            fh.write(
-                f',\n{{"ph":"X","cat":"tile","name":"{NAMES[i % 200]}","pid":{pid},"tid":{tid},'
-                f'"ts":{_stamp(base_ns + start)},"dur":{_stamp(dur)},'
-                f'"args":{{"tile":{i},"expert":{i % 256}}}}}'
-            )
-        fh.write("\n]}\n")
+    """`many` with 5000 tracks: 50 ranks (pids) x 100 cores (tids) of back-to-back tiles."""
+    generate_many_tracks(path, n_events, seed, ranks=50, cores=100)
 
 
 GENERATORS = {**SHAPES, "wide": generate_wide}
