@@ -80,20 +80,28 @@ def timed(
 
 
 def files(folder: Path, shape: str, events: int) -> tuple[Path, Path]:
-    """The shape's trace as moetrace writes it in Chrome JSON and in .pftrace (made once)."""
-    from moetrace.trace.io import load, write_trace
-
+    """The shape's trace as moetrace writes it in Chrome JSON and in .pftrace (made once, in a
+    child process: a child's ru_maxrss starts at its parent's, so this process stays small)."""
     as_json = folder / f"{shape}_{events}.json"
     as_pftrace = folder / f"{shape}_{events}.pftrace"
     if not (as_json.exists() and as_pftrace.exists()):
-        source = folder / f"source_{shape}.json"
-        GENERATORS[shape](source, events)
-        trace = load(source, cache=False)
-        write_trace(trace, as_json, force=True)
-        write_trace(trace, as_pftrace, force=True)
-        source.unlink()
-        del trace
+        here = str(Path(__file__).resolve().parent)
+        code = f"import sys; sys.path.insert(0, {here!r}); import bench_pftrace_read as b; "
+        code += f"b.make({shape!r}, {events}, {str(folder)!r})"
+        subprocess.run([sys.executable, "-c", code], check=True)
     return as_json, as_pftrace
+
+
+def make(shape: str, events: int, folder: str) -> None:
+    """Generate the shape's source trace, load it and write it as Chrome JSON and .pftrace."""
+    from moetrace.trace.io import load, write_trace
+
+    source = Path(folder) / f"source_{shape}.json"
+    GENERATORS[shape](source, events)
+    trace = load(source, cache=False)
+    write_trace(trace, Path(folder) / f"{shape}_{events}.json", force=True)
+    write_trace(trace, Path(folder) / f"{shape}_{events}.pftrace", force=True)
+    source.unlink()
 
 
 def _span(values: list[float], unit: str, fmt: str = ".2f") -> str:
