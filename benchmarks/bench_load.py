@@ -98,13 +98,15 @@ def _stamp(ns: int) -> str:
     return f"{ns // 1000}.{ns % 1000:03d}"
 
 
-def generate_many_tracks(path: Path, n_events: int, seed: int = 7) -> None:
+def generate_many_tracks(
+    path: Path, n_events: int, seed: int = 7, ranks: int = 8, cores: int = 64
+) -> None:
     """An executor/Ascend-like trace: 8 ranks (pids) x 64 cores (tids) = 512 tracks, each a
     stream of back-to-back tiles with small args; 1 tile in 100 starts before the previous
     one on its core ends (a partial overlap: it goes to an overflow lane)."""
     rng = random.Random(seed)
     base_ns = 1_736_405_443_000_000_000
-    lanes = 8 * 64
+    lanes = ranks * cores
     with open(path, "w") as fh:
         fh.write('{"traceEvents":[\n')
         fh.write('{"ph":"M","name":"process_name","pid":0,"tid":0,"args":{"name":"rank 0"}}')
@@ -112,7 +114,7 @@ def generate_many_tracks(path: Path, n_events: int, seed: int = 7) -> None:
         last_end = [0] * lanes
         for i in range(n_events):
             lane = rng.randrange(lanes)
-            pid, tid = divmod(lane, 64)
+            pid, tid = divmod(lane, cores)
             dur = rng.randrange(500, 3000)
             start = clock[lane] + rng.randrange(1, 400)
             if i % 100 == 99 and last_end[lane] > 200:

@@ -8,7 +8,7 @@ from pathlib import Path
 from moetrace.trace import progress
 from moetrace.trace.formats.pftrace.partial import prefix_previews
 from moetrace.trace.formats.pftrace.read_packets import read_slow
-from moetrace.trace.formats.pftrace.read_vectorised import read_vectorised
+from moetrace.trace.formats.pftrace.read_vectorised import decode_vectorised
 from moetrace.trace.model import Trace, TraceFormatError
 
 
@@ -30,9 +30,13 @@ def read_pftrace(path: str | Path) -> Trace:
     progress.report(path, 5, 100, "pass 2 of 3: previews")
     prefix_previews(path, data)  # the viewer's previews of a big file (formats/partial.py)
     progress.report(path, 15, 100, "pass 3 of 3: decoding the packets")
-    fast = read_vectorised(path, data)
-    if fast is None:
-        fast = read_slow(path, data)
+    decoded = decode_vectorised(path, data)
+    if decoded is None:
+        slow = read_slow(path, data)
+        progress.report(path, 100, 100)
+        return slow
+    del data  # the columns hold no view of the file: its bytes go before the Trace is finished
+    fast = decoded()
     progress.report(path, 100, 100)
     return fast
 

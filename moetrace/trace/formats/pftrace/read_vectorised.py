@@ -14,6 +14,7 @@ returns None, and the caller uses the per-packet reader: same result, just slowe
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
@@ -25,7 +26,7 @@ from google.protobuf.message import DecodeError
 from perfetto.protos.perfetto.trace import perfetto_trace_pb2 as pb
 
 from moetrace.trace.formats.pftrace.annotations import THREAD_MIN, event_notes
-from moetrace.trace.formats.pftrace.arrays import stable_order, unique
+from moetrace.trace.formats.pftrace.arrays import codes, stable_order
 from moetrace.trace.formats.pftrace.plan import FLOW_KIND_BITS
 from moetrace.trace.formats.pftrace.protocol import (
     E_CAT_IIDS,
@@ -91,13 +92,21 @@ _EVENT_FIELDS = {
 
 def read_vectorised(path: Path, data: bytes) -> Trace | None:
     """The `Trace` of a .pftrace file, or None when it needs the per-packet reader."""
+    decoded = decode_vectorised(path, data)
+    return None if decoded is None else decoded()
+
+
+def decode_vectorised(path: Path, data: bytes) -> Callable[[], Trace] | None:
+    """The columns of a .pftrace file, decoded, and what finishes them into its `Trace`
+    (depths, order: it needs none of the file's bytes, so a caller can let them go first);
+    None when the file needs the per-packet reader."""
     try:
         return _read(path, data)
     except (Unsupported, Malformed, UnicodeDecodeError, DecodeError):
         return None  # the per-packet reader names what is wrong and where
 
 
-def _read(path: Path, data: bytes) -> Trace:
+def _read(path: Path, data: bytes) -> Callable[[], Trace]:
     starts, ends = packet_spans(data)
     buf = np.frombuffer(data, dtype=np.uint8)
     packets = scan(buf, starts, ends, _PACKET_FIELDS)
@@ -131,7 +140,8 @@ def _read(path: Path, data: bytes) -> Trace:
         if fields.count(number) != len(fields.select(number, wire).msg):
             raise Unsupported("flow ids of an unexpected wire type")
     n = len(ts)
-    kind = fields.last(E_TYPE, WIRE_VARINT, n)[0].astype(np.int64)
+    # the type as one byte (types past 255 are none of those read: 255 stands for them)
+    kind = np.minimum(fields.last(E_TYPE, WIRE_VARINT, n)[0], np.uint64(255)).astype(np.uint8)
     uuid = fields.last(E_UUID, WIRE_VARINT, n)[0]
     fields.drop(E_TYPE, E_UUID)
     rows = np.flatnonzero((kind == TYPE_BEGIN) | (kind == TYPE_INSTANT))
@@ -147,7 +157,7 @@ def _read(path: Path, data: bytes) -> Trace:
         # beside the rest: numpy and Polars let go of the GIL in their loops.
         notes_job = pool.submit(event_notes, data, buf, annotations, reader, ev_seq, len(rows))
         del annotations
-        unique_uuid, _, uuid_code = unique(uuid)
+        unique_uuid, uuid_code = codes(uuid)
         del uuid
         tracks_of = _Tracks(unique_uuid, uuid_code)
         slices = _pair_slices(kind, tracks_of, ts)
@@ -180,7 +190,7 @@ def _read(path: Path, data: bytes) -> Trace:
     deps = _deps(flow_ids, events, ts[rows], moetrace)
     counters = _counters(counter_rows, counter_values, tracks_of, ts, reader, tracks)
     del ts, rows, tracks_of
-    return finish(path, reader, tracks, events, deps, counters)
+    return functools.partial(finish, path, reader, tracks, events, deps, counters)
 
 
 class _InPlace:
@@ -227,26 +237,42 @@ def _pair_slices(kind: np.ndarray, tracks_of: _Tracks, ts: np.ndarray) -> np.nda
     only: an END with nothing open or a BEGIN never closed needs the per-packet reader
     (it words a warning per case)."""
     end = ts.copy()
-    rows = np.flatnonzero((kind == TYPE_BEGIN) | (kind == TYPE_END))
+    is_begin = kind == TYPE_BEGIN
+    rows = np.flatnonzero(is_begin | (kind == TYPE_END))
     if len(rows) == 0:
         return end
     n_codes = len(tracks_of.uuids)
-    order = rows[stable_order(tracks_of.code[rows], n_codes)]
-    group = tracks_of.code[order]
-    step = np.where(kind[order] == TYPE_BEGIN, 1, -1)
-    level = np.cumsum(step)
-    group_start = np.ones(len(order), dtype=bool)
-    group_start[1:] = group[1:] != group[:-1]
+    code = tracks_of.code[rows]
+    by_track = stable_order(code, n_codes)  # radix sort: file order within a track
+    group = code[by_track]
+    del code
+    step: np.ndarray = is_begin[rows][by_track].view(np.int8) * np.int8(2) - np.int8(1)  # +-1
+    level: np.ndarray = np.cumsum(step, dtype=np.int32 if len(rows) < 1 << 31 else np.int64)
+    group_start = np.ones(len(rows), dtype=bool)
+    np.not_equal(group[1:], group[:-1], out=group_start[1:])
     group_end = np.roll(group_start, -1)
+    del group_start
     if bool((level < 0).any()) or bool((level[group_end] != 0).any()):
         raise Unsupported("unbalanced BEGIN/END")
+    del group_end
     # Balanced: a BEGIN pushed to level L pairs with the next END popping level L. Sorted by
-    # (track, depth), file order within: by depth, then stably by track (both radix sorts).
-    depth = np.where(step > 0, level, level + 1)
-    by_depth = stable_order(depth, int(depth.max()) + 1)
-    pairs = order[by_depth[stable_order(group[by_depth], n_codes)]]
+    # (track, depth), file order within: one radix sort of a (track, depth) key when it fits
+    # in 16 bits, else by depth, then stably by track (two radix sorts).
+    depth = level
+    np.add(depth, step < 0, out=depth)  # an END pops the level it closes: its level after, plus one
+    del step
+    levels = int(depth.max()) + 1
+    if n_codes * levels <= 1 << 16:
+        np.add(depth, group * levels, out=depth)
+        pairs = by_track[stable_order(depth, n_codes * levels)]
+    else:
+        by_depth = stable_order(depth, levels)
+        pairs = by_track[by_depth[stable_order(group[by_depth], n_codes)]]
+        del by_depth
+    del depth, group, by_track
+    pairs = rows[pairs]
     begins, finals = pairs[0::2], pairs[1::2]
-    if not (bool((kind[begins] == TYPE_BEGIN).all()) and bool((kind[finals] == TYPE_END).all())):
+    if not (bool(is_begin[begins].all()) and bool((kind[finals] == TYPE_END).all())):
         raise Unsupported("BEGIN/END pairing")
     end[begins] = ts[finals]
     return end
@@ -256,6 +282,8 @@ def _of_rows(f: Fields, position: np.ndarray) -> Fields:
     """The rows of `f` of the events whose `position` (their row in the events frame) is not
     -1, numbered by that position."""
     at = position[f.msg]
+    if len(at) == 0 or int(at.min()) >= 0:  # all of them (annotations of BEGINs): no gathers
+        return Fields(at, f.field, f.wire, f.value, f.off, f.length)
     picked = np.flatnonzero(at >= 0)
     return Fields(
         at[picked], *(pick(c, picked) for c in (f.field, f.wire, f.value, f.off, f.length))

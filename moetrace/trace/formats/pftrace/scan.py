@@ -251,7 +251,8 @@ def varints(
 ) -> tuple[np.ndarray, np.ndarray | int]:
     """Decode the base-128 varint at each position: (values, byte counts, of the dtype of
     `pos`, or 1 when every varint is one byte). Values are uint64, or uint8 when every varint
-    is one byte (an eighth of the memory for the many small ones: types, iids, seq ids).
+    is one byte, uint16 when every one is at most two (an eighth / a quarter of the memory
+    for the many small ones: types, iids, seq ids, lengths).
     `first_byte`: buf[pos], when the caller has it already."""
     try:
         byte = buf[pos] if first_byte is None else first_byte
@@ -288,7 +289,8 @@ def _two_byte_varints(
     buf: np.ndarray, pos: np.ndarray, byte: np.ndarray
 ) -> tuple[np.ndarray, np.ndarray] | None:
     """`varints` when each is at most two bytes (lengths of texts, iids and ids under 16384:
-    two byte gathers, half the work of the 8-byte word path), else None. `byte`: buf[pos]."""
+    two byte gathers, half the work of the 8-byte word path; values as uint16), else None.
+    `byte`: buf[pos]."""
     last = len(buf) - 1
     more = byte >= 0x80
     if int(pos.max()) < last:
@@ -297,8 +299,8 @@ def _two_byte_varints(
         second = np.where(pos < last, buf[np.minimum(pos + 1, last)], np.uint8(0))
     if bool((more & (second >= 0x80)).any()):
         return None
-    value = (byte & np.uint8(0x7F)).astype(_U64)
-    value |= np.where(more, second.astype(_U64) << _U64(7), _U64(0))
+    value = (byte & np.uint8(0x7F)).astype(np.uint16)  # below 2**14: a quarter of uint64
+    value |= np.where(more, second.astype(np.uint16) << np.uint16(7), np.uint16(0))
     return value, more.astype(pos.dtype) + 1
 
 
