@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import polars as pl
@@ -14,9 +15,9 @@ from moetrace.trace.model import Trace
 def make(
     events: list[tuple[Any, ...]],
     units: list[str],
-    deps: list[tuple[int, int, str]] = (),
+    deps: Sequence[tuple[int, int, str]] = (),
     ranks: list[int | None] | None = None,
-    meta: dict | None = None,
+    meta: dict[str, Any] | None = None,
 ) -> Trace:
     """events: (track, name, kind, ts, dur[, flops]); ids are positions."""
     ev = {
@@ -48,7 +49,7 @@ def row(report, **where: Any) -> dict[str, Any]:  # type: ignore[no-untyped-def]
     for k, v in where.items():
         frame = frame.filter(pl.col(k).eq_missing(v))
     assert frame.height == 1
-    return frame.row(0, named=True)
+    return dict(frame.row(0, named=True))
 
 
 def test_one_event() -> None:

@@ -28,12 +28,14 @@ def test_graph_replay_launch_edges_cover_device_events(real_traces: Path) -> Non
     assert linked >= 0.95 * len(device)
 
 
-def _x(name: str, cat: str, ts: float, dur: float, pid: int, tid: int, **args: object) -> dict:
+def _x(
+    name: str, cat: str, ts: float, dur: float, pid: int, tid: int, **args: object
+) -> dict[str, object]:
     return {"ph": "X", "name": name, "cat": cat, "ts": ts, "dur": dur, "pid": pid, "tid": tid,
             "args": args}  # fmt: skip
 
 
-def _write(path: Path, events: list[dict]) -> Path:
+def _write(path: Path, events: list[dict[str, object]]) -> Path:
     with gzip.open(path, "wt") as fh:
         json.dump({"schemaVersion": 1, "distributedInfo": {"rank": 0}, "traceEvents": events}, fh)
     return path

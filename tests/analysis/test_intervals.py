@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -49,7 +51,8 @@ def test_set_operations_match_brute_force(
     his = np.full(GROUPS, lo + width, dtype=np.int64)
     window = np.zeros(SPAN, dtype=bool)
     window[lo : lo + width] = True
-    results = {
+    Cover = Callable[[np.ndarray, np.ndarray], np.ndarray]
+    results: dict[str, tuple[iv.Intervals, Cover]] = {
         "union": (ua, lambda ca, cb: ca),
         "and": (iv.intersection(ua, ub), lambda ca, cb: ca & cb),
         "minus": (iv.difference(ua, ub), lambda ca, cb: ca & ~cb),

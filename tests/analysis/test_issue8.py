@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import gzip
 import json
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -21,7 +22,7 @@ pytest.importorskip("moetrace.trace.io")
 def build(
     events: list[tuple[Any, ...]],
     tracks: list[tuple[int | None, str, str, str]],
-    deps: list[tuple[int, int, str]] = (),
+    deps: Sequence[tuple[int, int, str]] = (),
 ) -> Trace:
     """events: (track, name, cat, kind, ts, dur); tracks: (rank, unit, pid, tid)."""
     ev = {
@@ -49,7 +50,7 @@ def one(report: Any, **where: Any) -> dict[str, Any]:
     for k, v in where.items():
         frame = frame.filter(pl.col(k).eq_missing(v))
     assert frame.height == 1, frame
-    return frame.row(0, named=True)
+    return dict(frame.row(0, named=True))
 
 
 # ------------------------------------------------------------------ 1. work vs annotation
@@ -115,7 +116,9 @@ def _kineto_file(path: Path, events: list[dict[str, Any]], rank: int = 0) -> Pat
     return path
 
 
-def _x(name: str, cat: str, ts: float, dur: float, pid: int, tid: int, **args: Any) -> dict:
+def _x(
+    name: str, cat: str, ts: float, dur: float, pid: int, tid: int, **args: Any
+) -> dict[str, Any]:
     return {"ph": "X", "name": name, "cat": cat, "ts": ts, "dur": dur, "pid": pid, "tid": tid,
             "args": args}  # fmt: skip
 

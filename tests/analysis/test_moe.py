@@ -6,6 +6,7 @@ from __future__ import annotations
 import gzip
 import json
 from pathlib import Path
+from typing import Any
 
 import polars as pl
 import pytest
@@ -18,9 +19,9 @@ from moetrace.trace.io import load
 from moetrace.trace.model import Trace
 
 
-def _raw_events(path: Path) -> list[dict]:
+def _raw_events(path: Path) -> list[dict[str, Any]]:
     opener = gzip.open if path.name.endswith(".gz") else open
-    with opener(path, "rt") as fh:  # type: ignore[operator]
+    with opener(path, "rt") as fh:
         doc = json.load(fh)
     return [e for e in doc["traceEvents"] if e.get("ph") == "X"]
 

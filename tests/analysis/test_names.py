@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from collections import defaultdict
 
+import polars as pl
+
 from moetrace.analysis.names import events_by_name
 from moetrace.analysis.report import analyze
 from moetrace.trace.model import Trace
@@ -54,5 +56,5 @@ def test_cp_breakdown_sums_the_segments() -> None:
     assert by["dur_ns"].sum() == cp["dur_ns"].sum()
     for row in by.iter_rows(named=True):
         assert row["dur_ns"] == cp.filter(category=row["category"])["dur_ns"].sum()
-    assert abs(by["share"].sum() - 1.0) < 1e-12
+    assert abs(float(by.select(pl.col("share").sum()).item()) - 1.0) < 1e-12
     assert by["dur_ns"].to_list() == sorted(by["dur_ns"].to_list(), reverse=True)

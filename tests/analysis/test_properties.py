@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+from typing import Any
 
 import networkx as nx
 import polars as pl
@@ -76,7 +77,7 @@ def _check_against_reference(trace, time_range=None) -> None:  # type: ignore[no
         for x in r.tracks.iter_rows(named=True)
     }
     assert busy == ref.busy
-    gaps: dict[tuple, list] = {k: [] for k in ref.gaps}
+    gaps: dict[tuple[Any, ...], list[tuple[Any, ...]]] = {k: [] for k in ref.gaps}
     for x in r.gaps.sort("start_ns").iter_rows(named=True):
         gaps[(*_key(x["rank"], x["step"]), x["track"])].append(
             (x["start_ns"], x["end_ns"], x["before_id"], x["after_id"], x["cause"])
@@ -139,7 +140,7 @@ def test_critical_path_is_longest_path_on_asap_schedules(
         for a, b in itertools.pairwise(ids):
             g.add_edge(a, b, w=int(ev["dur"][b]))
     longest = nx.dag_longest_path_length(g, weight="w")
-    makespan = int((ev["ts"] + ev["dur"]).max() - ev["ts"].min())
+    makespan = int(ev.select((pl.col("ts") + pl.col("dur")).max() - pl.col("ts").min()).item())
     assert longest == makespan
     spans = r.ranks.sort("window_end_ns")
     last = spans.row(-1, named=True)

@@ -25,7 +25,7 @@ HTA_OVERLAP_PCT = {
 def hta_kept_overlap_pct(report) -> float:  # type: ignore[no-untyped-def]
     """Overlap of the steps HTA keeps (all but the last), pooled: Σ overlapped / Σ comm."""
     kept = report.ranks.sort("step").head(-1)
-    return 100 * kept["overlapped_ns"].sum() / kept["comm_ns"].sum()
+    return 100 * float(kept.select(pl.col("overlapped_ns").sum() / pl.col("comm_ns").sum()).item())
 
 
 @pytest.mark.parametrize(
@@ -113,9 +113,11 @@ def test_stream_gap_classes_match_hta(real_traces: Path, name: str) -> None:
     report = analyze(io.load(real_traces / "kineto" / name))
     kept = sorted(report.ranks["step"].to_list())[:-1]
     gaps = report.gaps.filter(pl.col("hta_cause").is_not_null() & pl.col("step").is_in(kept))
-    total = gaps["dur_ns"].sum()
+    total = float(gaps.select(pl.col("dur_ns").sum()).item())
     share = {
-        c: 100 * gaps.filter(pl.col("hta_cause") == c)["dur_ns"].sum() / total
+        c: 100
+        * float(gaps.filter(pl.col("hta_cause") == c).select(pl.sum("dur_ns")).item())
+        / total
         for c in ("host_wait", "kernel_wait", "other")
     }
     want = dict(zip(("host_wait", "kernel_wait", "other"), HTA_IDLE_PCT[name], strict=True))
@@ -201,5 +203,6 @@ def test_critical_path_host_share_matches_hta(real_traces: Path, name: str) -> N
     report = analyze(io.load(real_traces / "kineto" / name))
     step = sorted(report.ranks["step"].to_list())[1]
     path = report.critical_path.filter((pl.col("step") == step) & (pl.col("category") != "wait"))
-    host = 100 * path.filter(pl.col("category") == "host")["dur_ns"].sum() / path["dur_ns"].sum()
+    host_ns = path.filter(pl.col("category") == "host").select(pl.col("dur_ns").sum()).item()
+    host = 100 * float(host_ns) / float(path.select(pl.col("dur_ns").sum()).item())
     assert host == pytest.approx(HTA_CP_CPU_PCT[name], abs=5.0)

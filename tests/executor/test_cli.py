@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import polars as pl
 import pytest
@@ -179,9 +180,10 @@ def test_demo_writes_both_traces_and_protects_other_directories(tmp_path: Path) 
         assert (target / f"{name}.pftrace").exists()
     # the reference row is the chunked baseline (2 micro-batches) at 1.00x; every speedup is
     # chunked's makespan over the row's, recomputed from the simulations themselves
+    extras: dict[str, dict[str, Any]] = {"chunked": {"chunks": 2}, "sequential": {}, "tile": {}}
     spans = {
         name: simulate(ranks=4, tokens=128, schedule=name, **extra).meta["executor"]["makespan_ns"]
-        for name, extra in (("chunked", {"chunks": 2}), ("sequential", {}), ("tile", {}))
+        for name, extra in extras.items()
     }
     rows = [line for line in out.splitlines() if " ms " in line]
     assert [r.split()[1] for r in rows] == ["chunked", "sequential", "tile"]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+from typing import Any
 
 import numpy as np
 import pytest
@@ -45,7 +46,7 @@ def test_every_schedule_routing_and_placement_computes_the_layer(
 
 
 @pytest.mark.parametrize("ablation", [dict(one_sided=False), dict(l2=False), dict(dynamic=True)])
-def test_ablations_compute_the_layer(ablation: dict) -> None:
+def test_ablations_compute_the_layer(ablation: dict[str, Any]) -> None:
     _check(simulate_run(**BASE, schedule="tile", routing="zipf:1.0", **ablation))
 
 

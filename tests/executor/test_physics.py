@@ -7,6 +7,7 @@ from the task graph by hand (FLOPs, bytes, rates), independently of executor/flo
 from __future__ import annotations
 
 import itertools
+from typing import Any
 
 import numpy as np
 import pytest
@@ -20,7 +21,7 @@ from moetrace.executor.taskgraph import T
 SETTINGS = settings(
     max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow], derandomize=True
 )
-SCHEDULES = [
+SCHEDULES: list[dict[str, Any]] = [
     dict(schedule="sequential"),
     dict(schedule="chunked", chunks=2),
     dict(schedule="tile"),
@@ -30,7 +31,7 @@ SCHEDULES = [
 ]
 
 
-def config() -> st.SearchStrategy[dict]:
+def config() -> st.SearchStrategy[dict[str, Any]]:
     return st.fixed_dictionaries(
         {
             "ranks": st.sampled_from([2, 4, 8]),
@@ -85,7 +86,7 @@ def peak_hbm_demand(run: Run) -> float:
 
 @SETTINGS
 @given(cfg=config(), which=st.sampled_from(range(len(SCHEDULES))))
-def test_no_run_beats_its_floors_or_exceeds_hbm(cfg: dict, which: int) -> None:
+def test_no_run_beats_its_floors_or_exceeds_hbm(cfg: dict[str, Any], which: int) -> None:
     run = simulate_run(**cfg, **SCHEDULES[which])
     want = hand_floors(run)
     for name, floor in want.items():
@@ -106,7 +107,7 @@ def test_the_reported_hbm_case_respects_its_floor() -> None:
 
 @SETTINGS
 @given(cfg=config(), which=st.sampled_from([0, 1, 2]), what=st.sampled_from(["link", "hbm"]))
-def test_doubling_a_bandwidth_never_slows_a_run(cfg: dict, which: int, what: str) -> None:
+def test_doubling_a_bandwidth_never_slows_a_run(cfg: dict[str, Any], which: int, what: str) -> None:
     hw = dict(cfg.pop("hw_overrides"))
     if what == "link" and not hw["link_bw"]:
         hw["link_bw"] = 50e9

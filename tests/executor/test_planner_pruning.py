@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
+from typing import Any
 
 import numpy as np
 import pytest
@@ -33,7 +34,7 @@ CASES = [
 
 
 @pytest.mark.parametrize("case", CASES, ids=[str(i) for i in range(len(CASES))])
-def test_pruned_planner_keeps_the_exhaustive_winner(case: dict) -> None:
+def test_pruned_planner_keeps_the_exhaustive_winner(case: dict[str, Any]) -> None:
     wl, hw, opts, _ = prepare(SimulationConfig.build(schedule="tile", **case))
     pruned = execute(wl, hw, opts)
     full = execute(wl, hw, opts, exhaustive=True)
@@ -44,7 +45,7 @@ def test_pruned_planner_keeps_the_exhaustive_winner(case: dict) -> None:
 
 
 @pytest.mark.parametrize("case", CASES[:5], ids=[str(i) for i in range(5)])
-def test_lane_work_bound_is_below_every_plan(case: dict) -> None:
+def test_lane_work_bound_is_below_every_plan(case: dict[str, Any]) -> None:
     """The bound is sum of a pool's durations over its cores: recomputed here per lane from
     the plans' own lanes, and never above any plan's makespan."""
     wl, hw, opts, _ = prepare(SimulationConfig.build(schedule="tile", **case))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -97,7 +98,7 @@ def test_beyond_the_measured_link_table_is_extrapolated_below_it_warned() -> Non
         ({"bogus": "1"}, "unknown hardware key"),
     ],
 )
-def test_overrides_are_checked_in_one_place(pair: dict, needle: str) -> None:
+def test_overrides_are_checked_in_one_place(pair: dict[str, Any], needle: str) -> None:
     with pytest.raises(ExecutorInputError) as err:
         apply_overrides(PRESETS["ascend-a3"], pair)
     assert needle in str(err.value) and "\n" not in str(err.value)

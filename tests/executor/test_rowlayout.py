@@ -5,11 +5,14 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from moetrace.executor.taskgraph import TaskGraph
 from moetrace.executor.tiles import build_graph
-from moetrace.executor.workload import make_workload
+from moetrace.executor.workload import Workload, make_workload
+
+Keys = tuple[np.ndarray, ...]
 
 
-def sorted_reference(wl, graph):  # type: ignore[no-untyped-def]
+def sorted_reference(wl: Workload, graph: TaskGraph) -> tuple[np.ndarray, np.ndarray]:
     """Per-row tiles by the definitions: lexsort the rows, cut runs into tiles of tile_rows."""
     assign, expert_rank, tr = graph.assign, graph.expert_rank, wl.tile_rows
     ep, tok, k = assign.shape
@@ -21,11 +24,11 @@ def sorted_reference(wl, graph):  # type: ignore[no-untyped-def]
     chunk = (np.arange(nu) * graph.chunks // nu)[token // tt]
     local = np.array([np.sum(expert_rank[:e] == expert_rank[e]) for e in range(expert_rank.size)])
 
-    def tiles(group_keys: tuple, order_keys: tuple) -> np.ndarray:
+    def tiles(group_keys: Keys, order_keys: Keys) -> np.ndarray:
         order = np.lexsort(tuple(reversed(group_keys + order_keys)))
         out = np.empty(src.size, dtype=np.int64)
-        seen: dict[tuple, int] = {}
-        pos_in_group: dict[tuple, int] = {}
+        seen: dict[tuple[int, ...], int] = {}
+        pos_in_group: dict[tuple[int, ...], int] = {}
         for row in order.tolist():
             g = tuple(int(x[row]) for x in group_keys)
             p = pos_in_group.get(g, 0)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from typing import Any
 
 import numpy as np
 import polars as pl
@@ -13,7 +14,7 @@ from moetrace.executor.hardware import PRESETS
 from moetrace.executor.run import simulate, simulate_run
 from moetrace.executor.taskgraph import T
 
-SMALL = dict(ranks=8, tokens=256)
+SMALL: dict[str, Any] = dict(ranks=8, tokens=256)
 
 
 @pytest.fixture(scope="module", params=["sequential", "chunked", "tile"])
@@ -130,7 +131,7 @@ def test_skewed_routing_makes_stragglers() -> None:
         (dict(frobnicate=True), "unknown option"),
     ],
 )
-def test_bad_input_is_one_clear_error(kwargs: dict, needle: str) -> None:
+def test_bad_input_is_one_clear_error(kwargs: dict[str, Any], needle: str) -> None:
     args = {**SMALL, **kwargs}
     with pytest.raises(ExecutorInputError, match=needle) as info:
         simulate(**args)

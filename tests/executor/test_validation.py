@@ -7,6 +7,7 @@ smaller case where the same mechanisms show, to keep the suite fast.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -45,7 +46,7 @@ def test_the_chunked_baseline_reproduces_the_papers_baseline_and_tile_beats_it()
     "ablation",
     [dict(one_sided=False), dict(dynamic=True), dict(l2=False), dict(order="arrival")],
 )
-def test_each_ablation_costs_time(ablation: dict) -> None:
+def test_each_ablation_costs_time(ablation: dict[str, Any]) -> None:
     tile = simulate_run(schedule="tile", **MID)
     ablated = simulate_run(schedule="tile", **MID, **ablation)
     assert ablated.makespan_ns > 1.005 * tile.makespan_ns
@@ -130,8 +131,8 @@ def test_a_slower_link_lowers_the_measured_bandwidth() -> None:
 
 
 def test_every_hardware_field_has_a_unit_and_a_source() -> None:
-    fields = set(PRESETS["ascend-a3"].to_dict()) - {"name", "peak_flops"}
-    assert fields == set(FIELDS)
+    hw_fields = set(PRESETS["ascend-a3"].to_dict()) - {"name", "peak_flops"}
+    assert hw_fields == set(FIELDS)
     for name, fields in PRESET_FIELDS.items():
         assert set(fields) == set(FIELDS), name
         for unit, source in fields.values():

@@ -7,12 +7,14 @@ from __future__ import annotations
 import hashlib
 import sqlite3
 from pathlib import Path
+from typing import Any
 
 import polars as pl
 import pytest
 
 from moetrace.analysis import analyze
 from moetrace.trace.io import find_traces, load
+from moetrace.trace.model import Trace
 
 TOL = 0.005
 COLUMNS = {
@@ -80,7 +82,7 @@ def test_lanes_like_the_text_export(real_traces: Path) -> None:
     db = load(_out(real_traces, 0) / "ascend_pytorch_profiler_0.db", cache=False)
     text = load(real_traces / "ascend" / "level0__rank0_ascend_pt__trace_view.json", cache=False)
 
-    def shape(t):  # type: ignore[no-untyped-def]
+    def shape(t: Trace) -> set[tuple[Any, ...]]:
         j = t.events.join(t.tracks, on="track").filter(
             pl.col("process_name").is_in(["Ascend Hardware", "HCCL"])
         )

@@ -232,9 +232,9 @@ def test_flat_fast_path_agrees_with_nesting_depth() -> None:
         ts, dur = ts.astype(np.int64), dur.astype(np.int64)
         fast = cp.overflow_lanes(track, ts, dur, cp.MAX_OVERFLOW_LANE)
         saved = cp.all_flat
-        cp.all_flat = lambda *a: False  # type: ignore[assignment]
+        cp.all_flat = lambda *a: False
         try:
             slow = cp.overflow_lanes(track, ts, dur, cp.MAX_OVERFLOW_LANE)
         finally:
-            cp.all_flat = saved  # type: ignore[assignment]
+            cp.all_flat = saved
         assert np.array_equal(fast[0], slow[0]) and np.array_equal(fast[1], slow[1]), case

@@ -184,7 +184,7 @@ def test_deps_come_in_one_order_whatever_order_they_are_given(tmp_path: Path) ->
     }
     tracks = {"track": [0, 1], "pid": ["p", "p"], "tid": ["t", "s"], "unit": ["cpu", "stream"]}
     edges = [(1, 3, "launch"), (0, 2, "launch"), (0, 3, "sync"), (1, 2, "launch")]
-    written = []
+    written: list[bytes] = []
     for order in (edges, edges[::-1], [edges[2], edges[0], edges[3], edges[1]]):
         deps = {
             "src": [e[0] for e in order],

@@ -3,12 +3,16 @@ obvious way, on arbitrary (overlapping, tied, zero-length) slices, narrow and wi
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 import polars as pl
 import pytest
 
 from moetrace.testing.nesting import definition_depth, definition_lanes
 from moetrace.trace.nesting import MAX_OVERFLOW_LANE, nesting_depth, overflow_lanes
+
+Column = np.ndarray | pl.Series
 
 
 @pytest.mark.parametrize("scale", ["narrow", "wide_times", "wide_tracks"])
@@ -118,10 +122,11 @@ def test_flow_binding_by_blocks_equals_one_pass(monkeypatch: pytest.MonkeyPatch)
         q_track = rng.integers(0, 8, m).astype(np.int64)  # tracks 6, 7: no slices
         q_ts = rng.integers(-2, 55, m).astype(np.int64)
         ts_s, dur_s = _chunked(s_ts), _chunked(s_dur)  # as the reader passes them
-        for find, columns, as_series in (
+        cases: list[tuple[Callable[..., np.ndarray], list[Column], list[Column]]] = [
             (phases.enclosing_slice, [s_ts, s_dur, s_depth, s_id], [ts_s, dur_s, s_depth, s_id]),
             (phases.next_slice, [s_ts, s_dur, s_id], [ts_s, dur_s, s_id]),
-        ):
+        ]
+        for find, columns, as_series in cases:
             whole = phases._by_track_blocks(find, None, s_track, columns, q_track, q_ts)
             monkeypatch.setattr(nesting, "BLOCK_EVENTS", int(rng.integers(1, 10)))
             blocks = nesting.track_blocks(s_track)

@@ -79,7 +79,10 @@ def test_every_kernel_has_its_launch_edge(real_traces: Path) -> None:
     pairs = launch.join(
         ev.select(pl.col("id").alias("src"), pl.col("args").alias("a")), on="src"
     ).join(ev.select(pl.col("id").alias("dst"), pl.col("args").alias("b")), on="dst")
-    corr = lambda c: pl.col(c).str.json_path_match("$.correlation")  # noqa: E731
+
+    def corr(c: str) -> pl.Expr:
+        return pl.col(c).str.json_path_match("$.correlation")
+
     assert pairs.filter(corr("a") != corr("b")).height == 0
     assert trace.problems() == []
     report = analyze(trace)

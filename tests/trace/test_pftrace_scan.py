@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import importlib
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -83,7 +84,7 @@ _FIELD = st.tuples(
 
 @settings(max_examples=150, deadline=None)
 @given(st.lists(st.lists(_FIELD, max_size=6), min_size=1, max_size=12))
-def test_scan_finds_what_a_per_message_walk_finds(messages: list[list[tuple]]) -> None:
+def test_scan_finds_what_a_per_message_walk_finds(messages: list[list[tuple[Any, ...]]]) -> None:
     data = bytearray()
     starts, ends = [], []
     for fields in messages:
@@ -178,7 +179,8 @@ def test_varints_of_one_to_ten_bytes_equal_a_byte_by_byte_decode(
 def test_placements_order_rows_by_message_then_piece(blocks: list[list[list[bool]]]) -> None:
     # Each block covers its own 12 messages and holds some pieces (steps), each with a row for
     # some of those messages: rows must land ordered by message, then by piece (a stable sort).
-    pieces, keys = [], []
+    pieces: list[_Piece] = []
+    keys: list[tuple[int, int]] = []
     for b, steps in enumerate(blocks):
         for has in steps:
             msg = 12 * b + np.flatnonzero(has)
@@ -207,7 +209,9 @@ def test_ten_byte_varints_at_the_very_end_of_the_buffer() -> None:
         assert int(np.asarray(size).reshape(-1)[0]) == len(_varint(value))
 
 
-def _spans(data: bytes, rng: np.random.Generator, n: int, lo: int, hi: int) -> tuple:
+def _spans(
+    data: bytes, rng: np.random.Generator, n: int, lo: int, hi: int
+) -> tuple[np.ndarray, np.ndarray]:
     length = rng.integers(lo, hi + 1, n)
     off = np.sort(rng.choice(np.arange(1, len(data) - hi), n, replace=False))
     return off, length
@@ -307,10 +311,13 @@ def test_strings_of_spread_texts_equal_slicing_one_by_one(
     if broken:
         data[off[1500] + length[1500] // 2] = 0xFF  # never valid in UTF-8
     starts, lengths = np.array(off), np.array(length)
-    masked = []
-    monkeypatch.setattr(
-        texts_module, "_compress_spans", lambda *a: masked.append(1) or _compress_spans(*a)
-    )
+    masked: list[int] = []
+
+    def counting_compress(*a: Any) -> Any:
+        masked.append(1)
+        return _compress_spans(*a)
+
+    monkeypatch.setattr(texts_module, "_compress_spans", counting_compress)
     if broken:
         with pytest.raises(UnicodeDecodeError):
             span_strings(bytes(data), starts, lengths)
@@ -334,7 +341,9 @@ def test_repeated_pairs_equal_a_set_of_pairs(per_owner: int) -> None:
 @pytest.mark.parametrize("n_tracks", [5, 70_000])  # radix sorts, and the general sort
 def test_pairing_equals_a_stack_per_track(n_tracks: int) -> None:
     rng = np.random.default_rng(n_tracks)
-    kinds, uuids, stacks = [], [], {}
+    kinds: list[int] = []
+    uuids: list[int] = []
+    stacks: dict[int, int] = {}
     for _ in range(200_000):
         uuid = int(rng.integers(0, n_tracks)) * 7919 + 2**42
         open_ = stacks.setdefault(uuid, 0)
@@ -349,7 +358,7 @@ def test_pairing_equals_a_stack_per_track(n_tracks: int) -> None:
         kinds += [2] * depth
         uuids += [uuid] * depth
     kind = np.array(kinds, dtype=np.int64)
-    uuid = np.array(uuids, dtype=np.uint64)
+    uuid_col = np.array(uuids, dtype=np.uint64)
     ts = np.arange(len(kind), dtype=np.int64) * 10
     expected = ts.copy()
     open_rows: dict[int, list[int]] = {}
@@ -358,7 +367,7 @@ def test_pairing_equals_a_stack_per_track(n_tracks: int) -> None:
             open_rows.setdefault(u, []).append(row)
         elif k == 2:
             expected[open_rows[u].pop()] = ts[row]
-    unique_uuid, _, code = unique(uuid)
+    unique_uuid, _, code = unique(uuid_col)
     end = _pair_slices(kind, _Tracks(unique_uuid, code), ts)
     assert np.array_equal(end, expected)
 
@@ -395,14 +404,14 @@ def test_threads_read_the_same_trace(monkeypatch: pytest.MonkeyPatch, tmp_path: 
 
     # (the package's own `annotations` name is the __future__ feature, not the module)
     notes_module = importlib.import_module("moetrace.trace.formats.pftrace.annotations")
-    started = []
-    monkeypatch.setattr(
-        notes_module.ThreadPoolExecutor,
-        "submit",
-        lambda self, *a, _submit=notes_module.ThreadPoolExecutor.submit: (
-            started.append(1) or _submit(self, *a)
-        ),
-    )
+    started: list[int] = []
+    submit = notes_module.ThreadPoolExecutor.submit
+
+    def counting_submit(self: Any, *a: Any) -> Any:
+        started.append(1)
+        return submit(self, *a)
+
+    monkeypatch.setattr(notes_module.ThreadPoolExecutor, "submit", counting_submit)
 
     path = tmp_path / "sim.pftrace"
     write_trace(simulate(ranks=2, tokens=128), path)

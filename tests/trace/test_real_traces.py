@@ -23,7 +23,8 @@ def _events(path: Path) -> list[dict[str, Any]]:
     opener = gzip.open if path.name.endswith(".gz") else open
     with opener(path, "rt") as fh:
         data = json.load(fh, parse_float=Decimal)
-    return data["traceEvents"] if isinstance(data, dict) else data
+    events: list[dict[str, Any]] = data["traceEvents"] if isinstance(data, dict) else data
+    return events
 
 
 def _ns(value: Any) -> int:

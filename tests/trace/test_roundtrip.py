@@ -15,7 +15,8 @@ from hypothesis import strategies as st
 
 from moetrace.testing.compare import assert_trace_equal
 from moetrace.testing.strategies import chrome_events, traces
-from moetrace.trace.formats.chrome import read_chrome, write_chrome
+from moetrace.trace.formats.chrome.read import read_chrome
+from moetrace.trace.formats.chrome.write import write_chrome
 from moetrace.trace.io import load, write_trace
 from moetrace.trace.model import Trace
 

@@ -10,7 +10,9 @@ from typing import Any
 import polars as pl
 import pytest
 from click.testing import CliRunner
-from tui_helpers import lane_text, running, settle, static_text
+from rich.text import Text
+from textual.widgets import DataTable, Static
+from tui_helpers import lane_text, report_of, running, settle, static_text
 
 from moetrace.trace.model import Trace
 from moetrace.tui.app import MoetraceApp
@@ -23,8 +25,8 @@ async def test_critical_path_table_enter_jumps_to_the_event(small_trace: Trace) 
     async with running(app) as pilot:
         await pilot.press("1")
         assert isinstance(app.screen, TableScreen)
-        table = app.screen.query_one("DataTable")
-        cp = app.report.critical_path.sort(["rank", "step", "seq"])
+        table = app.screen.query_one(DataTable)
+        cp = report_of(app).critical_path.sort(["rank", "step", "seq"])
         assert table.row_count == cp.height
         await pilot.press("down", "down", "enter")
         assert not isinstance(app.screen, TableScreen)
@@ -35,7 +37,7 @@ async def test_names_table_aggregates_by_name(small_trace: Trace) -> None:
     app = MoetraceApp(small_trace)
     async with running(app) as pilot:
         await pilot.press("4")
-        table = app.screen.query_one("DataTable")
+        table = app.screen.query_one(DataTable)
         totals: dict[str, int] = defaultdict(int)
         ev = small_trace.events
         for name, dur, kind in zip(ev["name"], ev["dur"], ev["kind"], strict=True):
@@ -55,7 +57,7 @@ async def test_gap_and_comm_tables_list_the_analyzer_rows(
     app = MoetraceApp(small_trace)
     async with running(app) as pilot:
         await pilot.press(key)
-        table = app.screen.query_one("DataTable")
+        table = app.screen.query_one(DataTable)
         assert table.row_count == min(getattr(app.report, frame).height, 2000)
         await pilot.press("enter")
         assert app.timeline.selected is not None
@@ -134,7 +136,7 @@ async def test_metrics_pane_shows_the_report_figures(small_trace: Trace) -> None
     app = MoetraceApp(small_trace)
     async with running(app):
         body = static_text(app, "#metrics-body")
-        row = app.report.ranks.row(0, named=True)
+        row = report_of(app).ranks.row(0, named=True)
         assert fmt_ns(row["exposed_comm_ns"]) in body
         assert fmt_pct(row["exposed_ratio"]) in body
 
@@ -276,12 +278,12 @@ async def test_metrics_pane_shows_the_analyzer_totals(small_trace: Trace) -> Non
     app = MoetraceApp(small_trace)
     async with running(app):
         body = static_text(app, "#metrics-body")
-        totals = app.report.summary()
+        totals = report_of(app).summary()
         assert (
             f"Σ ranks·steps {fmt_ns(totals['exposed_comm_ns'])}"
             f" = {fmt_pct(totals['exposed_ratio'])} of comm"
         ) in body
-        ranks = app.report.ranks
+        ranks = report_of(app).ranks
         worst = ranks.sort("exposed_comm_ns", descending=True).row(0, named=True)
         assert f"comm: max {fmt_ns(worst['exposed_comm_ns'])} (r{worst['rank']} " in body
         assert "CPcov = critical-path span ÷ window" in " ".join(body.split())  # legend
@@ -294,7 +296,7 @@ async def test_metrics_pane_lists_every_rank_sorted_by_the_chosen_key() -> None:
     trace = synthetic_trace(ranks=24, events_per_lane=8, seed=3)
     app = MoetraceApp(trace)
     async with running(app, size=(200, 50)) as pilot:
-        ranks = app.report.ranks
+        ranks = report_of(app).ranks
 
         def listed() -> list[int]:
             lines = static_text(app, "#metrics-body").splitlines()
@@ -365,18 +367,23 @@ async def test_table_columns_sort_by_value_and_say_how_many_rows(small_trace: Tr
     async with running(app) as pilot:
         await pilot.press("2")
         screen = app.screen
+        assert isinstance(screen, TableScreen)
         table = screen.query_one(DataTable)
-        gaps = app.report.gaps
-        assert f"{gaps.height} rows" in str(screen.query_one("#table-title").content)
+        gaps = report_of(app).gaps
+        assert f"{gaps.height} rows" in str(screen.query_one("#table-title", Static).content)
         column = list(table.columns)[3]  # "idle": durations such as "1.5 µs" / "12 µs"
-        screen.on_data_table_header_selected(DataTable.HeaderSelected(table, column, 3, "idle"))
+        screen.on_data_table_header_selected(
+            DataTable.HeaderSelected(table, column, 3, Text("idle"))
+        )
         await pilot.pause()
         from moetrace.tui.format import fmt_ns
 
         durations = sorted(gaps["dur_ns"].to_list())
         shown = [str(table.get_row_at(i)[3].plain) for i in range(table.row_count)]
         assert shown == [fmt_ns(d) for d in durations]  # by value, not as text
-        screen.on_data_table_header_selected(DataTable.HeaderSelected(table, column, 3, "idle"))
+        screen.on_data_table_header_selected(
+            DataTable.HeaderSelected(table, column, 3, Text("idle"))
+        )
         await pilot.pause()
         assert str(table.get_row_at(0)[3].plain) == fmt_ns(durations[-1])
         # Enter still jumps to the row's event after sorting.
@@ -394,26 +401,26 @@ async def test_idle_table_lists_every_core_with_the_analyzers_idle(small_trace: 
     async with running(app) as pilot:
         await pilot.press("5")
         table = app.screen.query_one(DataTable)
-        tracks = app.report.tracks
+        tracks = report_of(app).tracks
         assert table.row_count == tracks.height
         top = tracks.sort(["idle_ns", "rank", "track"], descending=[True, False, False]).row(
             0, named=True
         )
         first = [c.plain for c in table.get_row_at(0)]
         assert first[0] == str(top["rank"]) and first[5] == fmt_ns(top["idle_ns"])
-        idle = app.report.ranks.filter(pl.col("rank") == top["rank"])["idle_ns"][0]
+        idle = report_of(app).ranks.filter(pl.col("rank") == top["rank"])["idle_ns"][0]
         assert first[7] == fmt_ns(idle)  # the rank's idle (metrics' idle_ns) beside it
 
 
 async def test_rank_and_lane_labels_show_their_idle_share(small_trace: Trace) -> None:
     app = MoetraceApp(small_trace)
     async with running(app, size=(200, 40)):
-        ranks = app.report.ranks.filter(pl.col("rank") == 1)
-        share = ranks["idle_ns"].sum() / ranks["window_ns"].sum()  # metrics' idle, not free
+        ranks = report_of(app).ranks.filter(pl.col("rank") == 1)
+        share = ranks.select(pl.sum("idle_ns") / pl.sum("window_ns")).item()  # metrics' idle
         label = lane_text(app.timeline, ("rank", 1))[: app.timeline.label_width]
-        assert f"rank 1 free {100 * share:.0f}%" in label  # free_ns, as `metrics` names it
-        tracks = app.report.tracks.filter(pl.col("track") == 0)
-        idle = tracks["idle_ns"].sum() / (tracks["idle_ns"].sum() + tracks["busy_ns"].sum())
+        assert f"rank 1 idle {100 * share:.0f}%" in label  # idle_ns, as `metrics` names it
+        tracks = report_of(app).tracks.filter(pl.col("track") == 0)
+        idle = tracks.select(pl.sum("idle_ns") / (pl.sum("idle_ns") + pl.sum("busy_ns"))).item()
         label = lane_text(app.timeline, ("lane", 0, 0))[: app.timeline.label_width]
         assert f"AIC 0 idle {100 * idle:.0f}%" in label
 
@@ -437,7 +444,7 @@ async def test_job_tables_list_the_analyzers_collectives_stragglers_and_moe(
 
     app = MoetraceApp(skewed_job)
     async with running(app, size=(200, 40)) as pilot:
-        report = app.report
+        report = report_of(app)
         assert report.collectives.height > 0
         await pilot.press("6")
         table = app.screen.query_one(DataTable)
@@ -457,6 +464,7 @@ async def test_job_tables_list_the_analyzers_collectives_stragglers_and_moe(
         table = app.screen.query_one(DataTable)
         assert table.row_count == report.moe.height > 0
         await pilot.press("escape")
+        assert report.job is not None
         top = report.job["stragglers"][0]["rank"]
         label = lane_text(app.timeline, ("rank", top))[: app.timeline.label_width]
         assert "◆straggler" in label

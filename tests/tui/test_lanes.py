@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import polars as pl
+from tui_helpers import located
 
 from moetrace.testing.synthetic import synthetic_trace
 from moetrace.trace.model import Trace
@@ -51,7 +52,7 @@ def test_locate_and_lanes_of_agree_with_the_frames() -> None:
     where = model.lanes_of(sample["id"].to_numpy())
     for (track, depth), row in zip(where.tolist(), sample.iter_rows(named=True), strict=True):
         assert (track, depth) == (row["track"], row["depth"])
-        lane, start, end = model.locate(row["id"])
+        lane, start, end = located(model, row["id"])
         assert (lane.track, lane.depth) == (track, depth)
         assert start == row["ts"] - model.origin and end == start + row["dur"]
     assert model.lanes_of(np.array([10**8])).tolist() == [[-1, -1]]

@@ -7,7 +7,8 @@ from pathlib import Path
 import numpy as np
 import polars as pl
 import pytest
-from tui_helpers import lane_text, running, static_text
+from textual.widgets import DataTable
+from tui_helpers import lane_of, lane_text, located, model_of, report_of, running, static_text
 
 from moetrace.testing.synthetic import one_lane_trace, synthetic_trace
 from moetrace.trace.model import Trace
@@ -94,7 +95,7 @@ async def test_names_are_shown_literally() -> None:
         await pilot.press("slash", *"[bold", "enter")
         assert app.timeline.selected == 0
         await pilot.press("4")
-        cell = app.screen.query_one("DataTable").get_row_at(0)[0]
+        cell = app.screen.query_one(DataTable).get_row_at(0)[0]
         assert "[bold red]" in str(cell) and "\x1b" not in str(cell)
 
 
@@ -130,6 +131,7 @@ async def test_executor_trace(schedule: str) -> None:
     async with running(app, size=(140, 40)) as pilot:
         assert app.report is not None
         ov = app.overlays
+        assert ov is not None
         path = ov.cp_events[ov.cp_paths == ov.cp_paths[0]]
         assert len(path) > 2
         app.timeline.select_event(int(path[1]))
@@ -139,7 +141,7 @@ async def test_executor_trace(schedule: str) -> None:
         assert app.timeline.selected == int(path[0])
         units = {r.unit for r in app.timeline.rows if r.kind == "unit"}
         assert {"aic", "aiv", "link"} <= units
-        lane = app.timeline.model.locate(int(path[0]))[0]
+        lane = located(model_of(app.timeline), int(path[0]))[0]
         assert lane_text(app.timeline, ("lane", lane.track, lane.depth)).strip()
         # Dependency follow off the path: ] goes to the earliest-starting successor.
         on_path = set(app.report.critical_path["event_id"].drop_nulls().to_list())
@@ -170,7 +172,7 @@ async def test_real_kineto_trace(real_traces: Path) -> None:
         stream = next(i for i, r in enumerate(tl.rows) if r.kind == "lane" and r.unit == "stream")
         tl.cursor_row = stream
         await pilot.press("full_stop")
-        lane = tl.rows[stream].lane
+        lane = lane_of(tl.rows[stream])
         first = trace.events.filter(
             (pl.col("track") == lane.track) & (pl.col("depth") == lane.depth)
         ).sort("ts")
@@ -186,7 +188,7 @@ async def test_real_kineto_trace(real_traces: Path) -> None:
         assert f"of {hits.height}" in static_text(app, "#status")
         await pilot.press("c", "x", "i", "w", "w", "d")
         assert tl.active_overlays == {"critical", "exposed", "gaps"}
-        assert app.report.ranks.height >= 1
+        assert report_of(app).ranks.height >= 1
         assert np.isfinite(tl.t0)
 
 
@@ -215,10 +217,10 @@ async def test_real_ascend_trace_comm_table_and_exposed_overlay(real_traces: Pat
     trace = io.load([real_traces / "ascend" / "level0__rank0_ascend_pt__trace_view.json"])
     app = MoetraceApp(trace)
     async with running(app, size=(140, 40)) as pilot:
-        comm = app.report.comm
+        comm = report_of(app).comm
         assert comm.height > 0
         await pilot.press("3")
-        table = app.screen.query_one("DataTable")
+        table = app.screen.query_one(DataTable)
         assert table.row_count == comm.height
         top = comm.sort(["exposed_ns", "dur_ns"], descending=True)["event_id"][0]
         await pilot.press("enter")
@@ -226,7 +228,7 @@ async def test_real_ascend_trace_comm_table_and_exposed_overlay(real_traces: Pat
         name = trace.events.filter(pl.col("id") == top)["name"][0]
         assert name in static_text(app, "#details-text")
         await pilot.press("x")
-        lane = app.timeline.model.locate(int(top))[0]
+        lane = located(model_of(app.timeline), int(top))[0]
         text = lane_text(app.timeline, ("lane", lane.track, lane.depth))
         assert text[app.timeline.label_width :].strip()
 
@@ -236,18 +238,22 @@ async def test_step_navigation_on_a_real_multi_step_trace(real_traces: Path) -> 
     trace = io.load([real_traces / "kineto" / "hta__nccl_parser_config__nccl_data.json.gz"])
     app = MoetraceApp(trace)
     async with running(app, size=(140, 40)) as pilot:
-        ranks = app.report.ranks
+        ranks = report_of(app).ranks
         steps = sorted(set(ranks["step"].to_list()))
         assert len(app.steps) == len(steps) > 1
         await pilot.press("g")
         first = ranks.filter(pl.col("step") == steps[0])
-        lo = int(first["window_start_ns"].min()) - app.model.origin
-        hi = int(first["window_end_ns"].max()) - app.model.origin
+        lo = int(first.select(pl.min("window_start_ns")).item()) - model_of(app).origin
+        hi = int(first.select(pl.max("window_end_ns")).item()) - model_of(app).origin
         tl = app.timeline
         assert tl.t0 < lo < hi < tl.t1 and tl.t1 - tl.t0 < 1.1 * (hi - lo)
         await pilot.press("g")
         second = ranks.filter(pl.col("step") == steps[1])
-        assert tl.t0 < int(second["window_start_ns"].min()) - app.model.origin < tl.t1
+        assert (
+            tl.t0
+            < int(second.select(pl.min("window_start_ns")).item()) - model_of(app).origin
+            < tl.t1
+        )
 
 
 async def test_braille_packs_four_collapsed_ranks_per_row() -> None:
@@ -268,7 +274,7 @@ async def test_braille_packs_four_collapsed_ranks_per_row() -> None:
             ((0x01, 0x08), (0x02, 0x10), (0x04, 0x20), (0x40, 0x80))
         ):
             r = ev.filter(pl.col("rank") == rank)
-            s = (r["ts"].to_numpy() - tl.model.origin).astype(float)
+            s = (r["ts"].to_numpy() - model_of(tl).origin).astype(float)
             e = s + r["dur"].to_numpy()
             for half, bit in ((0, left_bit), (1, right_bit)):
                 a, b = edges[2 * col + half], edges[2 * col + half + 1]
@@ -298,12 +304,12 @@ async def test_big_summaries_are_built_in_a_worker(monkeypatch: pytest.MonkeyPat
         await pilot.pause()
         await app.workers.wait_for_complete()
         await pilot.pause()
-        assert any(w.name == "summaries" for w in app.workers) or app.timeline.model.cached_summary(
-            ("all",)
-        )
+        assert any(w.name == "summaries" for w in app.workers) or model_of(
+            app.timeline
+        ).cached_summary(("all",))
         text = lane_text(app.timeline, ("rank", 0))[app.timeline.label_width :]
         assert "…" not in text and any(c in "▁▂▃▄▅▆▇█" for c in text)
-        assert app.timeline.model.cached_summary(("rank", 0)) is not None
+        assert model_of(app.timeline).cached_summary(("rank", 0)) is not None
 
 
 async def test_ascend_counters_are_step_charts(real_traces: Path) -> None:
@@ -318,7 +324,7 @@ async def test_ascend_counters_are_step_charts(real_traces: Path) -> None:
         names = trace.counters["name"].unique().to_list()
         assert sorted(r.label for r in counters) == sorted(names)
         assert not any(r.kind == "lane" and r.label.startswith("other ") for r in tl.rows)
-        origin, cell = tl.model.origin, tl.cell_ns
+        origin, cell = model_of(tl).origin, tl.cell_ns
         checked = 0
         for row in counters:
             samples = trace.counters.filter(pl.col("name") == row.label).sort("ts")

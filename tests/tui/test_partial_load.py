@@ -336,7 +336,7 @@ def _gated_pftrace(
     plain = moetrace.load(path, cache=False)
     _eager(monkeypatch)
     gate = threading.Event()
-    real = pf_read.read_vectorised
+    from moetrace.trace.formats.pftrace.read_vectorised import read_vectorised as real
 
     def slow_whole_read(p: Path, data: bytes) -> Any:
         gate.wait(60)

@@ -11,7 +11,7 @@ from typing import Any
 
 import polars as pl
 import pytest
-from tui_helpers import lane_text, settle
+from tui_helpers import lane_text, model_of, settle
 
 from moetrace.testing.synthetic import synthetic_trace
 from moetrace.trace.model import Trace
@@ -79,7 +79,7 @@ async def test_lanes_fill_in_as_rank_files_arrive(
         gates[paths[0]].set()  # rank 0's file is in: its lanes are drawn, the others' not
         await _until(pilot, lambda: app.model is not None)
         assert app.load_progress is not None  # still loading
-        assert app.model.ranks == [0]
+        assert model_of(app).ranks == [0]
         assert "partial: 1 rank so far (1 of 3 files)" in app.sub_title
         row0 = lane_text(app.timeline, ("lane", 0, 0))
         assert any(c in row0 for c in "▁▂▃▄▅▆▇█▌▐")  # drawn, not a placeholder
@@ -87,19 +87,19 @@ async def test_lanes_fill_in_as_rank_files_arrive(
             lane_text(app.timeline, ("rank", 1))
 
         await pilot.press("w", "w")  # the user zooms while the job loads
-        window = (app.model.origin + app.timeline.t0, app.model.origin + app.timeline.t1)
+        window = (model_of(app).origin + app.timeline.t0, model_of(app).origin + app.timeline.t1)
 
         gates[paths[1]].set()  # rank 1 arrives: drawn too, the view kept
         await _until(pilot, lambda: app.model is not None and len(app.model.ranks) == 2)
-        assert app.model.ranks == [0, 1] and app.load_progress is not None
+        assert model_of(app).ranks == [0, 1] and app.load_progress is not None
         assert lane_text(app.timeline, ("rank", 1)).strip()
-        now = (app.model.origin + app.timeline.t0, app.model.origin + app.timeline.t1)
+        now = (model_of(app).origin + app.timeline.t0, model_of(app).origin + app.timeline.t1)
         assert now == pytest.approx(window)
 
         gates[paths[2]].set()  # the last file: the whole job, as `load` makes it
         await _until(pilot, lambda: app.load_progress is None)
         await settle(app, pilot)
         assert app.trace is not None and app.trace.events.height == trace.events.height
-        assert app.model.ranks == [0, 1, 2]
-        now = (app.model.origin + app.timeline.t0, app.model.origin + app.timeline.t1)
+        assert model_of(app).ranks == [0, 1, 2]
+        now = (model_of(app).origin + app.timeline.t0, model_of(app).origin + app.timeline.t1)
         assert now == pytest.approx(window)

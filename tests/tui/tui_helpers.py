@@ -6,7 +6,10 @@ from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from typing import Any
 
+from moetrace.analysis.report import Report
 from moetrace.tui.app import MoetraceApp
+from moetrace.tui.lane_parts import Lane, Row
+from moetrace.tui.lanes import LaneModel
 from moetrace.tui.widgets.timeline import TimelineView
 
 
@@ -63,3 +66,28 @@ def static_text(app: MoetraceApp, selector: str) -> str:
     console = Console(width=200, record=True, file=io.StringIO())
     console.print(content)
     return console.export_text()
+
+
+def model_of(view: MoetraceApp | TimelineView) -> LaneModel:
+    """The lane model of an app or timeline that has loaded its trace (fails the test if not)."""
+    assert view.model is not None, "no lane model: the trace is not loaded"
+    return view.model
+
+
+def report_of(app: MoetraceApp) -> Report:
+    """The metrics report of an app whose analysis finished (fails the test if not)."""
+    assert app.report is not None, "no report: the analysis did not finish"
+    return app.report
+
+
+def lane_of(row: Row) -> Lane:
+    """The lane of a timeline row of kind "lane" (fails the test for a summary row)."""
+    assert row.lane is not None, f"row {row.key} is not a lane"
+    return row.lane
+
+
+def located(model: LaneModel, event_id: int) -> tuple[Lane, float, float]:
+    """`model.locate(event_id)` for an event the model knows (fails the test if unknown)."""
+    where = model.locate(event_id)
+    assert where is not None, f"event {event_id} is not in the lane model"
+    return where
