@@ -3,6 +3,8 @@ come back when the receiver's readers of those rows finish (executor/credits.py)
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import pytest
 
@@ -122,7 +124,9 @@ def _buffer_violations(run, credit_ns: int) -> int:  # type: ignore[no-untyped-d
 @pytest.mark.parametrize("ranks,tokens,mib", [(8, 384, 24)])
 def test_small_buffer_is_honoured_and_slows_the_run(ranks: int, tokens: int, mib: int) -> None:
     # an explicit order: the planner keeps tile plans (no chunked candidates)
-    common = dict(ranks=ranks, tokens=tokens, routing="zipf:0.5", seed=3, order="arrival")
+    common: dict[str, Any] = dict(
+        ranks=ranks, tokens=tokens, routing="zipf:0.5", seed=3, order="arrival"
+    )
     free = simulate_run(**common, hw_overrides={"recv_buffer_bytes": 1e15})
     tight = simulate_run(**common, hw_overrides={"recv_buffer_bytes": mib * 2**20})
     assert tight.options.schedule == "tile" and free.options.schedule == "tile"

@@ -24,7 +24,7 @@ from moetrace.testing.dense_moe import (
 TINY = MoEShape(
     "tiny", hidden=32, intermediate=16, experts=8, top_k=2, shared_experts=1, source="test"
 )
-BASE = dict(preset=TINY, ranks=4, tokens=24, tile_rows=4, n_tile=8)
+BASE: dict[str, Any] = dict(preset=TINY, ranks=4, tokens=24, tile_rows=4, n_tile=8)
 
 
 def _check(run: Run) -> None:

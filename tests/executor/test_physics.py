@@ -181,7 +181,9 @@ def test_tile_is_never_more_than_2pct_slower_than_its_dynamic_ablation(
 
     hw = PRESETS["ascend-a3"]
     rate = (hw.link_rate("dispatch", ranks) + hw.link_rate("combine", ranks)) / 2
-    common = dict(ranks=ranks, tokens=tokens, hw_overrides={"link_bw": link_factor * rate})
+    common: dict[str, Any] = dict(
+        ranks=ranks, tokens=tokens, hw_overrides={"link_bw": link_factor * rate}
+    )
     tile = simulate_run(schedule="tile", **common)
     dynamic = simulate_run(schedule="tile", dynamic=True, **common)
     assert tile.makespan_ns <= 1.02 * dynamic.makespan_ns

@@ -8,6 +8,8 @@ a candidate or a rival that got faster would fail it."""
 
 from __future__ import annotations
 
+from typing import Any
+
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -16,7 +18,7 @@ from moetrace.executor.run import simulate_run
 SETTINGS = settings(
     max_examples=10, deadline=None, suppress_health_check=[HealthCheck.too_slow], derandomize=True
 )
-RIVALS = [
+RIVALS: list[dict[str, Any]] = [
     dict(schedule="tile", dynamic=True),
     dict(schedule="chunked", chunks=2),
     dict(schedule="chunked", chunks=4),
@@ -36,7 +38,7 @@ RIVALS = [
 def test_tile_is_within_2pct_of_its_best_rival(
     ranks: int, tokens: int, routing: str, seed: int, hbm_bw: float, link_bw: float
 ) -> None:
-    common = dict(
+    common: dict[str, Any] = dict(
         ranks=ranks,
         tokens=tokens,
         routing=routing,

@@ -25,7 +25,7 @@ from moetrace.executor.hardware import FIELDS, PRESET_FIELDS, PRESETS
 from moetrace.executor.run import simulate, simulate_run
 from moetrace.executor.taskgraph import T
 
-MID = dict(ranks=8, tokens=4096)  # compute-bound GEMMs, as in the full case
+MID: dict[str, Any] = dict(ranks=8, tokens=4096)  # compute-bound GEMMs, as in the full case
 
 
 @pytest.mark.slow
@@ -191,7 +191,7 @@ def test_validate_json_gives_every_row_as_data(monkeypatch: pytest.MonkeyPatch) 
     markdown = render_validation(lambda _: None, data)
     assert f"{speedup:.2f}x" in markdown and markdown.startswith(BEGIN)
     # the headline against the strongest rival, checked against separately run schedules
-    small = dict(ranks=8, tokens=256)
+    small: dict[str, Any] = dict(ranks=8, tokens=256)
     rivals = {
         "sequential": simulate_run(schedule="sequential", **small).makespan_ns,
         **{

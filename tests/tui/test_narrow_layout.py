@@ -343,7 +343,14 @@ async def test_metrics_rows_do_not_wrap_at_120x40(monkeypatch: Any) -> None:
         (str(r), str(k)) for r in range(2) for k in range(3)
     }
     assert "rows (rank × step)" in lines[at + 7]
-    starts = ("whole trace", "job span", "exposed comm", "  Σ", "free: max", "idle: max")
+    starts: tuple[str, ...] = (
+        "whole trace",
+        "job span",
+        "exposed comm",
+        "  Σ",
+        "free: max",
+        "idle: max",
+    )
     starts += ("critical path", "  holds", "util", "  stream")
     totals = lines[: lines.index("per rank and step") - 1]
     assert totals and all(line.startswith(starts) for line in totals), totals
