@@ -75,7 +75,7 @@ METRICS: tuple[Metric, ...] = (
         per_step=True,
         json=True,
     ),
-    Metric("idle_ns", "ns", "sum", "window − busy", per_step=True, json=True),
+    Metric("idle_ns", "ns", "sum", "window − busy", per_step=True, json=True, label="idle"),
     Metric("cp_span_ns", "ns", "sum", "the critical path's length in the window", per_step=True),
     Metric("cp_comm_ns", "ns", "sum", "communication on the critical path", per_step=True),
     Metric("a2a_comm_ns", "ns", "sum", "all-to-all (dispatch/combine) part of comm"),

@@ -205,16 +205,18 @@ async def test_free_and_idle_are_the_cli_quantities(
 
 
 def cpu_moe_trace() -> Trace:
-    """A CPU-only MoE rank (gloo-like): step markers and moe/* ranges on one host thread."""
+    """A CPU-only MoE rank (gloo-like): step markers and moe/* ranges on one host thread, the
+    dispatch and combine all-to-alls (gloo ops) inside their ranges."""
     names = ["ProfilerStep#1", "moe/dispatch", "moe/expert_ffn", "moe/combine"]
+    names += ["gloo:all_to_all", "gloo:all_to_all"]
     ev = {
-        "id": [0, 1, 2, 3],
-        "track": [0] * 4,
+        "id": [0, 1, 2, 3, 4, 5],
+        "track": [0] * 6,
         "name": names,
-        "cat": ["user_annotation"] * 4,
-        "kind": ["marker", "host", "host", "host"],
-        "ts": [1_000, 1_000, 3_000, 7_000],
-        "dur": [9_000, 2_000, 4_000, 3_000],
+        "cat": ["user_annotation"] * 4 + ["cpu_op"] * 2,
+        "kind": ["marker", "host", "host", "host", "comm", "comm"],
+        "ts": [1_000, 1_000, 3_000, 7_000, 1_500, 7_500],
+        "dur": [9_000, 2_000, 4_000, 3_000, 1_000, 1_500],
     }
     tracks = {
         "track": [0],

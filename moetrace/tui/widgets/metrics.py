@@ -27,6 +27,7 @@ MAX_RANK_ROWS = 4096  # the pane scrolls; beyond this many (rank, step) rows it 
 SORT_KEYS: list[tuple[str, str, bool]] = [
     ("exposed comm", "exposed_comm_ns", True),
     ("free", "free_ns", True),
+    ("idle", "idle_ns", True),
     ("compute", "compute_ns", True),
     ("rank", "rank", False),
 ]
@@ -36,6 +37,7 @@ RANK_COLUMNS = (
     "exposed_comm_ns",
     "exposed_ratio",
     "free_ns",
+    "idle_ns",
     "cp_coverage",
     "cp_comm_ratio",
 )
@@ -43,8 +45,8 @@ RANK_COLUMNS = (
 
 LEGEND = (
     "per rank and step: compute = time some compute runs (ns); exp.comm = comm not hidden "
-    "under compute; exp% = exp.comm ÷ comm time; free = window time with neither compute nor comm "
-    "running (what `metrics` calls free); "
+    "under compute; exp% = exp.comm ÷ comm time; free = window time with neither compute nor "
+    "comm (metrics free_ns); idle = window time with no device work on any unit (idle_ns); "
     "CPcov = critical-path span ÷ window; CPcomm = share of comm time on the critical path. "
     "util = busy ÷ (lanes × window) per unit. Critical path: compute-X = events on unit X, "
     "comm = communication, wait = the path waits for a dependency (wait:X: for one on X)."
@@ -171,11 +173,13 @@ def totals_text(report: Report) -> Text | None:
         f"exposed comm: max {worst('exposed_comm_ns')}",
         f"  Σ ranks·steps {fmt_ns(s.get('exposed_comm_ns'))}"
         f" = {fmt_pct(s.get('exposed_ratio'))} of comm",
-        f"free: max per rank·step {worst('free_ns')}",
-        f"  sum over ranks·steps {fmt_ns(s.get('free_ns'))}",
-        f"critical path: covers {fmt_pct(s.get('cp_coverage'))} of the windows,",
-        f"  holds {fmt_pct(s.get('cp_comm_ratio'))} of comm time (pooled over ranks)",
-        f"util (busy ÷ lanes·window, pooled): {units}",
+        f"free: max {worst('free_ns')}",
+        f"  Σ ranks·steps {fmt_ns(s.get('free_ns'))}",
+        f"idle: max {worst('idle_ns')}",
+        f"  Σ ranks·steps {fmt_ns(s.get('idle_ns'))}",
+        f"critical path: covers {fmt_pct(s.get('cp_coverage'))} of windows,",
+        f"  holds {fmt_pct(s.get('cp_comm_ratio'))} of comm (pooled)",
+        f"util (busy ÷ lanes·window, pooled):\n  {units}",
     ]
     mfu = s.get("mfu")
     if mfu is not None:
