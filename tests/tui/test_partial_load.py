@@ -336,13 +336,13 @@ def _gated_pftrace(
     plain = moetrace.load(path, cache=False)
     _eager(monkeypatch)
     gate = threading.Event()
-    from moetrace.trace.formats.pftrace.read_vectorised import read_vectorised as real
+    from moetrace.trace.formats.pftrace.read_vectorised import decode_vectorised as real
 
     def slow_whole_read(p: Path, data: bytes) -> Any:
         gate.wait(60)
         return real(p, data)
 
-    monkeypatch.setattr(pf_read, "read_vectorised", slow_whole_read)
+    monkeypatch.setattr(pf_read, "decode_vectorised", slow_whole_read)
     return MoetraceApp(paths=[path], metrics=False, loading={"cache": False}), gate, plain
 
 
