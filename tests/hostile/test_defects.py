@@ -317,3 +317,21 @@ def test_moe_of_a_trace_without_events_isone_error_line(tmp_path: Path) -> None:
         assert code == 2 and out == ""
         errors = [ln for ln in err.splitlines() if not ln.startswith("moetrace: warning: ")]
         assert "nothing to analyze (no events)" in one_error_line("\n".join(errors))
+
+
+def test_a_files_own_warnings_meta_that_is_not_a_list_is_ignored_with_a_warning(
+    tmp_path: Path,
+) -> None:
+    """A moetrace trace whose stored meta says `"warnings": true` (found by the fuzzer:
+    `*True` raised a TypeError in the Chrome reader): read, with one warning saying so."""
+    from moetrace.testing.synthetic import synthetic_trace
+
+    path = tmp_path / "t.json"
+    synthetic_trace(ranks=1, events_per_lane=3, seed=1).write(path)
+    doc = json.loads(path.read_text())
+    doc["moetrace"]["meta"]["warnings"] = True
+    path.write_text(json.dumps(doc))
+    trace = load(path, cache=False)
+    assert trace.events.height > 0
+    assert "the file's own 'warnings' meta is not a list of text: ignored" in trace.warnings
+    assert all(isinstance(w, str) for w in trace.warnings)

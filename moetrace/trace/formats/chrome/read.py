@@ -203,5 +203,10 @@ def trace_from_raw(raw: RawTrace, path: str | Path, *, flavor: str | None = None
         "top": {k: v for k, v in raw.top.items() if k != "moetrace"},
     }
     trace = interpret(chosen, built, raw.top, path, meta)
-    trace.meta["warnings"] = [*warnings, *trace.meta.get("warnings", [])]
+    prior = trace.meta.get("warnings", [])
+    if not (isinstance(prior, list) and all(isinstance(w, str) for w in prior)):
+        # a file's own meta (a moetrace trace's "moetrace" key) may carry anything there
+        warnings.append("the file's own 'warnings' meta is not a list of text: ignored")
+        prior = []
+    trace.meta["warnings"] = [*warnings, *prior]
     return trace
