@@ -16,13 +16,13 @@ from moetrace.executor.errors import ExecutorInputError
 from moetrace.executor.search import (
     BASE,
     ResultStore,
-    estimate,
     evaluate,
     expand,
     model_fingerprint,
     pareto_front,
     search,
 )
+from moetrace.executor.search_bound import estimate
 
 SPACE: dict[str, list[Any]] = dict(  # compute-bound enough for the bounds to prune
     ranks=[8, 16],
@@ -149,7 +149,8 @@ def test_budget_stops_early_and_says_so(space: list[dict[str, Any]], memo: Memo)
 
 
 def test_pareto_front_keeps_only_improvements() -> None:
-    from moetrace.executor.search import Estimate, Row
+    from moetrace.executor.search import Row
+    from moetrace.executor.search_bound import Estimate
 
     est = Estimate(True, "", 1.0, 0.0, 1.0, 1.0, 1.0)
 
@@ -278,3 +279,13 @@ def test_cli_hw_ranges_are_searched(tmp_path: Path) -> None:
     assert sorted(r["hw.link_bw"] for r in rows) == ["2e9", "8e10"]
     fast = min(rows, key=lambda r: r["makespan_ns"])
     assert fast["hw.link_bw"] == "8e10"  # 40x the link bandwidth: faster (link-bound at 2 GB/s)
+
+
+def test_the_model_fingerprint_covers_the_schedule_plugins() -> None:
+    """A change to a schedule module (executor/schedules/) is a change of the model: stored
+    search results must not be reused across it (the fingerprint once read executor/*.py only)."""
+    from moetrace.executor.search import model_files
+
+    names = {p.relative_to(p.parents[1]).as_posix() for p in model_files()}
+    assert {"schedules/tile.py", "schedules/sequential.py", "schedules/timing.py"} <= names
+    assert "search_bound.py" in {p.name for p in model_files()}
