@@ -35,7 +35,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from moetrace.executor.errors import ExecutorInputError
-from moetrace.executor.schedules import ScheduleOptions, get_schedule
+from moetrace.executor.schedules import Schedule, ScheduleOptions, get_schedule
 from moetrace.executor.search_bound import Estimate, estimate
 
 OBJECTIVES = {"makespan": "makespan_ns", "tokens_per_s": "tokens_per_s", "mfu": "mfu"}
@@ -134,12 +134,20 @@ def expand(
     return out
 
 
+def _schedule_of(cfg: Config) -> Schedule | None:
+    """The registered schedule `cfg` names; None for an unknown name (the candidate's own
+    run then says so, one line)."""
+    try:
+        return get_schedule(str(cfg.get("schedule")))
+    except ExecutorInputError:
+        return None
+
+
 def _drop_unused_knobs(cfg: Config) -> None:
     """Chunks 1 for a schedule that does not split into micro-batches, order auto for one that
     plans a single transfer order (the registry says which), so equal runs get one key."""
-    try:
-        sched = get_schedule(str(cfg.get("schedule")))
-    except ExecutorInputError:  # an unknown name: the candidate's own error says so
+    sched = _schedule_of(cfg)
+    if sched is None:
         return
     if sched.micro_batches(ScheduleOptions(chunks=2)) == 1:
         cfg["chunks"] = 1
@@ -360,9 +368,8 @@ def _describe(cfg: Config) -> str:
 
 def micro_batch_label(cfg: Config) -> str:
     """' xN' for a schedule that splits the layer into N > 1 micro-batches, else ''."""
-    try:
-        sched = get_schedule(str(cfg.get("schedule")))
-    except ExecutorInputError:  # an unknown name: the candidate's own error says so
+    sched = _schedule_of(cfg)
+    if sched is None:
         return ""
     n = sched.micro_batches(ScheduleOptions(chunks=int(cfg.get("chunks", 4))))
     return f" x{n}" if n > 1 else ""
