@@ -13,7 +13,8 @@ from click.testing import CliRunner
 
 from moetrace.analysis.comm import exposed_comm
 from moetrace.analysis.labels import short_name_expr, starter_rules
-from moetrace.analysis.moe import COMM_STAGES, moe_view
+from moetrace.analysis.moe import moe_view
+from moetrace.analysis.moe_comm import COMM_STAGES
 from moetrace.analysis.moe_rules import RulesError, load_rules, parse_rules
 from moetrace.analysis.report import analyze
 from moetrace.analysis.steps import prepare
@@ -210,7 +211,7 @@ MOE_TRACES = (
 
 GLOO_JOBS = ("torch_gloo_moe/balanced", "torch_gloo_moe/skewed", "torch_gloo_moe/overlapped")
 """The CPU-only gloo MoE jobs (4 ranks each): comm runs on gloo's worker threads, which the
-MoE view's comm stages count because they are metrics' comm set (moe.comm_pieces)."""
+MoE view's comm stages count because they are metrics' comm set (moe_comm.comm_pieces)."""
 
 
 def _comm_by_rank_step(
