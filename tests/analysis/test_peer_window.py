@@ -16,6 +16,7 @@ from moetrace.analysis import analyze
 from moetrace.analysis.peer_window import peer_note
 from moetrace.cli import main
 from moetrace.trace.model import Trace
+
 from .test_issue8 import _lagging, build
 
 io = pytest.importorskip("moetrace.trace.io")
